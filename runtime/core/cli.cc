@@ -1,0 +1,34 @@
+#include "runtime/core/cli.h"
+
+#include <filesystem>
+#include <sstream>
+
+#include "runtime/core/error.h"
+
+namespace dtrain::core {
+
+ParsedCommandLine parse_command_line(int argc, char** argv, po::options_description& options,
+                                     const po::positional_options_description* positional) {
+  options.add_options()("help,h", "print this help and exit");
+  const std::string program = argc > 0 ? std::filesystem::path(argv[0]).filename().string() : "dtrain";
+  ParsedCommandLine parsed;
+  try {
+    po::command_line_parser parser(argc, argv);
+    parser.options(options);
+    if (positional != nullptr) parser.positional(*positional);
+    po::store(parser.run(), parsed.values);
+    parsed.help = parsed.values.count("help") > 0;
+    if (!parsed.help) po::notify(parsed.values);
+  } catch (const po::error& e) {
+    DTRAIN_USAGE_FAIL() << program << ": " << e.what() << " (run " << program << " --help for the flags)";
+  }
+  return parsed;
+}
+
+std::string usage(const std::string& program, const po::options_description& options) {
+  std::ostringstream out;
+  out << "usage: " << program << " [options]\n" << options;
+  return out.str();
+}
+
+}  // namespace dtrain::core

@@ -1,0 +1,139 @@
+#include "runtime/core/gpu_binding.h"
+
+#include <cstring>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "runtime/core/env.h"
+#include "runtime/core/error.h"
+#include "runtime/core/log.h"
+#include "runtime/core/mpi_check.h"
+#include "runtime/core/process_identity.h"
+
+namespace dtrain::core {
+namespace {
+
+// Fixed-size record for MPI_Allgather.
+struct WireChoice {
+  int32_t world_rank;
+  int32_t visible_count;
+  char host[64];
+  char pci_bus_id[32];
+};
+
+void copy_truncated(char* out, size_t size, const std::string& text) {
+  std::memset(out, 0, size);
+  std::memcpy(out, text.data(), std::min(size - 1, text.size()));
+}
+
+std::vector<GpuDevice> simulated_gpus(int64_t count) {
+  std::vector<GpuDevice> gpus;
+  for (int i = 0; i < count; ++i) {
+    std::ostringstream bus;
+    bus << "sim:00:" << i;
+    gpus.push_back(GpuDevice{i, "simulated GPU " + std::to_string(i), bus.str(), 0, true});
+  }
+  return gpus;
+}
+
+}  // namespace
+
+std::vector<GpuDevice> visible_gpus() {
+  if (const auto simulated = env_int("DTRAIN_SIMULATED_GPUS", 0, 1024)) return simulated_gpus(*simulated);
+  return detail::runtime_visible_gpus();
+}
+
+int device_index_for_local_rank(int host_local_rank, int visible_count) {
+  DTRAIN_CHECK(visible_count > 0) << "no visible GPU to bind";
+  return host_local_rank % visible_count;
+}
+
+std::string gpu_placement_problem(const std::vector<RankGpuChoice>& choices, bool allow_sharing) {
+  const RankGpuChoice* with_gpu = nullptr;
+  const RankGpuChoice* without_gpu = nullptr;
+  for (const RankGpuChoice& c : choices) {
+    (c.visible_count > 0 ? with_gpu : without_gpu) = &c;
+  }
+  std::ostringstream problem;
+  if (with_gpu != nullptr && without_gpu != nullptr) {
+    problem << "rank " << without_gpu->world_rank << " on host " << without_gpu->host << " sees no GPU while rank "
+            << with_gpu->world_rank << " on host " << with_gpu->host << " sees " << with_gpu->visible_count
+            << "; every rank needs a GPU, or none (check CUDA_VISIBLE_DEVICES and the job's GPU request)";
+    return problem.str();
+  }
+  if (with_gpu == nullptr || allow_sharing) return "";
+
+  struct HostUse {
+    std::string host;
+    int ranks = 0;
+    std::set<std::string> gpus;
+  };
+  std::map<int, HostUse> hosts;
+  for (const RankGpuChoice& c : choices) {
+    HostUse& use = hosts[c.host_index];
+    use.host = c.host;
+    ++use.ranks;
+    use.gpus.insert(c.pci_bus_id);
+  }
+  for (const auto& [index, use] : hosts) {
+    if (use.ranks > static_cast<int>(use.gpus.size())) {
+      problem << "host " << use.host << " has " << use.ranks << " local ranks but only " << use.gpus.size()
+              << " GPU" << (use.gpus.size() == 1 ? "" : "s")
+              << " for them; start at most one rank per GPU, or pass --allow-gpu-sharing";
+      return problem.str();
+    }
+  }
+  return "";
+}
+
+GpuBinding bind_gpu(const RankContext& ctx, bool allow_sharing) {
+  const Topology& topo = ctx.topology();
+  const std::vector<GpuDevice> gpus = visible_gpus();
+
+  GpuBinding binding;
+  RankGpuChoice mine;
+  mine.world_rank = topo.world_rank;
+  mine.host = process_identity().host;
+  mine.visible_count = static_cast<int>(gpus.size());
+  if (!gpus.empty()) {
+    binding.cpu_mode = false;
+    binding.device = gpus[static_cast<size_t>(device_index_for_local_rank(topo.host_local_rank, mine.visible_count))];
+    mine.pci_bus_id = binding.device.pci_bus_id;
+  }
+
+  WireChoice wire{};
+  wire.world_rank = topo.world_rank;
+  wire.visible_count = mine.visible_count;
+  copy_truncated(wire.host, sizeof(wire.host), mine.host);
+  copy_truncated(wire.pci_bus_id, sizeof(wire.pci_bus_id), mine.pci_bus_id);
+
+  std::vector<WireChoice> all(static_cast<size_t>(topo.world_size));
+  DTRAIN_MPI_CHECK(MPI_Allgather(&wire, sizeof(WireChoice), MPI_BYTE, all.data(), sizeof(WireChoice), MPI_BYTE,
+                                 ctx.world()));
+  std::vector<RankGpuChoice> choices;
+  std::map<std::string, int> host_index_by_name;  // ranks group by physical host name
+  for (const WireChoice& w : all) {
+    RankGpuChoice c;
+    c.world_rank = w.world_rank;
+    c.host = w.host;
+    c.host_index = host_index_by_name.emplace(c.host, static_cast<int>(host_index_by_name.size())).first->second;
+    c.visible_count = w.visible_count;
+    c.pci_bus_id = w.pci_bus_id;
+    choices.push_back(std::move(c));
+  }
+
+  const std::string problem = gpu_placement_problem(choices, allow_sharing);
+  DTRAIN_USAGE_CHECK(problem.empty()) << problem;
+
+  if (binding.cpu_mode) {
+    DTRAIN_LOG0(kInfo) << "no GPU visible: running in CPU mode";
+  } else {
+    if (!binding.device.simulated) detail::set_current_device(binding.device.index);
+    DTRAIN_LOG(kDebug) << "bound to GPU " << binding.device.index << " (" << binding.device.name << ", "
+                       << binding.device.pci_bus_id << ")";
+  }
+  return binding;
+}
+
+}  // namespace dtrain::core

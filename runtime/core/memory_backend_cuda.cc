@@ -1,0 +1,34 @@
+// Memory backend of CUDA builds: page-locked host memory and the device caching allocator.
+#include <cuda_runtime_api.h>
+
+#include "runtime/core/buffer.h"
+#include "runtime/core/cuda/cuda_check.h"
+#include "runtime/core/cuda/device_allocator.h"
+
+namespace dtrain::core::detail {
+
+void* allocate_page_locked(size_t bytes) {
+  void* ptr = nullptr;
+  if (cudaHostAlloc(&ptr, bytes, cudaHostAllocPortable) != cudaSuccess) {
+    cudaGetLastError();  // no driver or no GPU: the caller falls back to plain host memory
+    return nullptr;
+  }
+  return ptr;
+}
+
+void free_page_locked(void* ptr) noexcept { cudaFreeHost(ptr); }
+
+void* allocate_device(size_t bytes, int* device) {
+  DTRAIN_CUDA_CHECK(cudaGetDevice(device)) << "device memory needs a usable GPU";
+  return device_caching_allocator(*device).allocate(bytes);
+}
+
+void free_device(void* ptr, int device) noexcept {
+  try {
+    device_caching_allocator(device).release(ptr);
+  } catch (...) {
+    // A destructor must not throw; a bad pointer here is a bug already reported elsewhere.
+  }
+}
+
+}  // namespace dtrain::core::detail

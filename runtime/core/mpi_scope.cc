@@ -1,0 +1,79 @@
+#include "runtime/core/mpi_scope.h"
+
+#include <utility>
+
+#include "runtime/core/mpi_check.h"
+
+namespace dtrain::core {
+
+MpiScope::MpiScope(int* argc, char*** argv) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (initialized) {  // a test harness or an embedding program got there first
+    MPI_Query_thread(&thread_level_);
+  } else {
+    const int rc = MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &thread_level_);
+    DTRAIN_CHECK(rc == MPI_SUCCESS) << "MPI_Init_thread failed with code " << rc;
+    owns_init_ = true;
+  }
+  DTRAIN_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+}
+
+MpiScope::~MpiScope() {
+  if (owns_init_ && mpi_is_active()) MPI_Finalize();
+}
+
+bool mpi_is_active() {
+  int initialized = 0;
+  int finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  return initialized && !finalized;
+}
+
+MpiComm::MpiComm(MPI_Comm comm) : comm_(comm) {
+  if (comm_ != MPI_COMM_NULL) DTRAIN_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
+}
+
+MpiComm::~MpiComm() { release(); }
+
+MpiComm::MpiComm(MpiComm&& other) noexcept : comm_(std::exchange(other.comm_, MPI_COMM_NULL)) {}
+
+MpiComm& MpiComm::operator=(MpiComm&& other) noexcept {
+  if (this != &other) {
+    release();
+    comm_ = std::exchange(other.comm_, MPI_COMM_NULL);
+  }
+  return *this;
+}
+
+void MpiComm::release() noexcept {
+  if (comm_ != MPI_COMM_NULL && mpi_is_active()) MPI_Comm_free(&comm_);
+  comm_ = MPI_COMM_NULL;
+}
+
+int MpiComm::rank() const {
+  int rank = -1;
+  DTRAIN_MPI_CHECK(MPI_Comm_rank(comm_, &rank));
+  return rank;
+}
+
+int MpiComm::size() const {
+  int size = 0;
+  DTRAIN_MPI_CHECK(MPI_Comm_size(comm_, &size));
+  return size;
+}
+
+MpiComm MpiComm::duplicate(MPI_Comm comm) {
+  MPI_Comm out = MPI_COMM_NULL;
+  DTRAIN_MPI_CHECK(MPI_Comm_dup(comm, &out));
+  return MpiComm(out);
+}
+
+MpiComm MpiComm::split(MPI_Comm comm, int color, int key) {
+  MPI_Comm out = MPI_COMM_NULL;
+  DTRAIN_MPI_CHECK(MPI_Comm_split(comm, color, key, &out));
+  return MpiComm(out);
+}
+
+}  // namespace dtrain::core

@@ -1,0 +1,21 @@
+#include "runtime/core/versions.h"
+
+#include <mpi.h>
+
+#include "runtime/core/version.h"
+
+namespace dtrain::core {
+
+LibraryVersions library_versions() {
+  LibraryVersions versions;
+  versions.dtrain = DTRAIN_VERSION_STRING;
+  char mpi[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int length = 0;
+  MPI_Get_library_version(mpi, &length);
+  versions.mpi = std::string(mpi, static_cast<size_t>(length));
+  versions.mpi = versions.mpi.substr(0, versions.mpi.find('\n'));
+  detail::fill_cuda_versions(versions);
+  return versions;
+}
+
+}  // namespace dtrain::core

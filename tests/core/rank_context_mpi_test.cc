@@ -1,0 +1,157 @@
+// Rank context, communicators and GPU binding on 1 to 4 real ranks.
+#include <gtest/gtest.h>
+#include <mpi.h>
+#include <stdlib.h>
+
+#include <numeric>
+#include <vector>
+
+#include "runtime/core/error.h"
+#include "runtime/core/gpu_binding.h"
+#include "runtime/core/mpi_check.h"
+#include "runtime/core/mpi_gather.h"
+#include "runtime/core/rank_context.h"
+
+namespace dtrain::core {
+namespace {
+
+int world_size() {
+  int size = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  return size;
+}
+
+int world_rank() {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  return rank;
+}
+
+// Checks the invariants every layout must satisfy, using the communicators themselves.
+void expect_consistent(const RankContext& ctx) {
+  const Topology& t = ctx.topology();
+  EXPECT_EQ(t.world_rank, world_rank());
+  EXPECT_EQ(t.world_size, world_size());
+  EXPECT_EQ(MpiComm::duplicate(ctx.node()).size(), t.local_size);
+
+  int node_rank = -1;
+  MPI_Comm_rank(ctx.node(), &node_rank);
+  EXPECT_EQ(node_rank, t.local_rank);
+
+  // Cross-node communicator: one rank per node that has this local index, ordered by node.
+  int cross_size = 0;
+  MPI_Comm_size(ctx.cross_node(), &cross_size);
+  EXPECT_LE(cross_size, t.node_count);
+  std::vector<int> local_ranks(static_cast<size_t>(cross_size));
+  MPI_Allgather(&t.local_rank, 1, MPI_INT, local_ranks.data(), 1, MPI_INT, ctx.cross_node());
+  for (int lr : local_ranks) EXPECT_EQ(lr, t.local_rank);
+
+  // Every rank agrees on the node count, and local sizes add up to the world.
+  int node_count_max = 0;
+  MPI_Allreduce(&t.node_count, &node_count_max, 1, MPI_INT, MPI_MAX, ctx.world());
+  EXPECT_EQ(node_count_max, t.node_count);
+  int leaders = t.local_rank == 0 ? t.local_size : 0;
+  int total = 0;
+  MPI_Allreduce(&leaders, &total, 1, MPI_INT, MPI_SUM, ctx.world());
+  EXPECT_EQ(total, t.world_size);
+}
+
+TEST(RankContext, RealNodesFromSharedMemorySplit) {
+  const RankContext ctx(MPI_COMM_WORLD, NodeLayout{});
+  expect_consistent(ctx);
+  // ctest runs every rank on this one host.
+  EXPECT_EQ(ctx.topology().node_count, 1);
+  EXPECT_EQ(ctx.topology().local_rank, world_rank());
+  EXPECT_FALSE(ctx.topology().simulated_nodes);
+}
+
+TEST(RankContext, SimulatedNodesOfOneRank) {
+  const RankContext ctx(MPI_COMM_WORLD, NodeLayout{1, false});
+  expect_consistent(ctx);
+  EXPECT_EQ(ctx.topology().node_count, world_size());
+  EXPECT_EQ(ctx.topology().node_index, world_rank());
+  EXPECT_EQ(ctx.topology().local_rank, 0);
+  // The physical host is still one: GPU binding must not put every rank on GPU 0.
+  EXPECT_EQ(ctx.topology().host_local_rank, world_rank());
+}
+
+TEST(RankContext, SimulatedNodesOfTwoRanksIncludingUnevenOnes) {
+  const bool even = world_size() % 2 == 0;
+  const RankContext ctx(MPI_COMM_WORLD, NodeLayout{2, true});
+  expect_consistent(ctx);
+  EXPECT_EQ(ctx.topology().node_count, (world_size() + 1) / 2);
+  EXPECT_EQ(ctx.topology().node_index, world_rank() / 2);
+  EXPECT_EQ(ctx.topology().local_rank, world_rank() % 2);
+  if (!even && world_rank() == world_size() - 1) {
+    EXPECT_EQ(ctx.topology().local_size, 1);
+  }
+}
+
+TEST(RankContext, EnvironmentLayoutMustDivideTheWorld) {
+  setenv("DTRAIN_RANKS_PER_NODE", "3", 1);
+  if (world_size() % 3 == 0) {
+    EXPECT_EQ(RankContext::from_environment().topology().local_size, 3);
+  } else {
+    EXPECT_THROW(RankContext::from_environment(), UsageError);
+  }
+  unsetenv("DTRAIN_RANKS_PER_NODE");
+}
+
+TEST(RankContext, CommunicatorsReturnMpiErrorsAsExceptions) {
+  const RankContext ctx(MPI_COMM_WORLD, NodeLayout{});
+  int value = 0;
+  try {
+    // A negative count is invalid; with MPI_ERRORS_RETURN it comes back as a code.
+    DTRAIN_MPI_CHECK(MPI_Bcast(&value, -1, MPI_INT, 0, ctx.world())) << "broadcasting the test value";
+    FAIL() << "no exception";
+  } catch (const MpiError& e) {
+    const std::string text = e.what();
+    EXPECT_EQ(e.kind(), ErrorKind::kMpi);
+    EXPECT_NE(text.find("MPI_Bcast"), std::string::npos) << text;
+    EXPECT_NE(text.find("MPI_ERR_COUNT"), std::string::npos) << text;
+    EXPECT_NE(text.find("broadcasting the test value"), std::string::npos) << text;
+  }
+}
+
+TEST(GatherStrings, RootReceivesEveryRanksBytesInOrder) {
+  const RankContext ctx(MPI_COMM_WORLD, NodeLayout{});
+  const std::string mine(static_cast<size_t>(world_rank()) * 3, static_cast<char>('a' + world_rank()));
+  const int root = world_size() - 1;
+  const std::vector<std::string> all = gather_strings(ctx.world(), mine, root);
+  if (world_rank() == root) {
+    ASSERT_EQ(all.size(), static_cast<size_t>(world_size()));
+    for (int r = 0; r < world_size(); ++r) {
+      EXPECT_EQ(all[static_cast<size_t>(r)], std::string(static_cast<size_t>(r) * 3, static_cast<char>('a' + r)));
+    }
+  } else {
+    EXPECT_TRUE(all.empty());
+  }
+}
+
+TEST(GpuBinding, SimulatedGpusBindByHostLocalRankAndDetectSharing) {
+  const RankContext ctx(MPI_COMM_WORLD, NodeLayout{1, false});  // simulated nodes, one host
+  setenv("DTRAIN_SIMULATED_GPUS", "4", 1);
+  const GpuBinding binding = bind_gpu(ctx, false);
+  EXPECT_FALSE(binding.cpu_mode);
+  EXPECT_EQ(binding.device.index, world_rank());
+
+  setenv("DTRAIN_SIMULATED_GPUS", "1", 1);
+  if (world_size() > 1) {
+    try {
+      bind_gpu(ctx, false);
+      FAIL() << "no exception";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find(std::to_string(world_size()) + " local ranks but only 1 GPU"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_EQ(bind_gpu(ctx, true).device.index, 0);
+
+  setenv("DTRAIN_SIMULATED_GPUS", "0", 1);
+  EXPECT_TRUE(bind_gpu(ctx, false).cpu_mode);
+  unsetenv("DTRAIN_SIMULATED_GPUS");
+}
+
+}  // namespace
+}  // namespace dtrain::core

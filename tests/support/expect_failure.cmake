@@ -1,0 +1,23 @@
+# ctest helper: runs COMMAND (a ;-list), and passes only if it exits non-zero, its output matches
+# EXPECT (a regex), and exactly one of our error lines (" ERROR ") was printed: one clear line.
+#   cmake -DCOMMAND="a;b" -DEXPECT="regex" [-DENV="K=V;K2=V2"] -P expect_failure.cmake
+if(DEFINED ENV_VARS)
+  foreach(pair IN LISTS ENV_VARS)
+    string(REGEX MATCH "^([^=]+)=(.*)$" _ "${pair}")
+    set(ENV{${CMAKE_MATCH_1}} "${CMAKE_MATCH_2}")
+  endforeach()
+endif()
+execute_process(COMMAND ${COMMAND} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 120)
+set(all "${out}${err}")
+if(rc EQUAL 0)
+  message(FATAL_ERROR "expected a non-zero exit, got 0. Output:\n${all}")
+endif()
+if(NOT all MATCHES "${EXPECT}")
+  message(FATAL_ERROR "output does not match '${EXPECT}' (exit ${rc}). Output:\n${all}")
+endif()
+string(REGEX MATCHALL "\\] ERROR " error_lines "${all}")
+list(LENGTH error_lines error_count)
+if(NOT error_count EQUAL 1)
+  message(FATAL_ERROR "expected exactly one error line, got ${error_count} (exit ${rc}). Output:\n${all}")
+endif()
+message(STATUS "exit ${rc}, one error line matching '${EXPECT}'")

@@ -1,0 +1,66 @@
+// gtest main for multi-rank tests: every rank runs every test; rank 0 prints the usual report,
+// other ranks print only their failures (with their rank prefix); the verdict is combined over all
+// ranks, so the exit status is non-zero on every rank if any rank failed.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cstdio>
+#include <sstream>
+#include <vector>
+
+#include "runtime/core/log.h"
+#include "runtime/core/mpi_scope.h"
+#include "runtime/core/process_identity.h"
+
+namespace {
+
+// Prints failed assertions of a non-zero rank, each as one prefixed block.
+class FailurePrinter : public testing::EmptyTestEventListener {
+  void OnTestPartResult(const testing::TestPartResult& result) override {
+    if (!result.failed()) return;
+    const testing::TestInfo* test = testing::UnitTest::GetInstance()->current_test_info();
+    std::ostringstream text;
+    text << "FAILED " << (test ? test->test_suite_name() : "?") << "." << (test ? test->name() : "?") << " at "
+         << (result.file_name() ? result.file_name() : "?") << ":" << result.line_number() << ": "
+         << result.summary();
+    dtrain::core::write_log_line(dtrain::core::LogLevel::kError, text.str());
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  dtrain::core::MpiScope mpi(&argc, &argv);
+  int rank = 0;
+  int size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  dtrain::core::set_process_identity(rank, size, -1);
+  testing::InitGoogleTest(&argc, argv);
+
+  if (rank != 0) {
+    testing::TestEventListeners& listeners = testing::UnitTest::GetInstance()->listeners();
+    delete listeners.Release(listeners.default_result_printer());
+    listeners.Append(new FailurePrinter);
+  }
+  const int failed = RUN_ALL_TESTS() != 0 ? 1 : 0;
+
+  std::vector<int> failed_by_rank(static_cast<size_t>(size));
+  MPI_Allgather(&failed, 1, MPI_INT, failed_by_rank.data(), 1, MPI_INT, MPI_COMM_WORLD);
+  int any_failed = 0;
+  std::ostringstream failed_ranks;
+  for (int r = 0; r < size; ++r) {
+    if (failed_by_rank[static_cast<size_t>(r)]) {
+      failed_ranks << (any_failed ? ", " : "") << r;
+      any_failed = 1;
+    }
+  }
+  if (rank == 0) {
+    if (any_failed) {
+      std::printf("[mpi] %d ranks: FAILED on rank(s) %s\n", size, failed_ranks.str().c_str());
+    } else {
+      std::printf("[mpi] %d ranks: all passed\n", size);
+    }
+  }
+  return any_failed;
+}
