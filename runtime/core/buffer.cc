@@ -19,10 +19,10 @@ const char* memory_kind_name(MemoryKind kind) {
   return "unknown";
 }
 
-Buffer::Buffer(MemoryKind kind, size_t bytes) : bytes_(bytes), kind_(kind) {
+Buffer::Buffer(MemoryKind kind, size_t bytes, void* stream) : bytes_(bytes), kind_(kind) {
   if (bytes == 0) return;
   if (kind == MemoryKind::kDevice) {
-    data_ = detail::allocate_device(bytes, &device_);
+    data_ = detail::allocate_device(bytes, stream, &device_);
     return;
   }
   if (kind == MemoryKind::kPinnedHost) {

@@ -15,7 +15,9 @@ class Buffer {
   // kPinnedHost: page-locked (cudaHostAlloc) when a GPU is usable, so copies can be asynchronous;
   //   otherwise aligned host memory, since a CPU-only run has nothing to pin for (see is_page_locked).
   // kDevice: from the current device's caching allocator; an Error without a CUDA build and a GPU.
-  Buffer(MemoryKind kind, size_t bytes);
+  //   `stream` (a cudaStream_t, or 0) is the stream the memory is used on: once released, the block
+  //   is reused only by allocations for that stream, so stream order keeps earlier work safe.
+  Buffer(MemoryKind kind, size_t bytes, void* stream = nullptr);
   ~Buffer();
   Buffer(Buffer&& other) noexcept;
   Buffer& operator=(Buffer&& other) noexcept;
@@ -43,7 +45,7 @@ namespace detail {
 // Implemented by memory_backend_cuda.cc in CUDA builds and memory_backend_cpu.cc otherwise.
 void* allocate_page_locked(size_t bytes);  // nullptr when no GPU is usable
 void free_page_locked(void* ptr) noexcept;
-void* allocate_device(size_t bytes, int* device);  // throws without CUDA or GPU
+void* allocate_device(size_t bytes, void* stream, int* device);  // throws without CUDA or GPU
 void free_device(void* ptr, int device) noexcept;
 }  // namespace detail
 

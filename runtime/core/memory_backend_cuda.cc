@@ -18,9 +18,9 @@ void* allocate_page_locked(size_t bytes) {
 
 void free_page_locked(void* ptr) noexcept { cudaFreeHost(ptr); }
 
-void* allocate_device(size_t bytes, int* device) {
+void* allocate_device(size_t bytes, void* stream, int* device) {
   DTRAIN_CUDA_CHECK(cudaGetDevice(device)) << "device memory needs a usable GPU";
-  return device_caching_allocator(*device).allocate(bytes);
+  return device_caching_allocator(*device).allocate(bytes, reinterpret_cast<CachingAllocator::StreamTag>(stream));
 }
 
 void free_device(void* ptr, int device) noexcept {

@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <sstream>
+#include <string>
 #include <vector>
 
 #include "runtime/core/log.h"
@@ -14,17 +15,21 @@
 
 namespace {
 
-// Prints failed assertions of a non-zero rank, each as one prefixed block.
+// Prints failed assertions of a non-zero rank, each as one prefixed block. The test name is
+// remembered at OnTestStart: asking gtest for it inside OnTestPartResult would deadlock on its lock.
 class FailurePrinter : public testing::EmptyTestEventListener {
+  void OnTestStart(const testing::TestInfo& test) override {
+    current_ = std::string(test.test_suite_name()) + "." + test.name();
+  }
   void OnTestPartResult(const testing::TestPartResult& result) override {
     if (!result.failed()) return;
-    const testing::TestInfo* test = testing::UnitTest::GetInstance()->current_test_info();
     std::ostringstream text;
-    text << "FAILED " << (test ? test->test_suite_name() : "?") << "." << (test ? test->name() : "?") << " at "
+    text << "FAILED " << current_ << " at "
          << (result.file_name() ? result.file_name() : "?") << ":" << result.line_number() << ": "
          << result.summary();
     dtrain::core::write_log_line(dtrain::core::LogLevel::kError, text.str());
   }
+  std::string current_;
 };
 
 }  // namespace

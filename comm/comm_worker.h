@@ -1,0 +1,39 @@
+#pragma once
+// One background thread per communicator that runs its host-side operations in submission order.
+// Every rank submits the same collectives in the same order, so running them FIFO on one thread
+// keeps the ranks matched, and all MPI traffic of the communicator stays on that thread.
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "comm/work.h"
+
+namespace dtrain::comm {
+
+class CommWorker {
+ public:
+  CommWorker();
+  ~CommWorker();  // finishes queued operations, then joins
+  CommWorker(const CommWorker&) = delete;
+  CommWorker& operator=(const CommWorker&) = delete;
+
+  // Queues `operation`; the returned Work completes when it has run (or failed with its exception).
+  Work submit(std::function<void()> operation);
+
+ private:
+  struct Task {
+    std::function<void()> operation;
+    Work work;
+  };
+  void run();
+
+  std::mutex mutex_;
+  std::condition_variable queue_cv_;
+  std::deque<Task> queue_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace dtrain::comm

@@ -1,0 +1,53 @@
+#include "comm/communicator.h"
+
+#include "runtime/core/error.h"
+
+namespace dtrain::comm {
+
+Work Communicator::all_reduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op, Location where) {
+  return submit(Collective{CollectiveKind::kAllReduce, send, recv, count, dtype, op, 0, where});
+}
+
+Work Communicator::broadcast(void* buffer, size_t count, DType dtype, int root, Location where) {
+  return submit(Collective{CollectiveKind::kBroadcast, buffer, buffer, count, dtype, ReduceOp::kSum, root, where});
+}
+
+Work Communicator::all_gather(const void* send, void* recv, size_t count, DType dtype, Location where) {
+  return submit(Collective{CollectiveKind::kAllGather, send, recv, count, dtype, ReduceOp::kSum, 0, where});
+}
+
+Work Communicator::reduce_scatter(const void* send, void* recv, size_t count, DType dtype, ReduceOp op,
+                                  Location where) {
+  return submit(Collective{CollectiveKind::kReduceScatter, send, recv, count, dtype, op, 0, where});
+}
+
+void Communicator::barrier() { submit(Collective{CollectiveKind::kBarrier}).wait(); }
+
+size_t send_elements(const Collective& call, int world_size) {
+  switch (call.kind) {
+    case CollectiveKind::kReduceScatter: return call.count * static_cast<size_t>(world_size);
+    case CollectiveKind::kBarrier: return 0;
+    default: return call.count;
+  }
+}
+
+size_t recv_elements(const Collective& call, int world_size) {
+  switch (call.kind) {
+    case CollectiveKind::kAllGather: return call.count * static_cast<size_t>(world_size);
+    case CollectiveKind::kBarrier: return 0;
+    default: return call.count;
+  }
+}
+
+void validate_call(const Collective& call, int world_size) {
+  if (call.kind == CollectiveKind::kBarrier) return;
+  const std::string what = describe(call);
+  DTRAIN_USAGE_CHECK(is_supported_dtype(call.dtype))
+      << what << ": collectives take fp32, fp16 or bf16, not " << core::dtype_name(call.dtype);
+  DTRAIN_USAGE_CHECK(call.kind != CollectiveKind::kBroadcast || (call.root >= 0 && call.root < world_size))
+      << what << ": root " << call.root << " is not a rank of a communicator of size " << world_size;
+  if (call.count == 0) return;
+  DTRAIN_USAGE_CHECK(call.send != nullptr && call.recv != nullptr) << what << ": null buffer";
+}
+
+}  // namespace dtrain::comm

@@ -1,0 +1,86 @@
+#include "comm/consistency_check.h"
+
+#include <cstring>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "runtime/core/error.h"
+#include "runtime/core/mpi_check.h"
+
+namespace dtrain::comm {
+namespace {
+
+// The fields that must agree, in a fixed layout (no padding garbage) for hashing and exchange.
+struct Signature {
+  uint64_t count;
+  int32_t root;
+  uint8_t kind;
+  uint8_t dtype;
+  uint8_t op;
+  uint8_t device;
+};
+
+Signature signature_of(const Collective& c) {
+  Signature s;
+  std::memset(&s, 0, sizeof(s));
+  s.count = c.kind == CollectiveKind::kBarrier ? 0 : c.count;
+  s.root = c.kind == CollectiveKind::kBroadcast ? c.root : 0;
+  s.kind = static_cast<uint8_t>(c.kind);
+  s.dtype = c.kind == CollectiveKind::kBarrier ? 0 : static_cast<uint8_t>(c.dtype);
+  const bool reduces = c.kind == CollectiveKind::kAllReduce || c.kind == CollectiveKind::kReduceScatter;
+  s.op = reduces ? static_cast<uint8_t>(c.op) : 0;
+  s.device = c.where.device ? 1 : 0;
+  return s;
+}
+
+uint64_t fnv1a(const void* data, size_t bytes) {
+  uint64_t hash = 1469598103934665603ull;
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < bytes; ++i) hash = (hash ^ p[i]) * 1099511628211ull;
+  return hash;
+}
+
+Collective collective_of(const Signature& s) {
+  Collective c;
+  c.count = s.count;
+  c.root = s.root;
+  c.kind = static_cast<CollectiveKind>(s.kind);
+  c.dtype = static_cast<DType>(s.dtype);
+  c.op = static_cast<ReduceOp>(s.op);
+  c.where.device = s.device != 0;
+  return c;
+}
+
+}  // namespace
+
+void check_same_collective(MPI_Comm comm, const Collective& call) {
+  const Signature mine = signature_of(call);
+  const uint64_t hash = fnv1a(&mine, sizeof(mine));
+  // max(hash) and max(~hash) = ~min(hash): equal everywhere exactly when min == max.
+  uint64_t local[2] = {hash, ~hash};
+  uint64_t global[2] = {0, 0};
+  DTRAIN_MPI_CHECK(MPI_Allreduce(local, global, 2, MPI_UINT64_T, MPI_MAX, comm));
+  if (global[0] == ~global[1]) return;
+
+  int size = 0;
+  DTRAIN_MPI_CHECK(MPI_Comm_size(comm, &size));
+  std::vector<Signature> all(static_cast<size_t>(size));
+  DTRAIN_MPI_CHECK(MPI_Allgather(&mine, sizeof(Signature), MPI_BYTE, all.data(), sizeof(Signature), MPI_BYTE, comm));
+  // Group ranks by what they called: "ranks 0,2: all_reduce(count=8, ...); rank 1: all_reduce(count=7, ...)".
+  std::map<std::string, std::string> ranks_by_call;
+  for (int r = 0; r < size; ++r) {
+    std::string& ranks = ranks_by_call[describe(collective_of(all[static_cast<size_t>(r)]))];
+    if (!ranks.empty()) ranks += ',';
+    ranks += std::to_string(r);
+  }
+  std::ostringstream message;
+  message << "ranks called different collectives at the same point:";
+  for (const auto& [call_text, ranks] : ranks_by_call) {
+    message << " rank" << (ranks.find(',') == std::string::npos ? " " : "s ") << ranks << ": " << call_text << ";";
+  }
+  DTRAIN_FAIL() << message.str() << " every rank must pass the same count, dtype, op and root";
+}
+
+}  // namespace dtrain::comm

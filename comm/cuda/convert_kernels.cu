@@ -1,0 +1,84 @@
+// Element-wise kernels of the collectives: widen 16-bit to fp32, narrow fp32 to 16-bit (rounding
+// once, to nearest even, as the host path in host_reduce.cc does), and scale fp32.
+// Memory-bound: grid-stride loops over the buffer, one element per thread per iteration.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+
+#include "comm/cuda/convert_kernels.cuh"
+#include "runtime/core/cuda/cuda_check.h"
+
+namespace dtrain::comm::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+int blocks_for(size_t n) {
+  // Enough blocks to fill an H100/H200 several times over; the grid-stride loop covers the rest.
+  return static_cast<int>(std::min<size_t>((n + kThreads - 1) / kThreads, 132 * 32));
+}
+
+template <typename T>
+__device__ float to_f32(T v);
+template <>
+__device__ float to_f32<__half>(__half v) { return __half2float(v); }
+template <>
+__device__ float to_f32<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+template <typename T>
+__device__ T from_f32(float v);
+template <>
+__device__ __half from_f32<__half>(float v) { return __float2half_rn(v); }
+template <>
+__device__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+
+template <typename T>
+__global__ void widen_kernel(const T* __restrict__ src, float* __restrict__ dst, size_t n) {
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n; i += size_t{gridDim.x} * blockDim.x) {
+    dst[i] = to_f32(src[i]);
+  }
+}
+
+template <typename T>
+__global__ void narrow_kernel(const float* __restrict__ src, float scale, T* __restrict__ dst, size_t n) {
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n; i += size_t{gridDim.x} * blockDim.x) {
+    dst[i] = from_f32<T>(src[i] * scale);
+  }
+}
+
+__global__ void scale_kernel(const float* src, float scale, float* dst, size_t n) {
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n; i += size_t{gridDim.x} * blockDim.x) {
+    dst[i] = src[i] * scale;
+  }
+}
+
+}  // namespace
+
+void launch_widen(const void* src, Half16 type, float* dst, size_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  if (type == Half16::kF16) {
+    widen_kernel<<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const __half*>(src), dst, n);
+  } else {
+    widen_kernel<<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const __nv_bfloat16*>(src), dst, n);
+  }
+  DTRAIN_CUDA_CHECK(cudaGetLastError());
+}
+
+void launch_narrow(const float* src, float scale, void* dst, Half16 type, size_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  if (type == Half16::kF16) {
+    narrow_kernel<<<blocks_for(n), kThreads, 0, stream>>>(src, scale, static_cast<__half*>(dst), n);
+  } else {
+    narrow_kernel<<<blocks_for(n), kThreads, 0, stream>>>(src, scale, static_cast<__nv_bfloat16*>(dst), n);
+  }
+  DTRAIN_CUDA_CHECK(cudaGetLastError());
+}
+
+void launch_scale(const float* src, float scale, float* dst, size_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  scale_kernel<<<blocks_for(n), kThreads, 0, stream>>>(src, scale, dst, n);
+  DTRAIN_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace dtrain::comm::cuda

@@ -1,0 +1,18 @@
+#pragma once
+// Launchers of the element-wise kernels of the collectives (convert_kernels.cu).
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+
+namespace dtrain::comm::cuda {
+
+enum class Half16 { kF16, kBF16 };
+
+// dst[i] = float(src[i]) for 16-bit src.
+void launch_widen(const void* src, Half16 type, float* dst, size_t n, cudaStream_t stream);
+// dst[i] = round(src[i] * scale) to 16-bit (round to nearest even, once).
+void launch_narrow(const float* src, float scale, void* dst, Half16 type, size_t n, cudaStream_t stream);
+// dst[i] = src[i] * scale, fp32 (in place allowed).
+void launch_scale(const float* src, float scale, float* dst, size_t n, cudaStream_t stream);
+
+}  // namespace dtrain::comm::cuda

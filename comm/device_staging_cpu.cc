@@ -1,0 +1,16 @@
+// DeviceStaging in builds without CUDA: device buffers cannot exist.
+#include "comm/device_staging.h"
+#include "runtime/core/error.h"
+
+namespace dtrain::comm {
+
+struct DeviceStaging::State {};
+
+DeviceStaging::DeviceStaging() = default;
+DeviceStaging::~DeviceStaging() = default;
+
+Work DeviceStaging::run(CommWorker&, const Collective& call, int, std::function<void(const Collective&)>) {
+  DTRAIN_USAGE_FAIL() << describe(call) << ": device buffers need a CUDA build of dtrain (DTRAIN_CUDA=ON)";
+}
+
+}  // namespace dtrain::comm

@@ -1,0 +1,53 @@
+#include "comm/factory.h"
+
+#include "comm/hierarchical_communicator.h"
+#include "comm/mpi_communicator.h"
+#include "comm/mpi_ring_communicator.h"
+#include "runtime/core/error.h"
+#include "runtime/core/log.h"
+
+namespace dtrain::comm {
+
+const char* backend_name(Backend backend) {
+  switch (backend) {
+    case Backend::kAuto: return "auto";
+    case Backend::kMpiRing: return "mpi-ring";
+    case Backend::kMpi: return "mpi";
+    case Backend::kNccl: return "nccl";
+    case Backend::kHierarchical: return "hierarchical";
+  }
+  return "unknown";
+}
+
+Backend parse_backend(std::string_view text, std::string_view source) {
+  for (Backend b : {Backend::kAuto, Backend::kMpiRing, Backend::kMpi, Backend::kNccl, Backend::kHierarchical}) {
+    if (text == backend_name(b)) return b;
+  }
+  DTRAIN_USAGE_FAIL() << source << "='" << text << "' is not a backend (use auto, mpi-ring, mpi, nccl or hierarchical)";
+}
+
+Backend resolve_backend(Backend requested, const core::Topology& topology, bool gpus) {
+  if (requested != Backend::kAuto) return requested;
+  if (!gpus) return Backend::kMpiRing;
+  return topology.node_count > 1 ? Backend::kHierarchical : Backend::kNccl;
+}
+
+std::unique_ptr<Communicator> make_communicator(Backend requested, const core::RankContext& ctx, bool gpus) {
+  const Backend backend = resolve_backend(requested, ctx.topology(), gpus);
+  DTRAIN_USAGE_CHECK(gpus || backend != Backend::kNccl) << "the nccl backend needs GPUs, and this run is in CPU mode";
+  const RingTuning tuning = ring_tuning_from_env();
+  DTRAIN_LOG0(kInfo) << "communicator: " << backend_name(backend)
+                     << (requested == Backend::kAuto ? " (auto: " : " (requested: ") << ctx.topology().node_count
+                     << " node(s), " << (gpus ? "GPUs" : "CPU") << "), ring segment " << tuning.segment_bytes
+                     << " B";
+  switch (backend) {
+    case Backend::kMpiRing: return std::make_unique<MpiRingCommunicator>(ctx.world(), tuning);
+    case Backend::kMpi: return std::make_unique<MpiCommunicator>(ctx.world());
+    case Backend::kNccl: return make_nccl_communicator(ctx.world());
+    case Backend::kHierarchical: return std::make_unique<HierarchicalCommunicator>(ctx, gpus, tuning);
+    case Backend::kAuto: break;
+  }
+  DTRAIN_FAIL() << "unresolved backend";
+}
+
+}  // namespace dtrain::comm

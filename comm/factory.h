@@ -1,0 +1,29 @@
+#pragma once
+// Choosing and creating a communicator for the world of a RankContext.
+//   auto: one node with GPUs -> nccl; several nodes with GPUs -> hierarchical; CPU -> mpi-ring.
+#include <memory>
+#include <string_view>
+
+#include "comm/communicator.h"
+#include "runtime/core/rank_context.h"
+
+namespace dtrain::comm {
+
+enum class Backend { kAuto, kMpiRing, kMpi, kNccl, kHierarchical };
+
+const char* backend_name(Backend backend);
+// "auto", "mpi-ring", "mpi", "nccl", "hierarchical"; UsageError naming `source` otherwise.
+Backend parse_backend(std::string_view text, std::string_view source);
+
+// What `auto` means for this job. Every rank gets the same answer (node count and GPU mode are
+// agreed job-wide by RankContext and bind_gpu).
+Backend resolve_backend(Backend requested, const core::Topology& topology, bool gpus);
+
+// Collective over ctx.world(). `gpus`: ranks drive GPUs (NCCL is available and buffers are on the
+// device). Logs the choice once, from rank 0.
+std::unique_ptr<Communicator> make_communicator(Backend requested, const core::RankContext& ctx, bool gpus);
+
+// The nccl backend over any MPI communicator; a UsageError in builds without CUDA.
+std::unique_ptr<Communicator> make_nccl_communicator(MPI_Comm comm);
+
+}  // namespace dtrain::comm

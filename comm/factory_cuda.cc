@@ -1,0 +1,9 @@
+// The nccl backend in CUDA builds.
+#include "comm/factory.h"
+#include "comm/nccl_communicator.h"
+
+namespace dtrain::comm {
+
+std::unique_ptr<Communicator> make_nccl_communicator(MPI_Comm comm) { return std::make_unique<NcclCommunicator>(comm); }
+
+}  // namespace dtrain::comm

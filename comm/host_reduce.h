@@ -1,0 +1,23 @@
+#pragma once
+// Element-wise host kernels of the collectives. Reductions are done in fp32; 16-bit data is widened
+// once on entry and rounded once on exit, so a reduction over any number of ranks rounds only once.
+// Loops are written so that the compiler vectorizes them (no aliasing between distinct arguments).
+#include <cstddef>
+
+#include "runtime/core/dtype.h"
+
+namespace dtrain::comm {
+
+// out[i] = (a[i] + b[i]) * scale. `out` may be `a` (in place); `b` must not overlap `out`.
+void add_scaled(float* out, const float* a, const float* b, size_t n, float scale);
+
+// out[i] = in[i] * scale (in place allowed).
+void scale_copy(float* out, const float* in, size_t n, float scale);
+
+// 16-bit or fp32 elements of `dtype` to fp32.
+void widen_to_f32(const void* in, core::DType dtype, float* out, size_t n);
+
+// fp32 x scale, rounded once to `dtype` (fp32, fp16 or bf16).
+void narrow_from_f32(const float* in, float scale, void* out, core::DType dtype, size_t n);
+
+}  // namespace dtrain::comm

@@ -1,0 +1,75 @@
+#pragma once
+// Our ring collectives over MPI point-to-point, on host memory (the mpi-ring backend's data plane).
+//
+// All-reduce is bandwidth-optimal: a reduce-scatter then an all-gather around the ring, 2(n-1)
+// steps, each rank sending 2(n-1)/n of the buffer. Every chunk is cut into segments, received into
+// two small rotating buffers that stay in cache, and reduced as soon as each lands, while the next
+// segment is already in flight (Isend/Irecv). fp32 only: callers widen 16-bit data first, so the
+// reduction rounds once.
+//
+// Small buffers (below small_bytes) use recursive doubling instead, which needs log2(n) (+2 when n
+// is not a power of two) message latencies instead of 2(n-1).
+//
+// Every rank ends with bitwise identical results: each element is summed by one chain (ring) or
+// by commutative pairwise sums (recursive doubling).
+// Not thread-safe: one caller at a time per communicator (CommWorker guarantees it).
+#include <mpi.h>
+
+#include <cstddef>
+#include <vector>
+
+namespace dtrain::comm {
+
+struct RingTuning {
+  size_t segment_bytes = 256 * 1024;  // DTRAIN_RING_SEGMENT_BYTES
+  size_t small_bytes = 16 * 1024;     // DTRAIN_RING_SMALL_BYTES: recursive doubling at or below this
+};
+
+// Reads DTRAIN_RING_SEGMENT_BYTES and DTRAIN_RING_SMALL_BYTES (UsageError if malformed).
+RingTuning ring_tuning_from_env();
+
+// Element offsets of n chunks of `count` elements, sizes differing by at most one: offsets[i]..offsets[i+1].
+std::vector<size_t> even_chunks(size_t count, int n);
+
+class HostRing {
+ public:
+  HostRing(MPI_Comm comm, RingTuning tuning);
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+
+  // recv = scale x sum over ranks of send (count elements; in place when send == recv).
+  void all_reduce(const float* send, float* recv, size_t count, float scale);
+
+  // Chunk r of the sum, scaled, lands in recv + offsets[r] on rank r (other chunks of recv are
+  // scratch: clobbered). send and recv both span offsets.back() elements; send == recv allowed.
+  void reduce_scatter(const float* send, float* recv, const std::vector<size_t>& offsets, float scale);
+
+  // Rank r's block already sits at buffer + offsets[r] x element_bytes; afterwards every block is
+  // everywhere. Byte-oriented: any element type.
+  void all_gather(void* buffer, const std::vector<size_t>& offsets, size_t element_bytes);
+
+  // Pipelined chain from `root` around the ring.
+  void broadcast(void* buffer, size_t bytes, int root);
+
+ private:
+  // One reduce-scatter step: send `send_n` floats to the right; receive `recv_n` floats from the
+  // left, segment by segment, writing acc_out[i] = (acc_in[i] + incoming[i]) * scale.
+  void exchange_and_reduce(const float* send, size_t send_n, const float* acc_in, float* acc_out, size_t recv_n,
+                           float scale);
+  // One all-gather step: send `send_bytes`, receive `recv_bytes` straight into place.
+  void exchange(const void* send, size_t send_bytes, void* recv, size_t recv_bytes);
+  void recursive_doubling(const float* send, float* recv, size_t count, float scale);
+
+  MPI_Comm comm_;
+  int rank_ = 0;
+  int size_ = 1;
+  int left_ = 0;
+  int right_ = 0;
+  RingTuning tuning_;
+  std::vector<float> segment_buffers_[2];
+  std::vector<float> incoming_;  // recursive doubling's receive buffer
+  std::vector<MPI_Request> requests_;
+};
+
+}  // namespace dtrain::comm

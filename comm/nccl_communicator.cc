@@ -1,0 +1,124 @@
+#include "comm/nccl_communicator.h"
+
+#include <cuda_runtime_api.h>
+
+#include "comm/consistency_check.h"
+#include "comm/memory_ops.h"
+#include "runtime/core/cuda/cuda_check.h"
+#include "runtime/core/mpi_check.h"
+
+namespace dtrain::comm {
+namespace {
+
+ncclDataType_t nccl_type(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return ncclFloat32;
+    case DType::kF16: return ncclFloat16;
+    case DType::kBF16: return ncclBfloat16;
+    default: DTRAIN_FAIL() << "no NCCL type for " << core::dtype_name(dtype);
+  }
+}
+
+ncclRedOp_t nccl_op(ReduceOp op) { return op == ReduceOp::kAverage ? ncclAvg : ncclSum; }
+
+cudaStream_t stream_of(const Collective& call) { return static_cast<cudaStream_t>(call.where.stream); }
+
+}  // namespace
+
+NcclCommunicator::NcclCommunicator(MPI_Comm comm) : control_(core::MpiComm::duplicate(comm)) {
+  rank_ = control_.rank();
+  size_ = control_.size();
+  ncclUniqueId id;
+  if (rank_ == 0) DTRAIN_NCCL_CHECK(ncclGetUniqueId(&id));
+  DTRAIN_MPI_CHECK(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, control_.get())) << "broadcasting the NCCL unique id";
+  DTRAIN_NCCL_CHECK(ncclCommInitRank(&nccl_, size_, id, rank_)) << "creating an NCCL communicator of " << size_;
+}
+
+NcclCommunicator::~NcclCommunicator() {
+  if (nccl_ == nullptr) return;
+  if (aborted_) return;
+  ncclCommDestroy(nccl_);
+}
+
+void NcclCommunicator::checked(ncclResult_t result, const char* what) {
+  if (result == ncclSuccess || result == ncclInProgress) return;
+  const std::string text = core::nccl_error_text(result);
+  if (!aborted_) {
+    ncclCommAbort(nccl_);  // wake peers blocked in this communicator
+    aborted_ = true;
+  }
+  throw core::NcclError(core::ErrorKind::kNccl, what, text, "communicator aborted", __FILE__, __LINE__);
+}
+
+Work NcclCommunicator::submit(const Collective& call) {
+  validate_call(call, size_);
+  DTRAIN_USAGE_CHECK(aborted_ == false) << describe(call) << ": this NCCL communicator was aborted after an error";
+  DTRAIN_USAGE_CHECK(call.where.device || call.kind == CollectiveKind::kBarrier)
+      << describe(call) << ": the nccl backend takes device buffers (Location::gpu(stream))";
+  if (check_) check_same_collective(control_.get(), call);
+  const cudaStream_t stream = stream_of(call);
+  const ncclDataType_t type = nccl_type(call.dtype);
+  switch (call.kind) {
+    case CollectiveKind::kAllReduce: all_reduce(call); break;
+    case CollectiveKind::kReduceScatter: reduce_scatter(call); break;
+    case CollectiveKind::kBroadcast:
+      checked(ncclBroadcast(call.recv, call.recv, call.count, type, call.root, nccl_, stream), "ncclBroadcast");
+      break;
+    case CollectiveKind::kAllGather:
+      checked(ncclAllGather(call.send, call.recv, call.count, type, nccl_, stream), "ncclAllGather");
+      break;
+    case CollectiveKind::kBarrier: DTRAIN_MPI_CHECK(MPI_Barrier(control_.get())); break;
+  }
+  return Work();
+}
+
+void NcclCommunicator::all_reduce(const Collective& call) {
+  const cudaStream_t stream = stream_of(call);
+  if (call.dtype == DType::kF32 || size_ == 1 || call.count == 0) {
+    if (call.dtype != DType::kF32) {  // one rank: the average is the input, rounded as is
+      copy_bytes(call.recv, call.send, call.count * core::dtype_size(call.dtype), call.where);
+      return;
+    }
+    checked(ncclAllReduce(call.send, call.recv, call.count, ncclFloat32, nccl_op(call.op), nccl_, stream),
+            "ncclAllReduce");
+    return;
+  }
+  // 16-bit: fp32 reduce-scatter over a padded buffer, one rounding, 16-bit all-gather.
+  const size_t n = static_cast<size_t>(size_);
+  const size_t shard = (call.count + n - 1) / n;
+  const size_t esize = core::dtype_size(call.dtype);
+  core::Buffer wide = scratch_buffer(shard * n * sizeof(float), call.where);
+  auto* wide_f = static_cast<float*>(wide.data());
+  widen_to_f32(call.send, call.dtype, wide_f, call.count, call.where);
+  zero_bytes(wide_f + call.count, (shard * n - call.count) * sizeof(float), call.where);
+  float* my_shard = wide_f + static_cast<size_t>(rank_) * shard;
+  checked(ncclReduceScatter(wide_f, my_shard, shard, ncclFloat32, nccl_op(call.op), nccl_, stream),
+          "ncclReduceScatter");
+  const bool exact = shard * n == call.count;
+  core::Buffer gathered = exact ? core::Buffer() : scratch_buffer(shard * n * esize, call.where);
+  auto* out = static_cast<unsigned char*>(exact ? call.recv : gathered.data());
+  narrow_from_f32(my_shard, 1.0f, out + static_cast<size_t>(rank_) * shard * esize, call.dtype, shard, call.where);
+  checked(ncclAllGather(out + static_cast<size_t>(rank_) * shard * esize, out, shard, nccl_type(call.dtype), nccl_,
+                        stream),
+          "ncclAllGather");
+  if (!exact) copy_bytes(call.recv, out, call.count * esize, call.where);
+}
+
+void NcclCommunicator::reduce_scatter(const Collective& call) {
+  const cudaStream_t stream = stream_of(call);
+  if (call.dtype == DType::kF32) {
+    checked(ncclReduceScatter(call.send, call.recv, call.count, ncclFloat32, nccl_op(call.op), nccl_, stream),
+            "ncclReduceScatter");
+    return;
+  }
+  const size_t total = call.count * static_cast<size_t>(size_);
+  core::Buffer wide = scratch_buffer(total * sizeof(float), call.where);
+  auto* wide_f = static_cast<float*>(wide.data());
+  widen_to_f32(call.send, call.dtype, wide_f, total, call.where);
+  float* my_block = wide_f + static_cast<size_t>(rank_) * call.count;
+  checked(ncclReduceScatter(wide_f, my_block, call.count, ncclFloat32, nccl_op(call.op), nccl_, stream),
+          "ncclReduceScatter");
+  narrow_from_f32(my_block, 1.0f, call.recv, call.dtype, call.count, call.where);
+}
+
+}  // namespace dtrain::comm

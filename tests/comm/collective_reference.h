@@ -1,0 +1,83 @@
+#pragma once
+// Test support: random inputs that every rank can regenerate for every other rank, a float64
+// reference of the collectives, and the tolerance each dtype allows.
+#include <mpi.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "runtime/core/dtype.h"
+
+namespace dtrain::test {
+
+using core::DType;
+
+// Values in [-1, 1] exactly representable in `dtype`, drawn from (seed, rank, stream).
+inline std::vector<double> random_values(uint64_t seed, int rank, int stream, size_t n, DType dtype) {
+  std::mt19937_64 rng(seed ^ (uint64_t(rank + 1) * 0x9E3779B97F4A7C15ull) ^ (uint64_t(stream) << 32));
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<double> values(n);
+  for (double& v : values) {
+    const float f = dist(rng);
+    if (dtype == DType::kBF16) v = core::to_float(core::to_bfloat16(f));
+    else if (dtype == DType::kF16) v = core::to_float(core::to_float16(f));
+    else v = f;
+  }
+  return values;
+}
+
+// Host bytes of `values` in `dtype` (exact: the values are representable).
+inline std::vector<unsigned char> encode(const std::vector<double>& values, DType dtype) {
+  std::vector<unsigned char> bytes(values.size() * core::dtype_size(dtype));
+  for (size_t i = 0; i < values.size(); ++i) {
+    const float f = static_cast<float>(values[i]);
+    if (dtype == DType::kF32) reinterpret_cast<float*>(bytes.data())[i] = f;
+    if (dtype == DType::kBF16) reinterpret_cast<core::bfloat16*>(bytes.data())[i] = core::to_bfloat16(f);
+    if (dtype == DType::kF16) reinterpret_cast<core::float16*>(bytes.data())[i] = core::to_float16(f);
+  }
+  return bytes;
+}
+
+inline double decode_one(const unsigned char* bytes, size_t i, DType dtype) {
+  if (dtype == DType::kF32) return reinterpret_cast<const float*>(bytes)[i];
+  if (dtype == DType::kBF16) return core::to_float(reinterpret_cast<const core::bfloat16*>(bytes)[i]);
+  return core::to_float(reinterpret_cast<const core::float16*>(bytes)[i]);
+}
+
+// Allowed |got - exact| for a reduced element: fp32 accumulation error over the summands
+// (1e-6 of their magnitude, the fp32 bound), plus half a unit in the last place of the
+// 16-bit result (rounded once) for fp16 and bf16.
+inline double tolerance(double exact, double magnitude_sum, DType dtype) {
+  double tol = 1e-6 * magnitude_sum + 1e-30;
+  if (dtype == DType::kF32) return tol;
+  const int mantissa_bits = dtype == DType::kBF16 ? 7 : 10;
+  const double a = std::fabs(exact);
+  int exponent = a > 0 ? static_cast<int>(std::floor(std::log2(a))) : -126;
+  if (dtype == DType::kF16) exponent = std::max(exponent, -14);  // subnormal spacing 2^-24
+  return tol + 0.5 * std::ldexp(1.0, exponent - mantissa_bits);
+}
+
+// FNV-1a of a buffer, to verify that every rank holds bitwise identical results.
+inline uint64_t fingerprint(const void* data, size_t bytes) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < bytes; ++i) h = (h ^ static_cast<const unsigned char*>(data)[i]) * 1099511628211ull;
+  return h;
+}
+
+inline bool same_on_all_ranks(uint64_t value, MPI_Comm comm) {
+  uint64_t local[2] = {value, ~value};
+  uint64_t global[2];
+  MPI_Allreduce(local, global, 2, MPI_UINT64_T, MPI_MAX, comm);
+  return global[0] == ~global[1];
+}
+
+inline uint64_t shared_seed(MPI_Comm comm) {
+  uint64_t seed = std::random_device{}() ^ (uint64_t(std::random_device{}()) << 32);
+  MPI_Bcast(&seed, 1, MPI_UINT64_T, 0, comm);
+  return seed;
+}
+
+}  // namespace dtrain::test

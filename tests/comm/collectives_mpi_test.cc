@@ -1,0 +1,298 @@
+// The collective matrix on the CPU path: backend x dtype x in-place/out-of-place x awkward counts,
+// under mpirun with 1 to 4 ranks, against a float64 reference on fresh random inputs.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cstring>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <tuple>
+
+#include "comm/factory.h"
+#include "comm/hierarchical_communicator.h"
+#include "comm/mpi_communicator.h"
+#include "comm/mpi_ring_communicator.h"
+#include "runtime/core/error.h"
+#include "runtime/core/rank_context.h"
+#include "tests/comm/collective_reference.h"
+
+namespace dtrain::comm {
+namespace {
+
+using test::decode_one;
+using test::encode;
+using test::random_values;
+using test::tolerance;
+
+int world_rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+int world_size() {
+  int s = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &s);
+  return s;
+}
+
+std::vector<size_t> awkward_counts() {
+  const size_t n = static_cast<size_t>(world_size());
+  return {0, 1, 2, 3, n - 1, 7919, 1000003, (size_t{1} << 20) + 3};
+}
+
+// "mpi-ring", "mpi", "hierarchical/k" (k ranks per simulated node; uneven allowed).
+struct BackendSpec {
+  std::string name;
+  int ranks_per_node = 0;
+};
+
+std::string spec_label(const BackendSpec& s) {
+  return s.ranks_per_node ? s.name + "_rpn" + std::to_string(s.ranks_per_node) : s.name;
+}
+
+struct Fixture {
+  std::unique_ptr<core::RankContext> ctx;
+  std::unique_ptr<Communicator> comm;
+};
+
+Fixture make(const BackendSpec& spec) {
+  Fixture f;
+  if (spec.ranks_per_node > 0) {
+    f.ctx = std::make_unique<core::RankContext>(MPI_COMM_WORLD, core::NodeLayout{spec.ranks_per_node, true});
+  } else {
+    f.ctx = std::make_unique<core::RankContext>(MPI_COMM_WORLD, core::NodeLayout{});
+  }
+  RingTuning tuning;
+  tuning.segment_bytes = 64 * 1024;  // several segments per chunk even at moderate counts
+  if (spec.name == "mpi-ring") f.comm = std::make_unique<MpiRingCommunicator>(f.ctx->world(), tuning);
+  if (spec.name == "mpi") f.comm = std::make_unique<MpiCommunicator>(f.ctx->world());
+  if (spec.name == "hierarchical") f.comm = std::make_unique<HierarchicalCommunicator>(*f.ctx, false, tuning);
+  return f;
+}
+
+using Param = std::tuple<BackendSpec, DType, bool>;
+
+class Collectives : public testing::TestWithParam<Param> {
+ protected:
+  void SetUp() override {
+    std::tie(spec_, dtype_, in_place_) = GetParam();
+    fixture_ = make(spec_);
+    seed_ = test::shared_seed(MPI_COMM_WORLD);
+    rank_ = world_rank();
+    size_ = world_size();
+  }
+
+  // Checks every element of `got` (n elements) against exact[i] (scaled), and that all ranks agree.
+  void expect_close(const unsigned char* got, const std::vector<double>& exact, const std::vector<double>& magnitude,
+                    double scale, const std::string& what) {
+    size_t wrong = 0;
+    size_t first = 0;
+    for (size_t i = 0; i < exact.size(); ++i) {
+      const double want = exact[i] * scale;
+      const double diff = std::fabs(decode_one(got, i, dtype_) - want);
+      if (!(diff <= tolerance(want, magnitude[i] * std::fabs(scale), dtype_))) {
+        if (wrong++ == 0) first = i;
+      }
+    }
+    EXPECT_EQ(wrong, 0u) << what << ": first wrong element " << first << ": got " << decode_one(got, first, dtype_)
+                         << ", want " << exact[first] * scale << " (seed " << seed_ << ")";
+    EXPECT_TRUE(test::same_on_all_ranks(test::fingerprint(got, exact.size() * core::dtype_size(dtype_)), MPI_COMM_WORLD))
+        << what << ": ranks hold different results";
+  }
+
+  std::string label(const char* op, size_t count) const {
+    return std::string(op) + " " + spec_label(spec_) + " " + core::dtype_name(dtype_) + (in_place_ ? " in-place" : "") +
+           " count=" + std::to_string(count) + " ranks=" + std::to_string(size_);
+  }
+
+  BackendSpec spec_;
+  DType dtype_ = DType::kF32;
+  bool in_place_ = false;
+  Fixture fixture_;
+  uint64_t seed_ = 0;
+  int rank_ = 0;
+  int size_ = 1;
+};
+
+TEST_P(Collectives, AllReduceSumAndAverage) {
+  const size_t esize = core::dtype_size(dtype_);
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
+    for (size_t count : awkward_counts()) {
+      std::vector<double> exact(count, 0.0), magnitude(count, 0.0);
+      std::vector<unsigned char> mine;
+      for (int r = 0; r < size_; ++r) {
+        const std::vector<double> v = random_values(seed_, r, static_cast<int>(count), count, dtype_);
+        for (size_t i = 0; i < count; ++i) {
+          exact[i] += v[i];
+          magnitude[i] += std::fabs(v[i]);
+        }
+        if (r == rank_) mine = encode(v, dtype_);
+      }
+      std::vector<unsigned char> out(count * esize + 1, 0xEE);  // +1: a guard byte
+      const void* send = mine.data();
+      if (in_place_) {
+        std::memcpy(out.data(), mine.data(), count * esize);
+        send = out.data();
+      }
+      fixture_.comm->all_reduce(send, out.data(), count, dtype_, op).wait();
+      const double scale = op == ReduceOp::kAverage ? 1.0 / size_ : 1.0;
+      expect_close(out.data(), exact, magnitude, scale, label(op == ReduceOp::kSum ? "all_reduce sum" : "all_reduce avg", count));
+      EXPECT_EQ(out.back(), 0xEE) << label("all_reduce", count) << ": wrote past the end";
+    }
+  }
+}
+
+TEST_P(Collectives, ReduceScatter) {
+  const size_t esize = core::dtype_size(dtype_);
+  for (size_t count : {size_t{0}, size_t{1}, size_t{3}, size_t{7919}, size_t{262147}}) {
+    const size_t total = count * static_cast<size_t>(size_);
+    std::vector<double> exact(count, 0.0), magnitude(count, 0.0);
+    std::vector<unsigned char> mine;
+    for (int r = 0; r < size_; ++r) {
+      const std::vector<double> v = random_values(seed_, r, 77, total, dtype_);
+      for (size_t i = 0; i < count; ++i) {
+        exact[i] += v[static_cast<size_t>(rank_) * count + i];
+        magnitude[i] += std::fabs(v[static_cast<size_t>(rank_) * count + i]);
+      }
+      if (r == rank_) mine = encode(v, dtype_);
+    }
+    std::vector<unsigned char> separate(count * esize + 1, 0xEE);
+    unsigned char* recv = in_place_ ? mine.data() + static_cast<size_t>(rank_) * count * esize : separate.data();
+    fixture_.comm->reduce_scatter(mine.data(), recv, count, dtype_, ReduceOp::kSum).wait();
+    size_t wrong = 0;
+    for (size_t i = 0; i < count; ++i) {
+      if (!(std::fabs(decode_one(recv, i, dtype_) - exact[i]) <= tolerance(exact[i], magnitude[i], dtype_))) ++wrong;
+    }
+    EXPECT_EQ(wrong, 0u) << label("reduce_scatter", count) << " (seed " << seed_ << ")";
+    if (!in_place_) {
+      EXPECT_EQ(separate.back(), 0xEE) << label("reduce_scatter", count) << ": wrote past the end";
+    }
+  }
+}
+
+TEST_P(Collectives, AllGatherAndBroadcastAreExact) {
+  const size_t esize = core::dtype_size(dtype_);
+  for (size_t count : awkward_counts()) {
+    if (count > 100000 && size_ > 2) count = 100003;  // all-gather output grows with the world
+    std::vector<unsigned char> expected;
+    for (int r = 0; r < size_; ++r) {
+      const std::vector<unsigned char> block = encode(random_values(seed_, r, 5, count, dtype_), dtype_);
+      expected.insert(expected.end(), block.begin(), block.end());
+    }
+    std::vector<unsigned char> gathered(expected.size() + 1, 0xEE);
+    std::vector<unsigned char> mine(expected.begin() + static_cast<long>(rank_ * count * esize),
+                                    expected.begin() + static_cast<long>((rank_ + 1) * count * esize));
+    const void* send = mine.data();
+    if (in_place_) {
+      std::memcpy(gathered.data() + rank_ * count * esize, mine.data(), mine.size());
+      send = gathered.data() + rank_ * count * esize;
+    }
+    fixture_.comm->all_gather(send, gathered.data(), count, dtype_).wait();
+    EXPECT_EQ(std::memcmp(gathered.data(), expected.data(), expected.size()), 0) << label("all_gather", count);
+    EXPECT_EQ(gathered.back(), 0xEE) << label("all_gather", count);
+
+    const int root = size_ - 1;
+    std::vector<unsigned char> buffer = rank_ == root ? std::vector<unsigned char>(expected.begin(), expected.begin() + static_cast<long>(count * esize))
+                                                      : std::vector<unsigned char>(count * esize, 0xAB);
+    fixture_.comm->broadcast(buffer.data(), count, dtype_, root).wait();
+    EXPECT_EQ(std::memcmp(buffer.data(), expected.data(), count * esize), 0) << label("broadcast", count);
+  }
+}
+
+// Behaviour that does not depend on dtype or placement: one run per backend.
+class CommunicatorBehaviour : public testing::TestWithParam<BackendSpec> {
+ protected:
+  void SetUp() override {
+    fixture_ = make(GetParam());
+    rank_ = world_rank();
+    size_ = world_size();
+  }
+  Fixture fixture_;
+  int rank_ = 0;
+  int size_ = 1;
+};
+
+TEST_P(CommunicatorBehaviour, ManyOutstandingCallsCompleteInOrder) {
+  std::vector<std::vector<float>> buffers(8, std::vector<float>(1001));
+  for (size_t b = 0; b < buffers.size(); ++b) {
+    for (size_t i = 0; i < buffers[b].size(); ++i) buffers[b][i] = static_cast<float>(b * 1000 + i + rank_);
+  }
+  std::vector<Work> works;
+  for (auto& b : buffers) works.push_back(fixture_.comm->all_reduce(b.data(), b.data(), b.size(), DType::kF32, ReduceOp::kSum));
+  for (Work& w : works) w.wait();
+  const double rank_sum = size_ * (size_ - 1) / 2.0;
+  for (size_t b = 0; b < buffers.size(); ++b) {
+    for (size_t i = 0; i < buffers[b].size(); i += 97) {
+      EXPECT_EQ(buffers[b][i], static_cast<float>(size_ * (b * 1000.0 + i) + rank_sum)) << "buffer " << b << " element " << i;
+    }
+  }
+}
+
+TEST_P(CommunicatorBehaviour, MismatchedCallsFailOnEveryRankAndLeaveTheCommunicatorUsable) {
+  if (size_ == 1) GTEST_SKIP() << "a mismatch needs two ranks";
+  std::vector<float> data(64, 1.0f);
+  const size_t count = rank_ == 0 ? 33 : 32;
+  try {
+    fixture_.comm->all_reduce(data.data(), data.data(), count, DType::kF32, ReduceOp::kSum).wait();
+    ADD_FAILURE() << "no error for mismatched counts";
+  } catch (const core::Error& e) {
+    const std::string text = e.what();
+    EXPECT_NE(text.find("rank 0: all_reduce(count=33, fp32, sum"), std::string::npos) << text;
+    EXPECT_NE(text.find("all_reduce(count=32, fp32, sum"), std::string::npos) << text;
+  }
+  const DType dtype = rank_ == size_ - 1 ? DType::kBF16 : DType::kF32;
+  EXPECT_THROW(fixture_.comm->all_reduce(data.data(), data.data(), 16, dtype, ReduceOp::kSum).wait(), core::Error);
+  for (float& v : data) v = 1.0f;  // untouched by the failed calls, and the communicator still works
+  fixture_.comm->all_reduce(data.data(), data.data(), 64, DType::kF32, ReduceOp::kSum).wait();
+  EXPECT_EQ(data[63], static_cast<float>(size_));
+}
+
+TEST_P(CommunicatorBehaviour, BadArgumentsAreUsageErrors) {
+  std::vector<int32_t> ints(4);
+  EXPECT_THROW(fixture_.comm->all_reduce(ints.data(), ints.data(), 4, DType::kI32, ReduceOp::kSum), core::UsageError);
+  EXPECT_THROW(fixture_.comm->broadcast(ints.data(), 1, DType::kF32, size_), core::UsageError);
+  EXPECT_THROW(fixture_.comm->all_reduce(nullptr, ints.data(), 1, DType::kF32, ReduceOp::kSum), core::UsageError);
+}
+
+void PrintTo(const BackendSpec& spec, std::ostream* out) { *out << spec_label(spec); }
+
+std::string identifier(std::string name) {
+  for (char& c : name) {
+    if (c == '-') c = '_';
+  }
+  return name;
+}
+
+std::string param_name(const testing::TestParamInfo<Param>& info) {
+  return identifier(spec_label(std::get<0>(info.param)) + "_" + core::dtype_name(std::get<1>(info.param)) +
+                    (std::get<2>(info.param) ? "_inplace" : "_outofplace"));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Matrix, Collectives,
+    testing::Combine(testing::Values(BackendSpec{"mpi-ring", 0}, BackendSpec{"mpi", 0}, BackendSpec{"hierarchical", 1},
+                                     BackendSpec{"hierarchical", 2}),
+                     testing::Values(DType::kF32, DType::kF16, DType::kBF16), testing::Bool()),
+    param_name);
+
+INSTANTIATE_TEST_SUITE_P(Backends, CommunicatorBehaviour,
+                         testing::Values(BackendSpec{"mpi-ring", 0}, BackendSpec{"mpi", 0},
+                                         BackendSpec{"hierarchical", 1}, BackendSpec{"hierarchical", 2}),
+                         [](const testing::TestParamInfo<BackendSpec>& p) { return identifier(spec_label(p.param)); });
+
+TEST(Factory, AutoPicksByNodesAndGpus) {
+  core::Topology one_node;
+  core::Topology two_nodes;
+  two_nodes.node_count = 2;
+  EXPECT_EQ(resolve_backend(Backend::kAuto, one_node, false), Backend::kMpiRing);
+  EXPECT_EQ(resolve_backend(Backend::kAuto, two_nodes, false), Backend::kMpiRing);
+  EXPECT_EQ(resolve_backend(Backend::kAuto, one_node, true), Backend::kNccl);
+  EXPECT_EQ(resolve_backend(Backend::kAuto, two_nodes, true), Backend::kHierarchical);
+  EXPECT_EQ(resolve_backend(Backend::kMpi, two_nodes, true), Backend::kMpi);
+  EXPECT_EQ(parse_backend("mpi-ring", "--backend"), Backend::kMpiRing);
+  EXPECT_THROW(parse_backend("gloo", "--backend"), core::UsageError);
+}
+
+}  // namespace
+}  // namespace dtrain::comm
