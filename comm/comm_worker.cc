@@ -23,15 +23,46 @@ Work CommWorker::submit(std::function<void()> operation) {
   return work;
 }
 
+Work CommWorker::run_inline_if_idle(std::function<void()> operation) {
+  {
+    std::lock_guard lock(mutex_);
+    if (busy_ || !queue_.empty()) {
+      Work work = Work::pending();
+      queue_.push_back(Task{std::move(operation), work});
+      queue_cv_.notify_one();
+      return work;
+    }
+    busy_ = true;
+  }
+  Work work = Work::pending();
+  try {
+    operation();
+    work.complete();
+  } catch (...) {
+    work.fail(std::current_exception());
+  }
+  bool queued = false;
+  {
+    std::lock_guard lock(mutex_);
+    busy_ = false;
+    queued = !queue_.empty();
+  }
+  // Wake the worker only if work was queued behind us: a needless wake-up costs a context switch
+  // on a core another rank may be using.
+  if (queued) queue_cv_.notify_one();
+  return work;
+}
+
 void CommWorker::run() {
   for (;;) {
     Task task;
     {
       std::unique_lock lock(mutex_);
-      queue_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      queue_cv_.wait(lock, [&] { return (stopping_ && !busy_) || (!queue_.empty() && !busy_); });
       if (queue_.empty()) return;  // stopping, and everything queued has run
       task = std::move(queue_.front());
       queue_.pop_front();
+      busy_ = true;
     }
     try {
       task.operation();
@@ -39,6 +70,8 @@ void CommWorker::run() {
     } catch (...) {
       task.work.fail(std::current_exception());
     }
+    std::lock_guard lock(mutex_);
+    busy_ = false;
   }
 }
 

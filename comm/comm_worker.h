@@ -22,6 +22,11 @@ class CommWorker {
   // Queues `operation`; the returned Work completes when it has run (or failed with its exception).
   Work submit(std::function<void()> operation);
 
+  // Latency path for small operations: when nothing is queued or running, runs `operation` right
+  // here on the calling thread (a thread hand-off costs several microseconds, more than a small
+  // all-reduce itself) and returns a completed Work; otherwise queues it like submit().
+  Work run_inline_if_idle(std::function<void()> operation);
+
  private:
   struct Task {
     std::function<void()> operation;
@@ -33,6 +38,7 @@ class CommWorker {
   std::condition_variable queue_cv_;
   std::deque<Task> queue_;
   bool stopping_ = false;
+  bool busy_ = false;  // an operation is running, on the worker or inline
   std::thread thread_;
 };
 

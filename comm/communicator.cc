@@ -41,13 +41,13 @@ size_t recv_elements(const Collective& call, int world_size) {
 
 void validate_call(const Collective& call, int world_size) {
   if (call.kind == CollectiveKind::kBarrier) return;
-  const std::string what = describe(call);
+  // describe() builds a string: only on the failure path, since this runs on every call.
   DTRAIN_USAGE_CHECK(is_supported_dtype(call.dtype))
-      << what << ": collectives take fp32, fp16 or bf16, not " << core::dtype_name(call.dtype);
+      << describe(call) << ": collectives take fp32, fp16 or bf16, not " << core::dtype_name(call.dtype);
   DTRAIN_USAGE_CHECK(call.kind != CollectiveKind::kBroadcast || (call.root >= 0 && call.root < world_size))
-      << what << ": root " << call.root << " is not a rank of a communicator of size " << world_size;
-  if (call.count == 0) return;
-  DTRAIN_USAGE_CHECK(call.send != nullptr && call.recv != nullptr) << what << ": null buffer";
+      << describe(call) << ": root " << call.root << " is not a rank of a communicator of size " << world_size;
+  DTRAIN_USAGE_CHECK(call.count == 0 || (call.send != nullptr && call.recv != nullptr))
+      << describe(call) << ": null buffer";
 }
 
 }  // namespace dtrain::comm

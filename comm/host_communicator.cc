@@ -1,8 +1,17 @@
 #include "comm/host_communicator.h"
 
+#include <algorithm>
+
 #include "comm/consistency_check.h"
 
 namespace dtrain::comm {
+namespace {
+
+// Host calls up to this size run on the caller's thread when the communicator is idle: they are
+// latency-bound, and handing them to the worker thread would cost more than the call.
+constexpr size_t kInlineBytes = 64 * 1024;
+
+}  // namespace
 
 HostCommunicator::HostCommunicator(MPI_Comm comm) : comm_(core::MpiComm::duplicate(comm)) {
   rank_ = comm_.rank();
@@ -15,10 +24,13 @@ Work HostCommunicator::submit(const Collective& call) {
   validate_call(call, size_);
   const bool check = check_;
   if (!call.where.device) {
-    return worker_.submit([this, call, check] {
+    auto operation = [this, call, check] {
       if (check) check_same_collective(comm_.get(), call);
       run_host(call);
-    });
+    };
+    const size_t bytes = std::max(send_elements(call, size_), recv_elements(call, size_)) * core::dtype_size(call.dtype);
+    if (bytes <= kInlineBytes) return worker_.run_inline_if_idle(std::move(operation));
+    return worker_.submit(std::move(operation));
   }
   if (!staging_) staging_ = std::make_unique<DeviceStaging>();
   return staging_->run(worker_, call, size_, [this, check](const Collective& host_call) {

@@ -1,0 +1,68 @@
+#include "bench/allreduce/target.h"
+
+#include <mpi.h>
+
+#include "comm/factory.h"
+#include "runtime/core/error.h"
+#include "runtime/core/mpi_check.h"
+
+namespace dtrain::bench {
+namespace {
+
+class CommunicatorTarget final : public AllReduceTarget {
+ public:
+  CommunicatorTarget(std::unique_ptr<comm::Communicator> communicator, bool device, void* stream)
+      : comm_(std::move(communicator)), device_(device), stream_(stream) {}
+  std::string name() const override { return comm_->name(); }
+  bool device_buffers() const override { return device_; }
+  void* stream() const override { return stream_; }
+  void run(const void* send, void* recv, size_t count, comm::DType dtype, comm::ReduceOp op) override {
+    const comm::Location where = device_ ? comm::Location::gpu(stream_) : comm::Location::host();
+    comm::Work work = comm_->all_reduce(send, recv, count, dtype, op, where);
+    if (!device_) work.wait();
+  }
+  void synchronize() override;
+
+ private:
+  std::unique_ptr<comm::Communicator> comm_;
+  bool device_;
+  void* stream_;
+};
+
+// MPI_Allreduce on the calling thread: the peer our ring is measured against.
+class RawMpiTarget final : public AllReduceTarget {
+ public:
+  explicit RawMpiTarget(MPI_Comm comm) : comm_(core::MpiComm::duplicate(comm)) {}
+  std::string name() const override { return "raw-mpi"; }
+  bool device_buffers() const override { return false; }
+  void run(const void* send, void* recv, size_t count, comm::DType dtype, comm::ReduceOp op) override {
+    DTRAIN_USAGE_CHECK(dtype == comm::DType::kF32 && op == comm::ReduceOp::kSum)
+        << "raw-mpi measures fp32 sum only (MPI has no 16-bit float type or average)";
+    DTRAIN_MPI_CHECK(MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, static_cast<int>(count), MPI_FLOAT,
+                                   MPI_SUM, comm_.get()));
+  }
+
+ private:
+  core::MpiComm comm_;
+};
+
+}  // namespace
+
+void* make_bench_stream();  // target_nccl_cuda.cc / target_cpu.cc
+void synchronize_stream(void* stream);
+
+void CommunicatorTarget::synchronize() {
+  if (device_) synchronize_stream(stream_);
+}
+
+std::unique_ptr<AllReduceTarget> make_target(const std::string& backend, const core::RankContext& ctx, bool gpus,
+                                             bool check_calls) {
+  if (backend == "raw-mpi") return std::make_unique<RawMpiTarget>(ctx.world());
+  if (backend == "raw-nccl") return make_raw_nccl_target(ctx);
+  auto communicator = comm::make_communicator(comm::parse_backend(backend, "--backend"), ctx, gpus);
+  communicator->set_consistency_check(check_calls);
+  const bool device = gpus && std::string(communicator->name()) != "mpi";
+  return std::make_unique<CommunicatorTarget>(std::move(communicator), device, device ? make_bench_stream() : nullptr);
+}
+
+}  // namespace dtrain::bench
