@@ -1,0 +1,203 @@
+// Collectives on device buffers: nccl, hierarchical (NCCL inside the node, our ring across
+// simulated nodes) and the staged mpi-ring path, against a float64 reference. Runs under mpirun
+// with 1 to 4 ranks; skips, saying why, without a CUDA build, without GPUs, or with more ranks
+// than GPUs (NCCL needs one GPU per rank).
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <memory>
+#include <string>
+
+#include "comm/factory.h"
+#include "comm/hierarchical_communicator.h"
+#include "comm/mpi_ring_communicator.h"
+#include "runtime/core/buffer.h"
+#include "runtime/core/gpu_binding.h"
+#include "runtime/core/rank_context.h"
+#include "tests/comm/collective_reference.h"
+
+#if DTRAIN_WITH_CUDA
+#include <cuda_runtime_api.h>
+
+#include "runtime/core/cuda/cuda_check.h"
+#include "runtime/core/cuda/stream.h"
+#endif
+
+namespace dtrain::comm {
+namespace {
+
+int world_size() {
+  int s = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &s);
+  return s;
+}
+
+// Collective: every rank reaches the same verdict, so no rank skips alone.
+std::string why_no_gpu_run() {
+#if !DTRAIN_WITH_CUDA
+  return "built without CUDA (DTRAIN_CUDA=OFF or toolkit not found)";
+#else
+  int gpus = static_cast<int>(core::detail::runtime_visible_gpus().size());
+  MPI_Allreduce(MPI_IN_PLACE, &gpus, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (gpus == 0) return "no GPU visible";
+  if (gpus < world_size()) {
+    return std::to_string(world_size()) + " ranks but " + std::to_string(gpus) + " GPUs; NCCL needs one GPU per rank";
+  }
+  return "";
+#endif
+}
+
+#if DTRAIN_WITH_CUDA
+
+struct DeviceRun {
+  std::unique_ptr<core::RankContext> ctx;
+  std::unique_ptr<Communicator> comm;
+};
+
+DeviceRun make(const std::string& backend, int ranks_per_node) {
+  DeviceRun run;
+  run.ctx = std::make_unique<core::RankContext>(
+      MPI_COMM_WORLD, ranks_per_node > 0 ? core::NodeLayout{ranks_per_node, true} : core::NodeLayout{});
+  core::bind_gpu(*run.ctx, false);
+  RingTuning tuning;
+  tuning.segment_bytes = 64 * 1024;
+  if (backend == "nccl") run.comm = make_nccl_communicator(run.ctx->world());
+  if (backend == "mpi-ring") run.comm = std::make_unique<MpiRingCommunicator>(run.ctx->world(), tuning);
+  if (backend == "hierarchical") run.comm = std::make_unique<HierarchicalCommunicator>(*run.ctx, true, tuning);
+  return run;
+}
+
+using Param = std::tuple<std::string, int, DType, bool>;  // backend, ranks per node, dtype, in place
+
+class DeviceCollectives : public testing::TestWithParam<Param> {};
+
+TEST_P(DeviceCollectives, AllReduceMatchesFloat64) {
+  if (const std::string why = why_no_gpu_run(); !why.empty()) GTEST_SKIP() << why;
+  const auto [backend, rpn, dtype, in_place] = GetParam();
+  DeviceRun run = make(backend, rpn);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const int size = world_size();
+  const uint64_t seed = test::shared_seed(MPI_COMM_WORLD);
+  int device = 0;
+  DTRAIN_CUDA_CHECK(cudaGetDevice(&device));
+  core::CudaStream stream(device);
+  const size_t esize = core::dtype_size(dtype);
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
+    for (size_t count : {size_t{0}, size_t{1}, size_t{3}, static_cast<size_t>(size - 1), size_t{7919}, size_t{1000003},
+                         (size_t{1} << 20) + 3}) {
+      std::vector<double> exact(count, 0.0), magnitude(count, 0.0);
+      std::vector<unsigned char> mine;
+      for (int r = 0; r < size; ++r) {
+        const std::vector<double> v = test::random_values(seed, r, static_cast<int>(count), count, dtype);
+        for (size_t i = 0; i < count; ++i) {
+          exact[i] += v[i];
+          magnitude[i] += std::fabs(v[i]);
+        }
+        if (r == rank) mine = test::encode(v, dtype);
+      }
+      core::Buffer send(core::MemoryKind::kDevice, count * esize + 1);
+      core::Buffer recv(core::MemoryKind::kDevice, count * esize + 1);
+      DTRAIN_CUDA_CHECK(cudaMemcpy(in_place ? recv.data() : send.data(), mine.data(), count * esize, cudaMemcpyHostToDevice));
+      DTRAIN_CUDA_CHECK(cudaMemset(static_cast<unsigned char*>(recv.data()) + count * esize, 0xEE, 1));
+      // Queue work before and after on the same stream: the collective must be ordered between them.
+      Work work = run.comm->all_reduce(in_place ? recv.data() : send.data(), recv.data(), count, dtype, op,
+                                       Location::gpu(stream.get()));
+      std::vector<unsigned char> got(count * esize + 1);
+      DTRAIN_CUDA_CHECK(cudaMemcpyAsync(got.data(), recv.data(), got.size(), cudaMemcpyDeviceToHost, stream.get()));
+      stream.synchronize();
+      work.wait();
+      const double scale = op == ReduceOp::kAverage ? 1.0 / size : 1.0;
+      size_t wrong = 0;
+      for (size_t i = 0; i < count; ++i) {
+        const double want = exact[i] * scale;
+        if (!(std::fabs(test::decode_one(got.data(), i, dtype) - want) <=
+              test::tolerance(want, magnitude[i] * scale, dtype))) {
+          ++wrong;
+        }
+      }
+      EXPECT_EQ(wrong, 0u) << backend << " rpn=" << rpn << " " << core::dtype_name(dtype) << " count=" << count
+                           << (op == ReduceOp::kSum ? " sum" : " avg") << " seed " << seed;
+      EXPECT_EQ(got.back(), 0xEE) << "wrote past the end";
+      EXPECT_TRUE(test::same_on_all_ranks(test::fingerprint(got.data(), count * esize), MPI_COMM_WORLD));
+    }
+  }
+}
+
+TEST_P(DeviceCollectives, BroadcastAllGatherReduceScatter) {
+  if (const std::string why = why_no_gpu_run(); !why.empty()) GTEST_SKIP() << why;
+  const auto [backend, rpn, dtype, in_place] = GetParam();
+  if (in_place) GTEST_SKIP() << "placement covered by the all-reduce test";
+  DeviceRun run = make(backend, rpn);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const size_t n = static_cast<size_t>(world_size());
+  int device = 0;
+  DTRAIN_CUDA_CHECK(cudaGetDevice(&device));
+  core::CudaStream stream(device);
+  const size_t esize = core::dtype_size(dtype);
+  const size_t count = 4099;
+  std::vector<unsigned char> all;
+  for (size_t r = 0; r < n; ++r) {
+    auto block = test::encode(test::random_values(11, static_cast<int>(r), 3, count, dtype), dtype);
+    all.insert(all.end(), block.begin(), block.end());
+  }
+  core::Buffer a(core::MemoryKind::kDevice, all.size());
+  core::Buffer b(core::MemoryKind::kDevice, all.size());
+  std::vector<unsigned char> got(all.size());
+  // all_gather
+  DTRAIN_CUDA_CHECK(cudaMemcpy(a.data(), all.data() + rank * count * esize, count * esize, cudaMemcpyHostToDevice));
+  run.comm->all_gather(a.data(), b.data(), count, dtype, Location::gpu(stream.get())).wait();
+  DTRAIN_CUDA_CHECK(cudaMemcpyAsync(got.data(), b.data(), all.size(), cudaMemcpyDeviceToHost, stream.get()));
+  stream.synchronize();
+  EXPECT_EQ(got, all) << backend << " all_gather";
+  // broadcast from the last rank
+  const int root = static_cast<int>(n) - 1;
+  DTRAIN_CUDA_CHECK(cudaMemcpy(a.data(), rank == root ? all.data() : all.data() + 1, count * esize, cudaMemcpyHostToDevice));
+  run.comm->broadcast(a.data(), count, dtype, root, Location::gpu(stream.get())).wait();
+  DTRAIN_CUDA_CHECK(cudaMemcpyAsync(got.data(), a.data(), count * esize, cudaMemcpyDeviceToHost, stream.get()));
+  stream.synchronize();
+  EXPECT_EQ(std::vector<unsigned char>(got.begin(), got.begin() + static_cast<long>(count * esize)),
+            std::vector<unsigned char>(all.begin(), all.begin() + static_cast<long>(count * esize)))
+      << backend << " broadcast";
+  // reduce_scatter: every rank contributes `all`; rank r gets n x block r.
+  DTRAIN_CUDA_CHECK(cudaMemcpy(a.data(), all.data(), all.size(), cudaMemcpyHostToDevice));
+  run.comm->reduce_scatter(a.data(), b.data(), count, dtype, ReduceOp::kSum, Location::gpu(stream.get())).wait();
+  DTRAIN_CUDA_CHECK(cudaMemcpyAsync(got.data(), b.data(), count * esize, cudaMemcpyDeviceToHost, stream.get()));
+  stream.synchronize();
+  size_t wrong = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const double want = n * test::decode_one(all.data() + rank * count * esize, i, dtype);
+    if (!(std::fabs(test::decode_one(got.data(), i, dtype) - want) <= test::tolerance(want, std::fabs(want), dtype))) ++wrong;
+  }
+  EXPECT_EQ(wrong, 0u) << backend << " reduce_scatter";
+}
+
+std::string name_of(const testing::TestParamInfo<Param>& info) {
+  std::string name = std::get<0>(info.param) + (std::get<1>(info.param) ? "_rpn" + std::to_string(std::get<1>(info.param)) : "") +
+                     "_" + core::dtype_name(std::get<2>(info.param)) + (std::get<3>(info.param) ? "_inplace" : "_outofplace");
+  for (char& c : name) {
+    if (c == '-') c = '_';
+  }
+  return name;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Gpu, DeviceCollectives,
+    testing::Combine(testing::Values("nccl", "mpi-ring", "hierarchical"), testing::Values(0), testing::Values(DType::kF32, DType::kF16, DType::kBF16),
+                     testing::Bool()),
+    name_of);
+INSTANTIATE_TEST_SUITE_P(
+    GpuSimulatedNodes, DeviceCollectives,
+    testing::Combine(testing::Values("hierarchical"), testing::Values(1, 2), testing::Values(DType::kF32, DType::kBF16),
+                     testing::Bool()),
+    name_of);
+
+#else
+
+TEST(DeviceCollectives, Skipped) { GTEST_SKIP() << why_no_gpu_run(); }
+
+#endif
+
+}  // namespace
+}  // namespace dtrain::comm
