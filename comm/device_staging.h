@@ -2,8 +2,7 @@
 // Runs a host-side collective on device buffers: the device input is copied to pinned host memory,
 // the host collective runs on the communicator's worker thread, and the result is copied back —
 // all without blocking the calling thread. The caller's stream is held at the call's position
-// (by a host function that waits for the worker), so work queued on that stream afterwards sees the
-// result, exactly as with NCCL.
+// (cuda/stream_gate.cuh), so work queued on that stream afterwards sees the result, as with NCCL.
 // Builds without CUDA get an implementation that throws: there are no device buffers to stage.
 #include <functional>
 #include <memory>

@@ -1,12 +1,10 @@
-// DeviceStaging for CUDA builds. The caller's stream is held by a host function that waits on a
-// gate; the worker copies the input out once the stream reaches the call (an event), runs the host
-// collective on pinned buffers, copies the result back, and opens the gate.
+// DeviceStaging for CUDA builds. The caller's stream is held by a StreamGate; the worker copies the
+// input out once the stream reaches the call (an event), runs the host collective on pinned
+// buffers, copies the result back, and opens the gate.
 #include <cuda_runtime_api.h>
 
-#include <condition_variable>
-#include <mutex>
-
 #include "comm/communicator.h"
+#include "comm/cuda/stream_gate.cuh"
 #include "comm/device_staging.h"
 #include "runtime/core/buffer.h"
 #include "runtime/core/cuda/cuda_check.h"
@@ -16,29 +14,6 @@
 namespace dtrain::comm {
 namespace {
 
-struct Gate {
-  std::mutex mutex;
-  std::condition_variable cv;
-  bool open = false;
-
-  void release() {
-    std::lock_guard lock(mutex);
-    open = true;
-    cv.notify_all();
-  }
-  void wait() {
-    std::unique_lock lock(mutex);
-    cv.wait(lock, [&] { return open; });
-  }
-};
-
-// Runs on CUDA's host-callback thread: blocks the stream until the worker is done.
-void CUDART_CB hold_stream_until_open(void* heap_gate) {
-  auto* gate = static_cast<std::shared_ptr<Gate>*>(heap_gate);
-  (*gate)->wait();
-  delete gate;
-}
-
 void grow(core::Buffer& buffer, size_t bytes) {
   if (buffer.bytes() < bytes) buffer = core::Buffer(core::MemoryKind::kPinnedHost, bytes);
 }
@@ -47,6 +22,7 @@ void grow(core::Buffer& buffer, size_t bytes) {
 
 struct DeviceStaging::State {
   int device = 0;
+  cuda::StreamGate gate;
   std::unique_ptr<core::CudaStream> copy_stream;  // created on the worker's first use
   core::Buffer host_send;
   core::Buffer host_recv;
@@ -63,15 +39,15 @@ Work DeviceStaging::run(CommWorker& worker, const Collective& call, int world_si
   const auto user_stream = static_cast<cudaStream_t>(call.where.stream);
   auto ready = std::make_shared<core::CudaEvent>();
   ready->record(user_stream);
-  auto gate = std::make_shared<Gate>();
-  DTRAIN_CUDA_CHECK(cudaLaunchHostFunc(user_stream, hold_stream_until_open, new std::shared_ptr<Gate>(gate)));
-
   State* state = state_.get();
-  return worker.submit([state, call, world_size, ready, gate, run_host = std::move(run_host)] {
+  const uint64_t ticket = state->gate.hold(user_stream);
+
+  return worker.submit([state, call, world_size, ready, ticket, run_host = std::move(run_host)] {
     struct OpenOnExit {
-      Gate& gate;
-      ~OpenOnExit() { gate.release(); }  // never leave the caller's stream blocked, even on error
-    } open_on_exit{*gate};
+      cuda::StreamGate& gate;
+      uint64_t ticket;
+      ~OpenOnExit() { gate.open(ticket); }  // never leave the caller's stream held, even on error
+    } open_on_exit{state->gate, ticket};
 
     DTRAIN_CUDA_CHECK(cudaSetDevice(state->device));
     if (!state->copy_stream) state->copy_stream = std::make_unique<core::CudaStream>(state->device);

@@ -103,10 +103,13 @@ TEST_P(DeviceCollectives, AllReduceMatchesFloat64) {
       // Queue work before and after on the same stream: the collective must be ordered between them.
       Work work = run.comm->all_reduce(in_place ? recv.data() : send.data(), recv.data(), count, dtype, op,
                                        Location::gpu(stream.get()));
-      std::vector<unsigned char> got(count * esize + 1);
-      DTRAIN_CUDA_CHECK(cudaMemcpyAsync(got.data(), recv.data(), got.size(), cudaMemcpyDeviceToHost, stream.get()));
+      // Pinned, so the copy is truly asynchronous and ordered only by the stream.
+      core::Buffer pinned(core::MemoryKind::kPinnedHost, count * esize + 1);
+      DTRAIN_CUDA_CHECK(cudaMemcpyAsync(pinned.data(), recv.data(), pinned.bytes(), cudaMemcpyDeviceToHost, stream.get()));
       stream.synchronize();
       work.wait();
+      const auto* bytes = static_cast<const unsigned char*>(pinned.data());
+      const std::vector<unsigned char> got(bytes, bytes + pinned.bytes());
       const double scale = op == ReduceOp::kAverage ? 1.0 / size : 1.0;
       size_t wrong = 0;
       for (size_t i = 0; i < count; ++i) {
