@@ -16,8 +16,8 @@ if [[ $PART != bench ]]; then
   {
     nvidia-smi -L
     timeout 60 build/bin/dtrain-core-gpu-tests --gtest_brief=1
-    mpi 1 150 build/bin/dtrain-comm-gpu-mpi-tests --gtest_brief=1
-    mpi "$NP" 200 build/bin/dtrain-comm-gpu-mpi-tests --gtest_brief=1
+    mpi 1 90 build/bin/dtrain-comm-gpu-mpi-tests
+    mpi "$NP" 120 build/bin/dtrain-comm-gpu-mpi-tests
   } 2>&1 | tee "$OUT/gpu_tests.log"
 fi
 if [[ $PART != tests ]]; then

@@ -4,6 +4,9 @@
 #include <cuda_runtime_api.h>
 
 #include "comm/communicator.h"
+#include <algorithm>
+#include <vector>
+
 #include "comm/cuda/stream_gate.cuh"
 #include "comm/device_staging.h"
 #include "runtime/core/buffer.h"
@@ -14,8 +17,14 @@
 namespace dtrain::comm {
 namespace {
 
-void grow(core::Buffer& buffer, size_t bytes) {
-  if (buffer.bytes() < bytes) buffer = core::Buffer(core::MemoryKind::kPinnedHost, bytes);
+// Grows a pinned staging buffer without freeing the old one: cudaFreeHost synchronizes the whole
+// device, and the worker calling it while a StreamGate holds a stream for this very worker would
+// deadlock. Outgrown buffers are kept until the DeviceStaging is destroyed; doubling bounds them.
+void grow(core::Buffer& buffer, size_t bytes, std::vector<core::Buffer>& retired) {
+  if (buffer.bytes() >= bytes) return;
+  const size_t size = std::max(bytes, 2 * buffer.bytes());
+  if (buffer.data() != nullptr) retired.push_back(std::move(buffer));
+  buffer = core::Buffer(core::MemoryKind::kPinnedHost, size);
 }
 
 }  // namespace
@@ -26,6 +35,7 @@ struct DeviceStaging::State {
   std::unique_ptr<core::CudaStream> copy_stream;  // created on the worker's first use
   core::Buffer host_send;
   core::Buffer host_recv;
+  std::vector<core::Buffer> retired;
 };
 
 DeviceStaging::DeviceStaging() : state_(std::make_unique<State>()) {
@@ -55,7 +65,7 @@ Work DeviceStaging::run(CommWorker& worker, const Collective& call, int world_si
     const size_t esize = core::dtype_size(call.dtype);
     const size_t send_bytes = send_elements(call, world_size) * esize;
     const size_t recv_bytes = recv_elements(call, world_size) * esize;
-    grow(state->host_recv, recv_bytes);
+    grow(state->host_recv, recv_bytes, state->retired);
     auto* host_recv = static_cast<unsigned char*>(state->host_recv.data());
 
     // Keep the caller's in-place relation on the host side, so the host collective sees it too.
@@ -69,11 +79,11 @@ Work DeviceStaging::run(CommWorker& worker, const Collective& call, int world_si
       host_call.send = host_recv + (device_send - device_recv);
     } else if (device_recv >= device_send && device_recv + recv_bytes <= device_send + send_bytes) {
       // reduce_scatter in place: recv lies inside send. Stage send; recv maps into it.
-      grow(state->host_send, send_bytes);
+      grow(state->host_send, send_bytes, state->retired);
       host_call.send = state->host_send.data();
       host_call.recv = static_cast<unsigned char*>(state->host_send.data()) + (device_recv - device_send);
     } else {
-      grow(state->host_send, send_bytes);
+      grow(state->host_send, send_bytes, state->retired);
       host_call.send = state->host_send.data();
     }
 

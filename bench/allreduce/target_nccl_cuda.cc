@@ -67,6 +67,9 @@ void* device_alloc(size_t bytes) {
 void device_free(void* ptr) { cudaFree(ptr); }
 void copy_to_device(void* dst, const void* src, size_t bytes) {
   DTRAIN_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+  // From pageable memory cudaMemcpy may return before the DMA lands, and the benchmark's stream
+  // is non-blocking: wait, or the next all-reduce can read half-written input.
+  DTRAIN_CUDA_CHECK(cudaDeviceSynchronize());
 }
 void copy_to_host(void* dst, const void* src, size_t bytes) {
   DTRAIN_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
