@@ -4,6 +4,7 @@
 // all without blocking the calling thread. The caller's stream is held at the call's position
 // (cuda/stream_gate.cuh), so work queued on that stream afterwards sees the result, as with NCCL.
 // Builds without CUDA get an implementation that throws: there are no device buffers to stage.
+#include <cstddef>
 #include <functional>
 #include <memory>
 
@@ -14,17 +15,21 @@ namespace dtrain::comm {
 
 class DeviceStaging {
  public:
-  DeviceStaging();
+  // All-reduces larger than piece_bytes are pipelined in pieces of that size: copies out, host
+  // reduction and copies back overlap (DTRAIN_STAGING_PIECE_BYTES).
+  explicit DeviceStaging(size_t piece_bytes);
   ~DeviceStaging();
   DeviceStaging(const DeviceStaging&) = delete;
   DeviceStaging& operator=(const DeviceStaging&) = delete;
 
-  // `run_host` receives the call rewritten onto pinned host buffers; it runs on `worker`'s thread.
-  Work run(CommWorker& worker, const Collective& call, int world_size,
+  // On `worker`'s thread: `check` gets the original call once; `run_host` gets the call (or each
+  // piece of it) rewritten onto pinned host buffers.
+  Work run(CommWorker& worker, const Collective& call, int world_size, std::function<void(const Collective&)> check,
            std::function<void(const Collective&)> run_host);
 
- private:
   struct State;
+
+ private:
   std::unique_ptr<State> state_;
 };
 

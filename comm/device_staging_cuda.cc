@@ -31,36 +31,86 @@ void grow(core::Buffer& buffer, size_t bytes, std::vector<core::Buffer>& retired
 
 struct DeviceStaging::State {
   int device = 0;
+  size_t piece_bytes = 0;
   cuda::StreamGate gate;
-  std::unique_ptr<core::CudaStream> copy_stream;  // created on the worker's first use
+  // Created on the worker's first use. Two streams, so results flow back to the device while
+  // later pieces are still being copied out (the GPU's copy engines run both directions at once).
+  std::unique_ptr<core::CudaStream> copy_stream;    // device -> host
+  std::unique_ptr<core::CudaStream> return_stream;  // host -> device
+  std::vector<core::CudaEvent> piece_copied;        // one per piece of a pipelined all-reduce
   core::Buffer host_send;
   core::Buffer host_recv;
   std::vector<core::Buffer> retired;
 };
 
-DeviceStaging::DeviceStaging() : state_(std::make_unique<State>()) {
+namespace {
+
+// A large all-reduce in pieces: every piece's device->host copy is queued at once, and piece k is
+// all-reduced on the host as soon as it has landed, while later pieces are still copying and
+// earlier results are already copying back. Element-wise reductions split freely into pieces.
+void pipelined_all_reduce(DeviceStaging::State& state, const Collective& call, const unsigned char* host_in,
+                          unsigned char* host_out, const std::function<void(const Collective&)>& run_host) {
+  const size_t esize = core::dtype_size(call.dtype);
+  const size_t piece = std::max<size_t>(1, state.piece_bytes / esize);
+  const size_t pieces = (call.count + piece - 1) / piece;
+  while (state.piece_copied.size() < pieces) state.piece_copied.emplace_back();
+  const cudaStream_t out_stream = state.copy_stream->get();
+  const cudaStream_t back_stream = state.return_stream->get();
+  const auto* device_in = static_cast<const unsigned char*>(call.send);
+  for (size_t k = 0; k < pieces; ++k) {
+    const size_t at = k * piece * esize;
+    const size_t bytes = std::min(piece, call.count - k * piece) * esize;
+    DTRAIN_CUDA_CHECK(cudaMemcpyAsync(const_cast<unsigned char*>(host_in) + at, device_in + at, bytes,
+                                      cudaMemcpyDeviceToHost, out_stream));
+    state.piece_copied[k].record(out_stream);
+  }
+  for (size_t k = 0; k < pieces; ++k) {
+    const size_t first = k * piece;
+    const size_t n = std::min(piece, call.count - first);
+    state.piece_copied[k].synchronize();
+    Collective part = call;
+    part.where = Location::host();
+    part.count = n;
+    part.send = host_in + first * esize;
+    part.recv = host_out + first * esize;
+    run_host(part);
+    DTRAIN_CUDA_CHECK(cudaMemcpyAsync(static_cast<unsigned char*>(call.recv) + first * esize, host_out + first * esize,
+                                      n * esize, cudaMemcpyHostToDevice, back_stream));
+  }
+  state.return_stream->synchronize();
+}
+
+}  // namespace
+
+DeviceStaging::DeviceStaging(size_t piece_bytes) : state_(std::make_unique<State>()) {
   DTRAIN_CUDA_CHECK(cudaGetDevice(&state_->device));
+  state_->piece_bytes = piece_bytes;
 }
 
 DeviceStaging::~DeviceStaging() = default;
 
 Work DeviceStaging::run(CommWorker& worker, const Collective& call, int world_size,
-                        std::function<void(const Collective&)> run_host) {
+                        std::function<void(const Collective&)> check, std::function<void(const Collective&)> run_host) {
   const auto user_stream = static_cast<cudaStream_t>(call.where.stream);
   auto ready = std::make_shared<core::CudaEvent>();
   ready->record(user_stream);
   State* state = state_.get();
   const uint64_t ticket = state->gate.hold(user_stream);
 
-  return worker.submit([state, call, world_size, ready, ticket, run_host = std::move(run_host)] {
+  return worker.submit([state, call, world_size, ready, ticket, check = std::move(check),
+                        run_host = std::move(run_host)] {
     struct OpenOnExit {
       cuda::StreamGate& gate;
       uint64_t ticket;
       ~OpenOnExit() { gate.open(ticket); }  // never leave the caller's stream held, even on error
     } open_on_exit{state->gate, ticket};
 
+    check(call);  // once for the whole call, before any piece moves
     DTRAIN_CUDA_CHECK(cudaSetDevice(state->device));
-    if (!state->copy_stream) state->copy_stream = std::make_unique<core::CudaStream>(state->device);
+    if (!state->copy_stream) {
+      state->copy_stream = std::make_unique<core::CudaStream>(state->device);
+      state->return_stream = std::make_unique<core::CudaStream>(state->device);
+    }
     const cudaStream_t copy = state->copy_stream->get();
     const size_t esize = core::dtype_size(call.dtype);
     const size_t send_bytes = send_elements(call, world_size) * esize;
@@ -88,6 +138,10 @@ Work DeviceStaging::run(CommWorker& worker, const Collective& call, int world_si
     }
 
     ready->make_stream_wait(copy);
+    if (call.kind == CollectiveKind::kAllReduce && recv_bytes > state->piece_bytes) {
+      pipelined_all_reduce(*state, call, static_cast<const unsigned char*>(host_call.send), host_recv, run_host);
+      return;
+    }
     const void* staged_from = send_inside_recv ? call.recv : call.send;
     const size_t staged_bytes = send_inside_recv ? recv_bytes : send_bytes;
     void* staged_to = send_inside_recv ? host_recv : const_cast<void*>(host_call.send);

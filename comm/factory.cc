@@ -1,6 +1,7 @@
 #include "comm/factory.h"
 
 #include "comm/hierarchical_communicator.h"
+#include "comm/mpi_features.h"
 #include "comm/mpi_communicator.h"
 #include "comm/mpi_ring_communicator.h"
 #include "runtime/core/error.h"
@@ -39,7 +40,8 @@ std::unique_ptr<Communicator> make_communicator(Backend requested, const core::R
   DTRAIN_LOG0(kInfo) << "communicator: " << backend_name(backend)
                      << (requested == Backend::kAuto ? " (auto: " : " (requested: ") << ctx.topology().node_count
                      << " node(s), " << (gpus ? "GPUs" : "CPU") << "), ring segment " << tuning.segment_bytes
-                     << " B";
+                     << " B, MPI " << (mpi_reports_cuda_support() ? "reports" : "does not report")
+                     << " CUDA support (device buffers are staged through pinned host memory)";
   switch (backend) {
     case Backend::kMpiRing: return std::make_unique<MpiRingCommunicator>(ctx.world(), tuning);
     case Backend::kMpi: return std::make_unique<MpiCommunicator>(ctx.world());

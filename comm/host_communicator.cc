@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "comm/consistency_check.h"
+#include "runtime/core/env.h"
 
 namespace dtrain::comm {
 namespace {
@@ -10,6 +11,10 @@ namespace {
 // Host calls up to this size run on the caller's thread when the communicator is idle: they are
 // latency-bound, and handing them to the worker thread would cost more than the call.
 constexpr size_t kInlineBytes = 64 * 1024;
+
+size_t staging_piece_bytes() {
+  return static_cast<size_t>(core::env_int("DTRAIN_STAGING_PIECE_BYTES", 4096, int64_t{1} << 34).value_or(8 << 20));
+}
 
 }  // namespace
 
@@ -32,11 +37,13 @@ Work HostCommunicator::submit(const Collective& call) {
     if (bytes <= kInlineBytes) return worker_.run_inline_if_idle(std::move(operation));
     return worker_.submit(std::move(operation));
   }
-  if (!staging_) staging_ = std::make_unique<DeviceStaging>();
-  return staging_->run(worker_, call, size_, [this, check](const Collective& host_call) {
-    if (check) check_same_collective(comm_.get(), host_call);
-    run_host(host_call);
-  });
+  if (!staging_) staging_ = std::make_unique<DeviceStaging>(staging_piece_bytes());
+  return staging_->run(
+      worker_, call, size_,
+      [this, check](const Collective& device_call) {
+        if (check) check_same_collective(comm_.get(), device_call);
+      },
+      [this](const Collective& host_call) { run_host(host_call); });
 }
 
 }  // namespace dtrain::comm

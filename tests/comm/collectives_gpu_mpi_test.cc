@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <stdlib.h>
+
 #include <memory>
 #include <string>
 
@@ -55,6 +57,9 @@ struct DeviceRun {
 };
 
 DeviceRun make(const std::string& backend, int ranks_per_node) {
+  // Small staging pieces, so the larger counts below run the pipelined (piece-by-piece) staging of
+  // mpi-ring and hierarchical, and the small ones the whole-buffer path.
+  setenv("DTRAIN_STAGING_PIECE_BYTES", "1048576", 1);
   DeviceRun run;
   run.ctx = std::make_unique<core::RankContext>(
       MPI_COMM_WORLD, ranks_per_node > 0 ? core::NodeLayout{ranks_per_node, true} : core::NodeLayout{});
