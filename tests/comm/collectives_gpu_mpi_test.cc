@@ -25,14 +25,13 @@
 #include "runtime/core/cuda/stream.h"
 #endif
 
+#include "tests/support/mpi_world.h"
+
 namespace dtrain::comm {
 namespace {
 
-int world_size() {
-  int s = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &s);
-  return s;
-}
+using test::world_rank;
+using test::world_size;
 
 // Collective: every rank reaches the same verdict, so no rank skips alone.
 std::string why_no_gpu_run() {

@@ -17,6 +17,8 @@
 #include "runtime/core/rank_context.h"
 #include "tests/comm/collective_reference.h"
 
+#include "tests/support/mpi_world.h"
+
 namespace dtrain::comm {
 namespace {
 
@@ -25,16 +27,8 @@ using test::encode;
 using test::random_values;
 using test::tolerance;
 
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int world_size() {
-  int s = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &s);
-  return s;
-}
+using test::world_rank;
+using test::world_size;
 
 std::vector<size_t> awkward_counts() {
   const size_t n = static_cast<size_t>(world_size());

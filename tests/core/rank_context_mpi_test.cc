@@ -12,20 +12,13 @@
 #include "runtime/core/mpi_gather.h"
 #include "runtime/core/rank_context.h"
 
+#include "tests/support/mpi_world.h"
+
 namespace dtrain::core {
 namespace {
 
-int world_size() {
-  int size = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  return size;
-}
-
-int world_rank() {
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  return rank;
-}
+using test::world_rank;
+using test::world_size;
 
 // Checks the invariants every layout must satisfy, using the communicators themselves.
 void expect_consistent(const RankContext& ctx) {
