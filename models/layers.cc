@@ -1,0 +1,210 @@
+#include "models/layers.h"
+
+#include <cmath>
+
+#include "models/cpu/batch_norm.h"
+#include "models/cpu/elementwise.h"
+#include "models/cpu/linear.h"
+#include "runtime/core/error.h"
+
+namespace dtrain::models {
+
+core::Tensor& ensure_shape(core::Tensor& t, const core::Shape& shape) {
+  if (t.shape() != shape || t.dtype() != core::DType::kF32) t = core::Tensor(core::DType::kF32, shape);
+  return t;
+}
+
+namespace {
+
+void expect_rank(const core::Tensor& x, size_t rank, const char* layer) {
+  DTRAIN_CHECK(x.shape().size() == rank) << layer << " expects a rank-" << rank << " input, got "
+                                         << core::shape_string(x.shape());
+}
+
+}  // namespace
+
+// --- Conv2d ----------------------------------------------------------------------------------
+
+Conv2d::Conv2d(ParameterSet& params, const std::string& name, int in_channels, int out_channels, int kernel,
+               int stride, int pad)
+    : params_(params),
+      weight_(params.add(name + ".weight", {out_channels, in_channels, kernel, kernel}, ParamKind::kWeight)) {
+  shape_.in_channels = in_channels;
+  shape_.out_channels = out_channels;
+  shape_.kernel_h = shape_.kernel_w = kernel;
+  shape_.stride_h = shape_.stride_w = stride;
+  shape_.pad_h = shape_.pad_w = pad;
+}
+
+const core::Tensor& Conv2d::forward(const core::Tensor& x, bool) {
+  expect_rank(x, 4, "conv2d");
+  DTRAIN_CHECK(x.shape()[1] == shape_.in_channels)
+      << "conv2d with " << shape_.in_channels << " input channels got " << core::shape_string(x.shape());
+  shape_.batch = static_cast<int>(x.shape()[0]);
+  shape_.in_h = static_cast<int>(x.shape()[2]);
+  shape_.in_w = static_cast<int>(x.shape()[3]);
+  cpu::validate(shape_);
+  input_ = &x;
+  columns_.resize(static_cast<size_t>(shape_.column_size()));
+  ensure_shape(output_, {shape_.batch, shape_.out_channels, shape_.out_h(), shape_.out_w()});
+  cpu::conv2d_forward(shape_, x.data<float>(), params_.param(weight_), output_.data<float>(), columns_.data());
+  return output_;
+}
+
+const core::Tensor& Conv2d::backward(const core::Tensor& dy) {
+  ensure_shape(dx_, input_->shape());
+  cpu::conv2d_backward_filter(shape_, input_->data<float>(), dy.data<float>(), params_.grad(weight_), columns_.data());
+  cpu::conv2d_backward_data(shape_, dy.data<float>(), params_.param(weight_), dx_.data<float>(), columns_.data());
+  return dx_;
+}
+
+void Conv2d::initialize(ParameterSet& params, std::mt19937_64& rng) {
+  const double fan_out = double(shape_.out_channels) * shape_.kernel_h * shape_.kernel_w;
+  std::normal_distribution<double> dist(0.0, std::sqrt(2.0 / fan_out));
+  float* w = params.param(weight_);
+  for (int64_t i = 0; i < params.slot(weight_).numel; ++i) w[i] = static_cast<float>(dist(rng));
+}
+
+// --- BatchNorm2d -----------------------------------------------------------------------------
+
+BatchNorm2d::BatchNorm2d(ParameterSet& params, const std::string& name, int channels)
+    : params_(params), channels_(channels),
+      gamma_(params.add(name + ".weight", {channels}, ParamKind::kNormScale)),
+      beta_(params.add(name + ".bias", {channels}, ParamKind::kBias)),
+      running_mean_(params.add_state(name + ".running_mean", channels)),
+      running_var_(params.add_state(name + ".running_var", channels)) {}
+
+const core::Tensor& BatchNorm2d::forward(const core::Tensor& x, bool training) {
+  expect_rank(x, 4, "batch norm");
+  DTRAIN_CHECK(x.shape()[1] == channels_) << "batch norm of " << channels_ << " channels got "
+                                          << core::shape_string(x.shape());
+  const cpu::BatchNormShape s{static_cast<int>(x.shape()[0]), channels_, x.shape()[2] * x.shape()[3]};
+  input_ = &x;
+  ensure_shape(output_, x.shape());
+  if (training) {
+    saved_mean_.resize(static_cast<size_t>(channels_));
+    saved_inv_std_.resize(static_cast<size_t>(channels_));
+    cpu::batch_norm_forward_train(s, x.data<float>(), params_.param(gamma_), params_.param(beta_),
+                                  output_.data<float>(), saved_mean_.data(), saved_inv_std_.data(),
+                                  params_.state(running_mean_), params_.state(running_var_));
+  } else {
+    cpu::batch_norm_forward_eval(s, x.data<float>(), params_.param(gamma_), params_.param(beta_),
+                                 params_.state(running_mean_), params_.state(running_var_), output_.data<float>());
+  }
+  return output_;
+}
+
+const core::Tensor& BatchNorm2d::backward(const core::Tensor& dy) {
+  const core::Shape& shape = input_->shape();
+  const cpu::BatchNormShape s{static_cast<int>(shape[0]), channels_, shape[2] * shape[3]};
+  ensure_shape(dx_, shape);
+  cpu::batch_norm_backward(s, input_->data<float>(), dy.data<float>(), params_.param(gamma_), saved_mean_.data(),
+                           saved_inv_std_.data(), dx_.data<float>(), params_.grad(gamma_), params_.grad(beta_));
+  return dx_;
+}
+
+void BatchNorm2d::initialize(ParameterSet& params, std::mt19937_64&) {
+  std::fill(params.param(gamma_), params.param(gamma_) + channels_, zero_gamma_ ? 0.0f : 1.0f);
+  std::fill(params.param(beta_), params.param(beta_) + channels_, 0.0f);
+  std::fill(params.state(running_mean_), params.state(running_mean_) + channels_, 0.0f);
+  std::fill(params.state(running_var_), params.state(running_var_) + channels_, 1.0f);
+}
+
+// --- ReLU, pooling -----------------------------------------------------------------------------
+
+const core::Tensor& ReLU::forward(const core::Tensor& x, bool) {
+  ensure_shape(output_, x.shape());
+  cpu::relu_forward(x.data<float>(), output_.data<float>(), x.numel());
+  return output_;
+}
+
+const core::Tensor& ReLU::backward(const core::Tensor& dy) {
+  ensure_shape(dx_, output_.shape());
+  cpu::relu_backward(output_.data<float>(), dy.data<float>(), dx_.data<float>(), dy.numel());
+  return dx_;
+}
+
+const core::Tensor& MaxPool2d::forward(const core::Tensor& x, bool) {
+  expect_rank(x, 4, "max pool");
+  shape_ = cpu::PoolShape{static_cast<int>(x.shape()[0]), static_cast<int>(x.shape()[1]), static_cast<int>(x.shape()[2]),
+                          static_cast<int>(x.shape()[3]), window_, stride_, pad_};
+  ensure_shape(output_, {x.shape()[0], x.shape()[1], shape_.out_h(), shape_.out_w()});
+  argmax_.resize(static_cast<size_t>(output_.numel()));
+  cpu::max_pool_forward(shape_, x.data<float>(), output_.data<float>(), argmax_.data());
+  return output_;
+}
+
+const core::Tensor& MaxPool2d::backward(const core::Tensor& dy) {
+  ensure_shape(dx_, {shape_.batch, shape_.channels, shape_.in_h, shape_.in_w});
+  cpu::max_pool_backward(shape_, dy.data<float>(), argmax_.data(), dx_.data<float>());
+  return dx_;
+}
+
+const core::Tensor& GlobalAvgPool::forward(const core::Tensor& x, bool) {
+  expect_rank(x, 4, "global average pool");
+  input_shape_ = x.shape();
+  ensure_shape(output_, {x.shape()[0], x.shape()[1]});
+  cpu::global_avg_pool_forward(static_cast<int>(x.shape()[0]), static_cast<int>(x.shape()[1]),
+                               x.shape()[2] * x.shape()[3], x.data<float>(), output_.data<float>());
+  return output_;
+}
+
+const core::Tensor& GlobalAvgPool::backward(const core::Tensor& dy) {
+  ensure_shape(dx_, input_shape_);
+  cpu::global_avg_pool_backward(static_cast<int>(input_shape_[0]), static_cast<int>(input_shape_[1]),
+                                input_shape_[2] * input_shape_[3], dy.data<float>(), dx_.data<float>());
+  return dx_;
+}
+
+// --- Linear ------------------------------------------------------------------------------------
+
+Linear::Linear(ParameterSet& params, const std::string& name, int in_features, int out_features)
+    : params_(params), in_(in_features), out_(out_features),
+      weight_(params.add(name + ".weight", {out_features, in_features}, ParamKind::kWeight)),
+      bias_(params.add(name + ".bias", {out_features}, ParamKind::kBias)) {}
+
+const core::Tensor& Linear::forward(const core::Tensor& x, bool) {
+  expect_rank(x, 2, "linear");
+  DTRAIN_CHECK(x.shape()[1] == in_) << "linear of " << in_ << " inputs got " << core::shape_string(x.shape());
+  input_ = &x;
+  const int batch = static_cast<int>(x.shape()[0]);
+  ensure_shape(output_, {batch, out_});
+  cpu::linear_forward(batch, in_, out_, x.data<float>(), params_.param(weight_), params_.param(bias_),
+                      output_.data<float>());
+  return output_;
+}
+
+const core::Tensor& Linear::backward(const core::Tensor& dy) {
+  const int batch = static_cast<int>(input_->shape()[0]);
+  ensure_shape(dx_, input_->shape());
+  cpu::linear_backward(batch, in_, out_, input_->data<float>(), params_.param(weight_), dy.data<float>(),
+                       dx_.data<float>(), params_.grad(weight_), params_.grad(bias_));
+  return dx_;
+}
+
+void Linear::initialize(ParameterSet& params, std::mt19937_64& rng) {
+  const double bound = 1.0 / std::sqrt(static_cast<double>(in_));
+  std::uniform_real_distribution<double> dist(-bound, bound);
+  for (int64_t i = 0; i < params.slot(weight_).numel; ++i) params.param(weight_)[i] = static_cast<float>(dist(rng));
+  for (int i = 0; i < out_; ++i) params.param(bias_)[i] = static_cast<float>(dist(rng));
+}
+
+// --- Sequential --------------------------------------------------------------------------------
+
+const core::Tensor& Sequential::forward(const core::Tensor& x, bool training) {
+  const core::Tensor* current = &x;
+  for (auto& m : modules_) current = &m->forward(*current, training);
+  return *current;
+}
+
+const core::Tensor& Sequential::backward(const core::Tensor& dy) {
+  const core::Tensor* current = &dy;
+  for (auto it = modules_.rbegin(); it != modules_.rend(); ++it) current = &(*it)->backward(*current);
+  return *current;
+}
+
+void Sequential::initialize(ParameterSet& params, std::mt19937_64& rng) {
+  for (auto& m : modules_) m->initialize(params, rng);
+}
+
+}  // namespace dtrain::models

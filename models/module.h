@@ -1,0 +1,28 @@
+#pragma once
+// A layer or a composition of layers, CPU reference implementation (the CUDA backend implements
+// the same interface). Activations are host fp32 tensors, NCHW (or [N, features]).
+//
+// Contract: forward() returns the module's own output tensor, valid until its next forward; the
+// module keeps a pointer to `x`, which the caller keeps alive until backward(). backward() takes
+// dL/dy and returns dL/dx (owned by the module), and writes — not adds — the gradients of the
+// module's parameters into the ParameterSet, each exactly once per step.
+#include <random>
+
+#include "models/parameter_set.h"
+#include "runtime/core/tensor.h"
+
+namespace dtrain::models {
+
+class Module {
+ public:
+  virtual ~Module() = default;
+  virtual const core::Tensor& forward(const core::Tensor& x, bool training) = 0;
+  virtual const core::Tensor& backward(const core::Tensor& dy) = 0;
+  // Deterministic initialization from `rng`, after ParameterSet::finalize().
+  virtual void initialize(ParameterSet& params, std::mt19937_64& rng) = 0;
+};
+
+// Reuses `t` when it already has `shape`, so steady-state steps do not allocate.
+core::Tensor& ensure_shape(core::Tensor& t, const core::Shape& shape);
+
+}  // namespace dtrain::models

@@ -1,0 +1,57 @@
+#include "models/parameter_set.h"
+
+#include <algorithm>
+
+#include "runtime/core/error.h"
+
+namespace dtrain::models {
+
+int ParameterSet::add(std::string name, core::Shape shape, ParamKind kind) {
+  DTRAIN_CHECK(!finalized_) << "parameter " << name << " registered after the layout was fixed";
+  ParamSlot slot{std::move(name), std::move(shape), kind, 0, -1};
+  slot.numel = core::shape_numel(slot.shape);
+  slots_.push_back(std::move(slot));
+  return static_cast<int>(slots_.size()) - 1;
+}
+
+int ParameterSet::add_state(std::string name, int64_t numel) {
+  DTRAIN_CHECK(!finalized_) << "state " << name << " registered after the layout was fixed";
+  state_slots_.push_back(ParamSlot{std::move(name), {numel}, ParamKind::kBias, numel, state_total_});
+  state_total_ += numel;
+  return static_cast<int>(state_slots_.size()) - 1;
+}
+
+void ParameterSet::finalize() {
+  DTRAIN_CHECK(!finalized_) << "parameter layout fixed twice";
+  // Backward order: walk the registrations from the last one.
+  int64_t offset = 0;
+  for (auto it = slots_.rbegin(); it != slots_.rend(); ++it) {
+    it->offset = offset;
+    offset += it->numel;
+  }
+  total_ = offset;
+  params_ = core::Tensor(core::DType::kF32, {total_});
+  grads_ = core::Tensor(core::DType::kF32, {total_});
+  state_ = core::Tensor(core::DType::kF32, {state_total_});
+  std::fill(params_.data<float>(), params_.data<float>() + total_, 0.0f);
+  std::fill(grads_.data<float>(), grads_.data<float>() + total_, 0.0f);
+  std::fill(state_.data<float>(), state_.data<float>() + state_total_, 0.0f);
+  finalized_ = true;
+}
+
+float* ParameterSet::param(int id) {
+  DTRAIN_CHECK(finalized_) << "parameters used before finalize()";
+  return params_.data<float>() + slot(id).offset;
+}
+
+float* ParameterSet::grad(int id) {
+  DTRAIN_CHECK(finalized_) << "gradients used before finalize()";
+  return grads_.data<float>() + slot(id).offset;
+}
+
+float* ParameterSet::state(int id) {
+  DTRAIN_CHECK(finalized_) << "state used before finalize()";
+  return state_.data<float>() + state_slots_.at(static_cast<size_t>(id)).offset;
+}
+
+}  // namespace dtrain::models

@@ -1,0 +1,64 @@
+#pragma once
+// A model's parameters and gradients, each in ONE flat fp32 buffer, laid out in backward order:
+// the parameters registered last (the classifier) come first, the first convolution last. Backward
+// produces gradients front to back through the buffer, so a gradient bucket is a contiguous slice
+// that is complete as soon as backward has passed it (../shared/DESIGN.md, step 4).
+//
+// Registration happens while the model is built (forward order); finalize() fixes the layout and
+// allocates. Batch-norm running statistics live in a second pair of flat buffers ("state"), which
+// are broadcast at start but not all-reduced or decayed.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/core/tensor.h"
+
+namespace dtrain::models {
+
+enum class ParamKind : uint8_t {
+  kWeight,     // conv / linear weights: weight decay applies
+  kNormScale,  // batch-norm gamma: optionally excluded from decay
+  kBias,       // biases and batch-norm beta: optionally excluded from decay
+};
+
+struct ParamSlot {
+  std::string name;
+  core::Shape shape;
+  ParamKind kind = ParamKind::kWeight;
+  int64_t numel = 0;
+  int64_t offset = -1;  // into the flat buffers, set by finalize()
+};
+
+class ParameterSet {
+ public:
+  // Returns the id the owner uses to reach its slice.
+  int add(std::string name, core::Shape shape, ParamKind kind);
+  // Running statistics and other non-trained state.
+  int add_state(std::string name, int64_t numel);
+  void finalize();
+  bool finalized() const { return finalized_; }
+
+  float* param(int id);
+  float* grad(int id);
+  float* state(int id);
+  const ParamSlot& slot(int id) const { return slots_.at(static_cast<size_t>(id)); }
+  const std::vector<ParamSlot>& slots() const { return slots_; }
+
+  int64_t parameter_count() const { return total_; }
+  int64_t state_count() const { return state_total_; }
+  float* params_flat() { return params_.data<float>(); }
+  float* grads_flat() { return grads_.data<float>(); }
+  float* state_flat() { return state_.data<float>(); }
+
+ private:
+  std::vector<ParamSlot> slots_;
+  std::vector<ParamSlot> state_slots_;
+  int64_t total_ = 0;
+  int64_t state_total_ = 0;
+  bool finalized_ = false;
+  core::Tensor params_;
+  core::Tensor grads_;
+  core::Tensor state_;
+};
+
+}  // namespace dtrain::models

@@ -1,0 +1,161 @@
+// The ResNet family: exact parameter counts (torchvision's), the backward-ordered flat layout,
+// deterministic initialization, and end-to-end gradients of a small network against finite
+// differences.
+#include "models/resnet.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+
+#include "models/cpu/softmax_cross_entropy.h"
+#include "runtime/core/error.h"
+
+namespace dtrain::models {
+namespace {
+
+TEST(ResNet, ParameterCountsMatchTorchvision) {
+  const std::pair<int, int64_t> expected[] = {
+      {18, 11689512}, {34, 21797672}, {50, 25557032}, {101, 44549160}, {152, 60192808}};
+  for (const auto& [depth, count] : expected) {
+    ResNetConfig config;
+    config.depth = depth;
+    ResNet net(config);
+    EXPECT_EQ(net.parameters().parameter_count(), count) << "ResNet-" << depth;
+  }
+}
+
+TEST(ResNet, FlatLayoutIsInBackwardOrder) {
+  ResNet net(ResNetConfig{});
+  const ParameterSet& p = net.parameters();
+  const auto& slots = p.slots();
+  EXPECT_EQ(slots.front().name, "conv1.weight");
+  EXPECT_EQ(slots.front().offset + slots.front().numel, p.parameter_count()) << "the first layer comes last";
+  EXPECT_EQ(slots.back().name, "fc.bias");
+  EXPECT_EQ(slots.back().offset, 0) << "the classifier comes first";
+  // Offsets strictly decrease in registration order and tile the buffer without gaps.
+  for (size_t i = 1; i < slots.size(); ++i) EXPECT_EQ(slots[i].offset + slots[i].numel, slots[i - 1].offset);
+  // Inside a block, the branch's parameters precede the shortcut's (backward visits the branch first).
+  int64_t conv3 = -1, downsample = -1;
+  for (const ParamSlot& s : slots) {
+    if (s.name == "layer1.0.conv3.weight") conv3 = s.offset;
+    if (s.name == "layer1.0.downsample.0.weight") downsample = s.offset;
+  }
+  EXPECT_LT(conv3, downsample);
+}
+
+TEST(ResNet, InitializationIsDeterministicPerSeedAndZeroInitWorks) {
+  ResNetConfig config;
+  config.depth = 18;
+  config.seed = 7;
+  ResNet a(config), b(config);
+  config.seed = 8;
+  config.zero_init_residual = true;
+  ResNet c(config);
+  const int64_t n = a.parameters().parameter_count();
+  EXPECT_TRUE(std::equal(a.parameters().params_flat(), a.parameters().params_flat() + n, b.parameters().params_flat()));
+  EXPECT_FALSE(std::equal(a.parameters().params_flat(), a.parameters().params_flat() + n, c.parameters().params_flat()));
+  // Kaiming fan-out: the std of conv1 (64 x 7 x 7 fan-out) is sqrt(2 / 3136).
+  const ParamSlot& conv1 = a.parameters().slots().front();
+  double sq = 0;
+  for (int64_t i = 0; i < conv1.numel; ++i) sq += std::pow(a.parameters().params_flat()[conv1.offset + i], 2);
+  EXPECT_NEAR(std::sqrt(sq / conv1.numel), std::sqrt(2.0 / 3136), 0.003);
+  for (const ParamSlot& s : c.parameters().slots()) {
+    if (s.name.find(".bn2.weight") != std::string::npos) {
+      for (int64_t i = 0; i < s.numel; ++i) ASSERT_EQ(c.parameters().params_flat()[s.offset + i], 0.0f) << s.name;
+    }
+  }
+}
+
+TEST(ResNet, ImageNetForwardShape) {
+  ResNet net(ResNetConfig{});
+  core::Tensor x(core::DType::kF32, {1, 3, 64, 64});
+  std::mt19937 rng(1);
+  std::normal_distribution<float> dist;
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = dist(rng);
+  const core::Tensor& y = net.forward(x, false);
+  EXPECT_EQ(y.shape(), (core::Shape{1, 1000}));
+  for (int64_t i = 0; i < y.numel(); ++i) ASSERT_TRUE(std::isfinite(y.data<float>()[i]));
+}
+
+TEST(ResNet, SmallNetworkGradientsMatchFiniteDifferences) {
+  ResNetConfig config;
+  config.small_input = true;
+  config.blocks_per_stage = {1, 1};
+  config.bottleneck = true;
+  config.width = 4;
+  config.num_classes = 3;
+  config.in_channels = 1;
+  config.seed = std::random_device{}();
+  ResNet net(config);
+  ParameterSet& p = net.parameters();
+
+  core::Tensor x(core::DType::kF32, {2, 1, 8, 8});
+  std::mt19937 rng(static_cast<unsigned>(config.seed));
+  std::normal_distribution<float> dist;
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = dist(rng);
+  const int32_t labels[2] = {0, 2};
+  std::vector<float> dlogits(6);
+  auto loss = [&](bool with_grad) {
+    const core::Tensor& logits = net.forward(x, true);
+    return cpu::softmax_cross_entropy(2, 3, logits.data<float>(), labels, 0.1, with_grad ? dlogits.data() : nullptr);
+  };
+  loss(true);
+  core::Tensor dy(core::DType::kF32, {2, 3});
+  std::copy(dlogits.begin(), dlogits.end(), dy.data<float>());
+  net.backward(dy);
+  std::vector<float> analytic(p.grads_flat(), p.grads_flat() + p.parameter_count());
+
+  // Per parameter tensor, a directional derivative along its own gradient g/|g|: central
+  // differences of the whole float32 loss must give |g|. A gradient routed
+  // to the wrong tensor, scaled, or permuted fails it; float32 noise averages out over the tensor.
+  int checked = 0;
+  int missed = 0;
+  std::string misses;
+  for (const ParamSlot& slot : p.slots()) {
+    double norm = 0;
+    for (int64_t i = 0; i < slot.numel; ++i) norm += std::pow(analytic[size_t(slot.offset + i)], 2);
+    norm = std::sqrt(norm);
+    if (norm < 1e-2) continue;  // too little signal over float32 noise at these steps
+    const std::vector<float> saved(p.params_flat() + slot.offset, p.params_flat() + slot.offset + slot.numel);
+    auto shift = [&](double t) {
+      for (int64_t i = 0; i < slot.numel; ++i) {
+        p.params_flat()[slot.offset + i] =
+            saved[size_t(i)] + static_cast<float>(t * analytic[size_t(slot.offset + i)] / norm);
+      }
+    };
+    auto directional = [&](double step) {
+      shift(step);
+      const double up = loss(false);
+      shift(-step);
+      const double down = loss(false);
+      shift(0);
+      return (up - down) / (2 * step);
+    };
+    // Small steps, since the loss bends over larger ones (ReLU kinks, BN); a tensor passes if
+    // either step agrees.
+    const double coarse = directional(1e-3);
+    const double fine = directional(4e-4);
+    const double tolerance = 0.05 * norm + 1e-4;
+    if (std::fabs(coarse - norm) > tolerance && std::fabs(fine - norm) > tolerance) {
+      misses += slot.name + " (|g| " + std::to_string(norm) + ", directional " + std::to_string(coarse) + " / " +
+                std::to_string(fine) + ") ";
+      ++missed;
+    }
+    ++checked;
+  }
+  EXPECT_GT(checked, static_cast<int>(p.slots().size()) / 2);
+  // A kink crossed by both steps can spoil one tensor's estimate in a network this small; a wiring
+  // error spoils every tensor upstream of it.
+  EXPECT_LE(missed, 2) << "of " << checked << " tensors: " << misses << "(seed " << config.seed << ")";
+}
+
+TEST(ResNet, RejectsUnknownDepths) {
+  ResNetConfig config;
+  config.depth = 42;
+  EXPECT_THROW(ResNet net(config), core::UsageError);
+}
+
+}  // namespace
+}  // namespace dtrain::models
