@@ -54,6 +54,7 @@ const core::Tensor& Conv2d::forward(const core::Tensor& x, bool) {
 const core::Tensor& Conv2d::backward(const core::Tensor& dy) {
   ensure_shape(dx_, input_->shape());
   cpu::conv2d_backward_filter(shape_, input_->data<float>(), dy.data<float>(), params_.grad(weight_), columns_.data());
+  params_.gradient_ready(weight_);
   cpu::conv2d_backward_data(shape_, dy.data<float>(), params_.param(weight_), dx_.data<float>(), columns_.data());
   return dx_;
 }
@@ -100,6 +101,8 @@ const core::Tensor& BatchNorm2d::backward(const core::Tensor& dy) {
   ensure_shape(dx_, shape);
   cpu::batch_norm_backward(s, input_->data<float>(), dy.data<float>(), params_.param(gamma_), saved_mean_.data(),
                            saved_inv_std_.data(), dx_.data<float>(), params_.grad(gamma_), params_.grad(beta_));
+  params_.gradient_ready(beta_);  // beta was registered after gamma, so it sits first in the buffer
+  params_.gradient_ready(gamma_);
   return dx_;
 }
 
@@ -179,6 +182,8 @@ const core::Tensor& Linear::backward(const core::Tensor& dy) {
   ensure_shape(dx_, input_->shape());
   cpu::linear_backward(batch, in_, out_, input_->data<float>(), params_.param(weight_), dy.data<float>(),
                        dx_.data<float>(), params_.grad(weight_), params_.grad(bias_));
+  params_.gradient_ready(bias_);
+  params_.gradient_ready(weight_);
   return dx_;
 }
 

@@ -8,6 +8,7 @@
 // allocates. Batch-norm running statistics live in a second pair of flat buffers ("state"), which
 // are broadcast at start but not all-reduced or decayed.
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,15 @@ class ParameterSet {
   const ParamSlot& slot(int id) const { return slots_.at(static_cast<size_t>(id)); }
   const std::vector<ParamSlot>& slots() const { return slots_; }
 
+  // Backward reports each parameter's gradient as soon as it is written, so a gradient
+  // synchronizer can start on completed buckets: listener(begin, end) gets the flat element range.
+  void set_gradient_listener(std::function<void(int64_t begin, int64_t end)> listener) {
+    listener_ = std::move(listener);
+  }
+  void gradient_ready(int id) {
+    if (listener_) listener_(slot(id).offset, slot(id).offset + slot(id).numel);
+  }
+
   int64_t parameter_count() const { return total_; }
   int64_t state_count() const { return state_total_; }
   float* params_flat() { return params_.data<float>(); }
@@ -59,6 +69,7 @@ class ParameterSet {
   core::Tensor params_;
   core::Tensor grads_;
   core::Tensor state_;
+  std::function<void(int64_t, int64_t)> listener_;
 };
 
 }  // namespace dtrain::models

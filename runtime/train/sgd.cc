@@ -1,0 +1,42 @@
+#include "runtime/train/sgd.h"
+
+#include "runtime/core/error.h"
+
+namespace dtrain::train {
+
+Sgd::Sgd(size_t count, std::vector<DecayRange> ranges, SgdOptions options)
+    : ranges_(std::move(ranges)), options_(options), momentum_(count, 0.0f) {
+  size_t expected = 0;
+  for (const DecayRange& r : ranges_) {
+    DTRAIN_CHECK(r.begin == expected && r.end >= r.begin) << "decay ranges must tile the buffer in order";
+    expected = r.end;
+  }
+  DTRAIN_CHECK(expected == count) << "decay ranges cover " << expected << " of " << count << " elements";
+  DTRAIN_USAGE_CHECK(options_.momentum >= 0 && options_.momentum < 1) << "momentum " << options_.momentum
+                                                                       << " outside [0, 1)";
+  DTRAIN_USAGE_CHECK(options_.weight_decay >= 0) << "weight decay must not be negative";
+  DTRAIN_USAGE_CHECK(!options_.nesterov || options_.momentum > 0) << "Nesterov momentum needs momentum > 0";
+}
+
+void Sgd::step(float* params, const float* grads, float lr) {
+  const float mu = static_cast<float>(options_.momentum);
+  float* buf = momentum_.data();
+  for (const DecayRange& r : ranges_) {
+    const float wd = r.weight_decay;
+    if (options_.nesterov) {
+      for (size_t i = r.begin; i < r.end; ++i) {
+        const float g = grads[i] + wd * params[i];
+        buf[i] = mu * buf[i] + g;
+        params[i] -= lr * (g + mu * buf[i]);
+      }
+    } else {
+      for (size_t i = r.begin; i < r.end; ++i) {
+        const float g = grads[i] + wd * params[i];
+        buf[i] = mu * buf[i] + g;
+        params[i] -= lr * buf[i];
+      }
+    }
+  }
+}
+
+}  // namespace dtrain::train

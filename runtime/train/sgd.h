@@ -1,0 +1,43 @@
+#pragma once
+// SGD with momentum and weight decay, PyTorch's torch.optim.SGD semantics (dampening 0):
+//   g   = grad + wd * p          (wd = 0 on ranges excluded from decay: BN and biases, if asked)
+//   buf = momentum * buf + g     (buf starts at 0, so the first step stores g)
+//   d   = nesterov ? g + momentum * buf : buf
+//   p  -= lr * d
+// One fused pass over the flat parameter buffer: parameters, gradients and momentum are read and
+// written once per step.
+#include <cstddef>
+#include <vector>
+
+namespace dtrain::train {
+
+struct SgdOptions {
+  double momentum = 0.9;
+  double weight_decay = 1e-4;
+  bool nesterov = false;
+};
+
+// A run of consecutive flat elements sharing one weight decay.
+struct DecayRange {
+  size_t begin = 0;
+  size_t end = 0;
+  float weight_decay = 0;
+};
+
+class Sgd {
+ public:
+  // ranges must tile [0, count) in order.
+  Sgd(size_t count, std::vector<DecayRange> ranges, SgdOptions options);
+
+  void step(float* params, const float* grads, float lr);
+  const std::vector<float>& momentum_buffer() const { return momentum_; }
+  std::vector<float>& momentum_buffer() { return momentum_; }
+  const SgdOptions& options() const { return options_; }
+
+ private:
+  std::vector<DecayRange> ranges_;
+  SgdOptions options_;
+  std::vector<float> momentum_;
+};
+
+}  // namespace dtrain::train

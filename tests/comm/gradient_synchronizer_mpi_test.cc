@@ -1,0 +1,79 @@
+// The gradient synchronizer on 1-4 ranks: buckets launch as soon as they are complete, and after
+// finish() every rank holds the average, exactly for fp32 (a fixed reduction order) and within one
+// rounding for the 16-bit wire formats.
+#include "comm/gradient_synchronizer.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "comm/mpi_ring_communicator.h"
+#include "runtime/core/dtype.h"
+#include "runtime/core/error.h"
+#include "tests/comm/collective_reference.h"
+#include "tests/support/mpi_world.h"
+
+namespace dtrain::comm {
+namespace {
+
+using test::world_rank;
+using test::world_size;
+
+class Synchronizer : public testing::TestWithParam<DType> {};
+
+TEST_P(Synchronizer, AveragesAllBucketsAndOverlapsBackward) {
+  const DType wire = GetParam();
+  MpiRingCommunicator comm(MPI_COMM_WORLD, RingTuning{});
+  const uint64_t seed = test::shared_seed(MPI_COMM_WORLD);
+  const size_t count = 250007;  // 4 buckets of 64 K elements plus a short one
+  GradientSynchronizer sync(comm, nullptr, 0, 1024, DType::kF32);  // an empty model is fine too
+  sync.begin_step();
+  sync.finish();
+
+  std::vector<float> grads(count);
+  GradientSynchronizer synchronizer(comm, grads.data(), count, 256 * 1024, wire);
+  ASSERT_EQ(synchronizer.buckets().size(), 4u);
+  for (int step = 0; step < 2; ++step) {
+    std::vector<double> mean(count, 0.0);
+    for (int r = 0; r < world_size(); ++r) {
+      const auto v = test::random_values(seed + step, r, 0, count, DType::kBF16);
+      for (size_t i = 0; i < count; ++i) mean[i] += v[i] / world_size();
+      if (r == world_rank()) std::copy(v.begin(), v.end(), grads.begin());
+    }
+    synchronizer.begin_step();
+    // Backward reports ranges front to back, in uneven pieces that straddle bucket boundaries.
+    size_t at = 0;
+    for (size_t piece = 1; at < count; piece = piece * 3 + 1) {
+      const size_t end = std::min(count, at + piece);
+      synchronizer.mark_ready(at, end);
+      at = end;
+    }
+    EXPECT_EQ(synchronizer.launched_during_backward(), 4);
+    synchronizer.finish();
+    size_t wrong = 0;
+    for (size_t i = 0; i < count; ++i) {
+      if (!(std::fabs(grads[i] - mean[i]) <= test::tolerance(mean[i], 1.0, wire))) ++wrong;
+    }
+    EXPECT_EQ(wrong, 0u) << core::dtype_name(wire) << " step " << step;
+    EXPECT_TRUE(test::same_on_all_ranks(test::fingerprint(grads.data(), count * 4), MPI_COMM_WORLD));
+  }
+}
+
+TEST_P(Synchronizer, RejectsDoubleReports) {
+  MpiRingCommunicator comm(MPI_COMM_WORLD, RingTuning{});
+  std::vector<float> grads(100, 1.0f);
+  GradientSynchronizer synchronizer(comm, grads.data(), grads.size(), 64, GetParam());
+  synchronizer.begin_step();
+  synchronizer.mark_ready(0, 10);
+  EXPECT_THROW(synchronizer.mark_ready(5, 12), core::Error);
+  synchronizer.mark_ready(10, 100);
+  synchronizer.finish();
+  EXPECT_EQ(grads[99], 1.0f);
+}
+
+INSTANTIATE_TEST_SUITE_P(WireFormats, Synchronizer, testing::Values(DType::kF32, DType::kBF16, DType::kF16),
+                         [](const testing::TestParamInfo<DType>& p) { return std::string(core::dtype_name(p.param)); });
+
+}  // namespace
+}  // namespace dtrain::comm

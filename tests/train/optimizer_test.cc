@@ -1,0 +1,82 @@
+// SGD against a float64 re-implementation of torch.optim.SGD, and the linear-scaling schedule.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "runtime/core/error.h"
+#include "runtime/train/lr_schedule.h"
+#include "runtime/train/sgd.h"
+
+namespace dtrain::train {
+namespace {
+
+TEST(Sgd, MatchesFloat64ReferenceWithDecayExclusionsAndNesterov) {
+  std::mt19937 rng(std::random_device{}());
+  std::normal_distribution<float> dist;
+  const size_t n = 1003;
+  for (bool nesterov : {false, true}) {
+    const std::vector<DecayRange> ranges = {{0, 400, 1e-4f}, {400, 401, 0.0f}, {401, n, 1e-4f}};
+    Sgd sgd(n, ranges, SgdOptions{0.9, 1e-4, nesterov});
+    std::vector<float> p(n), g(n);
+    for (float& v : p) v = dist(rng);
+    std::vector<double> ref_p(p.begin(), p.end()), ref_buf(n, 0.0);
+    for (int step = 0; step < 5; ++step) {
+      for (float& v : g) v = dist(rng);
+      const float lr = 0.1f * (step + 1);
+      sgd.step(p.data(), g.data(), lr);
+      for (size_t i = 0; i < n; ++i) {
+        const double wd = (i == 400) ? 0.0 : 1e-4;
+        const double grad = g[i] + wd * ref_p[i];
+        ref_buf[i] = 0.9 * ref_buf[i] + grad;
+        ref_p[i] -= lr * (nesterov ? grad + 0.9 * ref_buf[i] : ref_buf[i]);
+      }
+    }
+    for (size_t i = 0; i < n; ++i) ASSERT_NEAR(p[i], ref_p[i], 1e-5 * (1 + std::fabs(ref_p[i]))) << i;
+  }
+}
+
+TEST(Sgd, RejectsBadOptionsAndRanges) {
+  EXPECT_THROW(Sgd(10, {{0, 5, 0}}, SgdOptions{}), core::Error);
+  EXPECT_THROW(Sgd(10, {{0, 10, 0}}, SgdOptions{1.5, 0, false}), core::UsageError);
+  EXPECT_THROW(Sgd(10, {{0, 10, 0}}, SgdOptions{0.0, 0, true}), core::UsageError);
+}
+
+TEST(LinearScalingSchedule, ScalesWarmsUpAndDecays) {
+  LrScheduleOptions o;
+  o.base_lr = 0.1;
+  o.global_batch = 8192;  // Goyal et al.: 8k images, lr 3.2
+  o.warmup_epochs = 5;
+  const long per_epoch = 100;
+  LinearScalingSchedule s(o, per_epoch);
+  EXPECT_DOUBLE_EQ(s.peak_lr(), 3.2);
+  EXPECT_DOUBLE_EQ(s.lr_at(0), 0.0);
+  EXPECT_NEAR(s.lr_at(250), 1.6, 1e-12) << "half-way through warm-up";
+  EXPECT_LT(s.lr_at(249), s.lr_at(250)) << "updated every iteration";
+  EXPECT_DOUBLE_EQ(s.lr_at(500), 3.2);
+  EXPECT_DOUBLE_EQ(s.lr_at(2999), 3.2);
+  EXPECT_NEAR(s.lr_at(3000), 0.32, 1e-12);
+  EXPECT_NEAR(s.lr_at(6000), 0.032, 1e-12);
+  EXPECT_NEAR(s.lr_at(8000), 0.0032, 1e-12);
+  EXPECT_NE(s.describe(32, 256).find("global batch 8192, scaled lr 3.2"), std::string::npos) << s.describe(32, 256);
+
+  o.decay = DecayKind::kCosine;
+  o.total_epochs = 15;
+  LinearScalingSchedule c(o, per_epoch);
+  EXPECT_DOUBLE_EQ(c.lr_at(500), 3.2);
+  EXPECT_NEAR(c.lr_at(1000), 1.6, 1e-9) << "half-way through the cosine";
+  EXPECT_NEAR(c.lr_at(1500), 0.0, 1e-12);
+}
+
+TEST(LinearScalingSchedule, RejectsBadOptions) {
+  LrScheduleOptions o;
+  o.base_lr = -1;
+  EXPECT_THROW(LinearScalingSchedule(o, 10), core::UsageError);
+  o = LrScheduleOptions{};
+  o.milestones = {60, 30};
+  EXPECT_THROW(LinearScalingSchedule(o, 10), core::UsageError);
+  EXPECT_THROW(LinearScalingSchedule(LrScheduleOptions{}, 0), core::UsageError);
+}
+
+}  // namespace
+}  // namespace dtrain::train
