@@ -51,6 +51,10 @@ else()
   dtrain_report("libjpeg-turbo" "${libjpeg-turbo_VERSION} (shared turbojpeg)")
 endif()
 
+# --- zlib (gzip-compressed idx datasets) ----------------------------------------------------
+find_package(ZLIB REQUIRED)
+dtrain_report("zlib" "${ZLIB_VERSION_STRING} (${ZLIB_LIBRARIES})")
+
 # --- CUDA Toolkit, cuDNN and NCCL under /usr/local/cuda ------------------------------------
 set(DTRAIN_WITH_CUDA OFF)
 if(NOT DTRAIN_CUDA STREQUAL "OFF")

@@ -11,6 +11,8 @@ packages=(
   libgtest-dev
   libopenblas-dev
   libturbojpeg0-dev libjpeg62-turbo-dev
+  zlib1g-dev
+  dataset-fashion-mnist
 )
 
 missing=()

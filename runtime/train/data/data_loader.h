@@ -1,0 +1,72 @@
+#pragma once
+// A multi-threaded prefetching loader: `threads` workers fill batches up to `prefetch` ahead of the
+// consumer, each batch a uint8 NHWC block in pinned host memory (pinned when CUDA is present, so
+// the GPU path can copy it asynchronously) plus labels. Batches come out in sampler order; a sample's
+// augmentation depends only on (seed, epoch, index), never on which thread made it.
+// Incomplete final batches are dropped, so every rank runs the same number of steps.
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "runtime/core/buffer.h"
+#include "runtime/train/data/dataset.h"
+#include "runtime/train/data/sharded_sampler.h"
+
+namespace dtrain::train {
+
+struct LoaderOptions {
+  int batch_size = 32;
+  int threads = 2;
+  int prefetch = 4;
+  uint64_t seed = 0;
+};
+
+struct Batch {
+  core::Buffer pixels;  // batch_size x H x W x C
+  std::vector<int32_t> labels;
+  int size = 0;
+};
+
+class DataLoader {
+ public:
+  DataLoader(const Dataset& dataset, const ShardedSampler& sampler, LoaderOptions options);
+  ~DataLoader();
+  DataLoader(const DataLoader&) = delete;
+  DataLoader& operator=(const DataLoader&) = delete;
+
+  size_t batches_per_epoch() const { return sampler_.per_rank() / static_cast<size_t>(options_.batch_size); }
+  // Starts producing the batches of `epoch` (finishing or abandoning the previous epoch).
+  void start_epoch(int epoch);
+  // The next batch of the epoch, valid until the following call; nullptr after the last one.
+  // Rethrows a worker's failure (a corrupt file, say).
+  const Batch* next();
+
+ private:
+  void work();
+  void stop_workers();
+
+  const Dataset& dataset_;
+  const ShardedSampler& sampler_;
+  LoaderOptions options_;
+  std::vector<Batch> slots_;
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<size_t> indices_;
+  int epoch_ = 0;
+  size_t next_to_fill_ = 0;     // batch number the next free worker takes
+  size_t next_to_return_ = 0;   // batch number next() hands out
+  std::vector<long> ready_;     // per slot: the batch number it holds complete, or -1
+  bool consumer_holds_ = false; // the last batch handed out is still in use
+  bool stopping_ = false;
+  std::exception_ptr failure_;
+  std::vector<std::thread> workers_;
+};
+
+// uint8 NHWC -> fp32 NCHW, (x / 255 - mean[c]) / std[c].
+void normalize_to_nchw(const uint8_t* nhwc, int batch, ImageShape shape, const float mean[3], const float std[3],
+                       float* nchw);
+
+}  // namespace dtrain::train

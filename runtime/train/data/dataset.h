@@ -1,0 +1,35 @@
+#pragma once
+// Datasets produce one sample at a time as uint8 HWC pixels (what crosses PCIe in the GPU path;
+// normalization happens after) plus an integer label. Augmentation draws from the rng it is given,
+// which the loader derives from (seed, epoch, index), so a sample looks the same whichever loader
+// thread produces it and on whichever rank.
+// load() is called from several loader threads at once: implementations are thread-safe.
+#include <cstddef>
+#include <cstdint>
+#include <random>
+#include <string>
+
+namespace dtrain::train {
+
+struct ImageShape {
+  int height = 0;
+  int width = 0;
+  int channels = 0;
+  size_t bytes() const { return static_cast<size_t>(height) * width * channels; }
+};
+
+class Dataset {
+ public:
+  virtual ~Dataset() = default;
+  virtual std::string name() const = 0;
+  virtual size_t size() const = 0;
+  virtual int num_classes() const = 0;
+  // The shape load() writes (after cropping).
+  virtual ImageShape output_shape() const = 0;
+  // Writes sample `index` (HWC uint8, output_shape().bytes() bytes) and returns its label.
+  virtual int32_t load(size_t index, std::mt19937_64& rng, uint8_t* out) const = 0;
+  // Per-channel mean and std of the pixels scaled to [0, 1], for normalization.
+  virtual void normalization(float mean[3], float std[3]) const = 0;
+};
+
+}  // namespace dtrain::train

@@ -1,0 +1,41 @@
+#include "runtime/train/data/sharded_sampler.h"
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+
+#include "runtime/core/error.h"
+
+namespace dtrain::train {
+
+ShardedSampler::ShardedSampler(size_t dataset_size, int world_size, int rank, SamplerOptions options)
+    : size_(dataset_size), world_(world_size), rank_(rank), options_(options) {
+  DTRAIN_CHECK(world_size > 0 && rank >= 0 && rank < world_size) << "rank " << rank << " of " << world_size;
+  const size_t world = static_cast<size_t>(world_size);
+  per_rank_ = options.drop_last ? size_ / world : (size_ + world - 1) / world;
+  DTRAIN_USAGE_CHECK(per_rank_ > 0 || size_ == 0)
+      << "dataset of " << size_ << " samples is smaller than the " << world_size << " ranks with drop_last";
+}
+
+std::vector<size_t> ShardedSampler::indices(int epoch) const {
+  std::vector<size_t> order(size_);
+  std::iota(order.begin(), order.end(), size_t{0});
+  if (options_.shuffle) {
+    // std::shuffle's algorithm is unspecified across standard libraries: use our own Fisher-Yates
+    // over mt19937_64, whose sequence is fixed by the standard, so every rank agrees.
+    std::mt19937_64 rng(options_.seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(epoch));
+    for (size_t i = size_; i > 1; --i) {
+      const size_t j = static_cast<size_t>(rng() % i);
+      std::swap(order[i - 1], order[j]);
+    }
+  }
+  std::vector<size_t> mine;
+  mine.reserve(per_rank_);
+  for (size_t k = 0; k < per_rank_; ++k) {
+    const size_t position = k * static_cast<size_t>(world_) + static_cast<size_t>(rank_);
+    mine.push_back(order[position % size_]);  // wraps only when padding
+  }
+  return mine;
+}
+
+}  // namespace dtrain::train

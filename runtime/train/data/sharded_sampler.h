@@ -1,0 +1,34 @@
+#pragma once
+// Which samples each rank takes in an epoch: a permutation of the whole dataset shuffled from a
+// seed every rank shares (so the ranks agree without talking), of which rank r takes every world-th
+// element starting at r. Every rank gets the same count, so no rank waits at the end of an epoch:
+// the tail is dropped (drop_last) or padded by wrapping around to the start.
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace dtrain::train {
+
+struct SamplerOptions {
+  uint64_t seed = 0;
+  bool shuffle = true;
+  bool drop_last = true;  // false: pad by repeating samples from the start of the permutation
+};
+
+class ShardedSampler {
+ public:
+  ShardedSampler(size_t dataset_size, int world_size, int rank, SamplerOptions options);
+
+  size_t per_rank() const { return per_rank_; }
+  // This rank's sample indices for `epoch`, in order.
+  std::vector<size_t> indices(int epoch) const;
+
+ private:
+  size_t size_;
+  int world_;
+  int rank_;
+  SamplerOptions options_;
+  size_t per_rank_;
+};
+
+}  // namespace dtrain::train

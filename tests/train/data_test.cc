@@ -1,0 +1,153 @@
+// Data pipeline: sharding, the idx reader (Fashion-MNIST), synthetic data and the prefetching loader.
+#include <gtest/gtest.h>
+#include <zlib.h>
+
+#include <cstdio>
+#include <cstring>
+#include <unistd.h>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <set>
+
+#include "runtime/core/error.h"
+#include "runtime/train/data/data_loader.h"
+#include "runtime/train/data/idx_dataset.h"
+#include "runtime/train/data/sharded_sampler.h"
+#include "runtime/train/data/synthetic_dataset.h"
+
+namespace dtrain::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(ShardedSampler, RanksGetEqualDisjointSharesOfOneSharedPermutation) {
+  for (bool drop_last : {true, false}) {
+    const size_t size = 103;
+    const int world = 4;
+    std::multiset<size_t> seen;
+    size_t per_rank = 0;
+    for (int r = 0; r < world; ++r) {
+      ShardedSampler s(size, world, r, SamplerOptions{42, true, drop_last});
+      const auto mine = s.indices(3);
+      per_rank = mine.size();
+      EXPECT_EQ(mine.size(), s.per_rank());
+      seen.insert(mine.begin(), mine.end());
+    }
+    EXPECT_EQ(per_rank, drop_last ? 25u : 26u);
+    if (drop_last) {
+      EXPECT_EQ(std::set<size_t>(seen.begin(), seen.end()).size(), seen.size()) << "no sample twice";
+    } else {
+      EXPECT_EQ(std::set<size_t>(seen.begin(), seen.end()).size(), size) << "padding covers every sample";
+    }
+  }
+  ShardedSampler s(1000, 2, 0, SamplerOptions{7, true, true});
+  EXPECT_NE(s.indices(0), s.indices(1)) << "a new permutation every epoch";
+  EXPECT_EQ(s.indices(1), ShardedSampler(1000, 2, 0, SamplerOptions{7, true, true}).indices(1)) << "deterministic";
+}
+
+// Writes a small idx pair; `gzip` compresses it.
+void write_idx(const fs::path& images, const fs::path& labels, int count, int rows, int cols, bool gzip) {
+  auto be = [](uint32_t v) {
+    return std::string{char(v >> 24), char(v >> 16), char(v >> 8), char(v)};
+  };
+  std::string image_bytes = be(0x803) + be(count) + be(rows) + be(cols);
+  for (int i = 0; i < count * rows * cols; ++i) image_bytes.push_back(char(i % 251));
+  std::string label_bytes = be(0x801) + be(count);
+  for (int i = 0; i < count; ++i) label_bytes.push_back(char(i % 10));
+  for (const auto& [path, bytes] : {std::pair{images, image_bytes}, std::pair{labels, label_bytes}}) {
+    if (gzip) {
+      gzFile f = gzopen(path.c_str(), "wb");
+      gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size()));
+      gzclose(f);
+    } else {
+      std::ofstream(path, std::ios::binary) << bytes;
+    }
+  }
+}
+
+TEST(IdxDataset, ReadsRawAndGzippedFilesAndAugmentsDeterministically) {
+  const fs::path dir = fs::temp_directory_path() / ("dtrain_idx_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  for (bool gzip : {false, true}) {
+    const fs::path images = dir / (gzip ? "img.gz" : "img"), labels = dir / (gzip ? "lab.gz" : "lab");
+    write_idx(images, labels, 12, 5, 4, gzip);
+    IdxDataset plain(images, labels, false);
+    EXPECT_EQ(plain.size(), 12u);
+    EXPECT_EQ(plain.output_shape().height, 5);
+    std::vector<uint8_t> out(20);
+    std::mt19937_64 rng(1);
+    EXPECT_EQ(plain.load(7, rng, out.data()), 7);
+    EXPECT_EQ(out[0], uint8_t((7 * 20) % 251));
+    IdxDataset augmented(images, labels, true);
+    std::vector<uint8_t> a(20), b(20);
+    std::mt19937_64 r1(99), r2(99);
+    augmented.load(3, r1, a.data());
+    augmented.load(3, r2, b.data());
+    EXPECT_EQ(a, b) << "the same rng gives the same crop";
+  }
+  std::ofstream(dir / "bad") << "not an idx file";
+  try {
+    IdxDataset bad(dir / "bad", dir / "lab", false);
+    FAIL() << "no error";
+  } catch (const core::UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find((dir / "bad").string()), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(IdxDataset(dir / "missing", dir / "lab", false), core::UsageError);
+  fs::remove_all(dir);
+}
+
+TEST(IdxDataset, ReadsDebiansFashionMnist) {
+  const std::string dir = "/usr/share/datasets/fashion-mnist/";
+  if (!fs::exists(dir + "t10k-images-idx3-ubyte.gz")) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  IdxDataset test(dir + "t10k-images-idx3-ubyte.gz", dir + "t10k-labels-idx1-ubyte.gz", false);
+  EXPECT_EQ(test.size(), 10000u);
+  EXPECT_EQ(test.output_shape().height, 28);
+  float mean[3], std[3];
+  test.normalization(mean, std);
+  EXPECT_NEAR(mean[0], 0.286, 0.01);  // Fashion-MNIST's known pixel mean
+}
+
+TEST(DataLoader, DeliversEveryBatchInSamplerOrderWhateverTheThreads) {
+  SyntheticDataset data(203, ImageShape{4, 3, 2}, 5, 11);
+  ShardedSampler sampler(data.size(), 2, 1, SamplerOptions{5, true, true});
+  std::vector<std::vector<int32_t>> runs;
+  for (int threads : {1, 3}) {
+    DataLoader loader(data, sampler, LoaderOptions{8, threads, 3, 9});
+    EXPECT_EQ(loader.batches_per_epoch(), 101u / 8u);
+    for (int epoch = 0; epoch < 2; ++epoch) {
+      loader.start_epoch(epoch);
+      std::vector<int32_t> labels;
+      const auto indices = sampler.indices(epoch);
+      size_t batch_number = 0;
+      while (const Batch* b = loader.next()) {
+        for (int i = 0; i < b->size; ++i) {
+          std::mt19937_64 unused;
+          std::vector<uint8_t> expected(24);
+          const int32_t label = data.load(indices[batch_number * 8 + size_t(i)], unused, expected.data());
+          EXPECT_EQ(b->labels[size_t(i)], label);
+          EXPECT_EQ(std::memcmp(static_cast<const uint8_t*>(b->pixels.data()) + size_t(i) * 24, expected.data(), 24), 0);
+          labels.push_back(b->labels[size_t(i)]);
+        }
+        ++batch_number;
+      }
+      EXPECT_EQ(batch_number, loader.batches_per_epoch());
+      runs.push_back(labels);
+    }
+  }
+  EXPECT_EQ(runs[0], runs[2]);
+  EXPECT_EQ(runs[1], runs[3]);
+}
+
+TEST(DataLoader, NormalizesToNchw) {
+  const uint8_t pixels[2 * 2 * 3] = {0, 255, 51, 0, 255, 51, 0, 255, 51, 0, 255, 51};
+  const float mean[3] = {0.0f, 0.5f, 0.2f}, std[3] = {1.0f, 0.5f, 0.1f};
+  float out[12];
+  normalize_to_nchw(pixels, 1, ImageShape{2, 2, 3}, mean, std, out);
+  EXPECT_FLOAT_EQ(out[0], 0.0f);
+  EXPECT_FLOAT_EQ(out[4], 1.0f);
+  EXPECT_NEAR(out[8], 0.0f, 1e-6);
+}
+
+}  // namespace
+}  // namespace dtrain::train
