@@ -53,6 +53,12 @@ class ResidualBlock final : public Module {
 struct Builder {
   ParameterSet& params;
   bool zero_init_residual;
+  bool batch_norm;
+
+  // A BN layer, or nothing when the network is built without batch norm.
+  BatchNorm2d* norm(Sequential& seq, const std::string& name, int channels) {
+    return batch_norm ? add<BatchNorm2d>(seq, params, name, channels) : nullptr;
+  }
 
   template <typename M, typename... Args>
   M* add(Sequential& seq, Args&&... args) {
@@ -70,27 +76,27 @@ struct Builder {
     auto shortcut = std::make_unique<Sequential>();
     if (stride != 1 || in != out) {
       add<Conv2d>(*shortcut, params, name + ".downsample.0", in, out, 1, stride, 0);
-      add<BatchNorm2d>(*shortcut, params, name + ".downsample.1", out);
+      norm(*shortcut, name + ".downsample.1", out);
     }
     auto branch = std::make_unique<Sequential>();
     BatchNorm2d* last = nullptr;
     if (bottleneck) {
       add<Conv2d>(*branch, params, name + ".conv1", in, planes, 1, 1, 0);
-      add<BatchNorm2d>(*branch, params, name + ".bn1", planes);
+      norm(*branch, name + ".bn1", planes);
       add<ReLU>(*branch);
       add<Conv2d>(*branch, params, name + ".conv2", planes, planes, 3, stride, 1);  // v1.5: stride on the 3x3
-      add<BatchNorm2d>(*branch, params, name + ".bn2", planes);
+      norm(*branch, name + ".bn2", planes);
       add<ReLU>(*branch);
       add<Conv2d>(*branch, params, name + ".conv3", planes, out, 1, 1, 0);
-      last = add<BatchNorm2d>(*branch, params, name + ".bn3", out);
+      last = norm(*branch, name + ".bn3", out);
     } else {
       add<Conv2d>(*branch, params, name + ".conv1", in, planes, 3, stride, 1);
-      add<BatchNorm2d>(*branch, params, name + ".bn1", planes);
+      norm(*branch, name + ".bn1", planes);
       add<ReLU>(*branch);
       add<Conv2d>(*branch, params, name + ".conv2", planes, planes, 3, 1, 1);
-      last = add<BatchNorm2d>(*branch, params, name + ".bn2", planes);
+      last = norm(*branch, name + ".bn2", planes);
     }
-    if (zero_init_residual) last->zero_gamma();
+    if (zero_init_residual && last != nullptr) last->zero_gamma();
     return std::make_unique<ResidualBlock>(std::move(branch), std::move(shortcut), last);
   }
 };
@@ -125,14 +131,14 @@ ResNet::ResNet(const ResNetConfig& config) : config_(config), body_(std::make_un
   validate(config_);
   bool bottleneck = false;
   const std::vector<int> blocks = stage_blocks(config_, &bottleneck);
-  Builder build{params_, config_.zero_init_residual};
+  Builder build{params_, config_.zero_init_residual, config_.batch_norm};
   const int w = config_.width;
   if (config_.small_input) {
     build.add<Conv2d>(*body_, params_, "conv1", config_.in_channels, w, 3, 1, 1);
   } else {
     build.add<Conv2d>(*body_, params_, "conv1", config_.in_channels, w, 7, 2, 3);
   }
-  build.add<BatchNorm2d>(*body_, params_, "bn1", w);
+  build.norm(*body_, "bn1", w);
   build.add<ReLU>(*body_);
   if (!config_.small_input) build.add<MaxPool2d>(*body_, 3, 2, 1);
   int in = w;

@@ -22,6 +22,7 @@ struct ResNetConfig {
   int width = 64;               // channels of the first stage
   bool small_input = false;     // 3x3 stem, no max pool
   bool zero_init_residual = false;
+  bool batch_norm = true;       // false: no BN layers at all (for exact rank-equivalence tests)
   uint64_t seed = 0;
 };
 

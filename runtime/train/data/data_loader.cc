@@ -1,5 +1,7 @@
 #include "runtime/train/data/data_loader.h"
 
+#include <algorithm>
+
 #include "runtime/core/error.h"
 
 namespace dtrain::train {
@@ -60,7 +62,9 @@ void DataLoader::work() {
     Batch& batch = slots_[number % slots_.size()];
     try {
       auto* pixels = static_cast<uint8_t*>(batch.pixels.data());
-      for (int i = 0; i < options_.batch_size; ++i) {
+      const size_t first = number * static_cast<size_t>(options_.batch_size);
+      batch.size = static_cast<int>(std::min<size_t>(options_.batch_size, indices_.size() - first));
+      for (int i = 0; i < batch.size; ++i) {
         const size_t index = indices_[number * static_cast<size_t>(options_.batch_size) + static_cast<size_t>(i)];
         std::mt19937_64 rng(options_.seed ^ (uint64_t(epoch_) << 40) ^ (index * 0x9E3779B97F4A7C15ull));
         batch.labels[static_cast<size_t>(i)] = dataset_.load(index, rng, pixels + static_cast<size_t>(i) * bytes);

@@ -3,7 +3,8 @@
 // consumer, each batch a uint8 NHWC block in pinned host memory (pinned when CUDA is present, so
 // the GPU path can copy it asynchronously) plus labels. Batches come out in sampler order; a sample's
 // augmentation depends only on (seed, epoch, index), never on which thread made it.
-// Incomplete final batches are dropped, so every rank runs the same number of steps.
+// Incomplete final batches are dropped (unless keep_partial_batch), so every rank runs the same
+// number of steps.
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -21,6 +22,7 @@ struct LoaderOptions {
   int threads = 2;
   int prefetch = 4;
   uint64_t seed = 0;
+  bool keep_partial_batch = false;  // evaluation: the last, smaller batch too
 };
 
 struct Batch {
@@ -36,7 +38,10 @@ class DataLoader {
   DataLoader(const DataLoader&) = delete;
   DataLoader& operator=(const DataLoader&) = delete;
 
-  size_t batches_per_epoch() const { return sampler_.per_rank() / static_cast<size_t>(options_.batch_size); }
+  size_t batches_per_epoch() const {
+    const size_t b = static_cast<size_t>(options_.batch_size);
+    return options_.keep_partial_batch ? (sampler_.per_rank() + b - 1) / b : sampler_.per_rank() / b;
+  }
   // Starts producing the batches of `epoch` (finishing or abandoning the previous epoch).
   void start_epoch(int epoch);
   // The next batch of the epoch, valid until the following call; nullptr after the last one.

@@ -12,8 +12,14 @@ ShardedSampler::ShardedSampler(size_t dataset_size, int world_size, int rank, Sa
     : size_(dataset_size), world_(world_size), rank_(rank), options_(options) {
   DTRAIN_CHECK(world_size > 0 && rank >= 0 && rank < world_size) << "rank " << rank << " of " << world_size;
   const size_t world = static_cast<size_t>(world_size);
-  per_rank_ = options.drop_last ? size_ / world : (size_ + world - 1) / world;
-  DTRAIN_USAGE_CHECK(per_rank_ > 0 || size_ == 0)
+  if (options.drop_last) {
+    per_rank_ = size_ / world;
+  } else if (options.pad) {
+    per_rank_ = (size_ + world - 1) / world;
+  } else {
+    per_rank_ = size_ / world + (static_cast<size_t>(rank) < size_ % world ? 1 : 0);
+  }
+  DTRAIN_USAGE_CHECK(per_rank_ > 0 || size_ == 0 || !options.drop_last)
       << "dataset of " << size_ << " samples is smaller than the " << world_size << " ranks with drop_last";
 }
 

@@ -13,6 +13,9 @@ struct SamplerOptions {
   uint64_t seed = 0;
   bool shuffle = true;
   bool drop_last = true;  // false: pad by repeating samples from the start of the permutation
+  // With drop_last false and pad false, each sample is taken exactly once and ranks may get one
+  // sample more than others: for evaluation, where nothing waits per step.
+  bool pad = true;
 };
 
 class ShardedSampler {

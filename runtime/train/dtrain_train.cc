@@ -1,0 +1,30 @@
+// dtrain-train: data-parallel training of the ResNet family.
+//   mpirun -np 4 build/bin/dtrain-train --config configs/fashion_mnist.pbtxt
+#include "runtime/core/gpu_binding.h"
+#include "runtime/core/log.h"
+#include "runtime/core/main_guard.h"
+#include "runtime/core/mpi_scope.h"
+#include "runtime/core/rank_context.h"
+#include "runtime/train/trainer.h"
+
+namespace dtrain::train {
+namespace {
+
+int train_main(int argc, char** argv) {
+  TrainConfig config;
+  if (!load_train_config(argc, argv, &config)) return 0;
+  core::MpiScope mpi(&argc, &argv);
+  const core::RankContext ctx = core::RankContext::from_environment();
+  const core::GpuBinding binding = core::bind_gpu(ctx, false);
+  if (!binding.cpu_mode) {
+    DTRAIN_LOG0(kWarn) << "GPUs found, but the CUDA model backend is not built yet: training on the CPU path";
+  }
+  Trainer trainer(config, ctx);
+  trainer.run();
+  return 0;
+}
+
+}  // namespace
+}  // namespace dtrain::train
+
+int main(int argc, char** argv) { return dtrain::core::run_main(argc, argv, dtrain::train::train_main); }

@@ -1,0 +1,26 @@
+#pragma once
+// Loading the TrainConfig: defaults, then a text-format file, then flag overrides (one flag per
+// field, generated from the message itself, so there is one parser and no flag list to keep in
+// sync). Unknown fields, malformed values and impossible combinations are UsageErrors that name
+// the file and line or the flag.
+#include <string>
+
+#include "runtime/train/proto/train_config.pb.h"
+
+namespace dtrain::train {
+
+using proto::TrainConfig;
+
+TrainConfig default_train_config();
+
+// argv: `--config FILE` and `--FIELD=VALUE` / `--FIELD VALUE` for any field; repeated fields take
+// a comma-separated list. Returns false (help printed by rank 0) for --help.
+bool load_train_config(int argc, char** argv, TrainConfig* config);
+
+// Checks the combinations; UsageError naming the field.
+void validate(const TrainConfig& config);
+
+// One line, text format, for the log and checkpoints.
+std::string describe(const TrainConfig& config);
+
+}  // namespace dtrain::train

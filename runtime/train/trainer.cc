@@ -1,0 +1,249 @@
+#include "runtime/train/trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <numeric>
+#include <sstream>
+
+#include "comm/factory.h"
+#include "models/cpu/softmax_cross_entropy.h"
+#include "runtime/core/error.h"
+#include "runtime/core/log.h"
+#include "runtime/core/mpi_check.h"
+#include "runtime/train/data/idx_dataset.h"
+#include "runtime/train/data/synthetic_dataset.h"
+
+namespace dtrain::train {
+namespace {
+
+uint64_t fnv1a(const void* data, size_t bytes) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < bytes; ++i) h = (h ^ static_cast<const unsigned char*>(data)[i]) * 1099511628211ull;
+  return h;
+}
+
+models::ResNetConfig model_config(const TrainConfig& c, const Dataset& data) {
+  models::ResNetConfig m;
+  m.depth = c.depth();
+  m.blocks_per_stage.assign(c.blocks_per_stage().begin(), c.blocks_per_stage().end());
+  m.bottleneck = c.bottleneck();
+  m.width = c.width();
+  m.small_input = c.model() == "small-resnet";
+  m.zero_init_residual = c.zero_init_residual();
+  m.batch_norm = !c.no_batch_norm();
+  m.num_classes = data.num_classes();
+  m.in_channels = data.output_shape().channels;
+  m.seed = c.seed();
+  return m;
+}
+
+std::vector<DecayRange> decay_ranges(const models::ParameterSet& params, const TrainConfig& c) {
+  std::vector<DecayRange> ranges(static_cast<size_t>(params.parameter_count()) > 0 ? 0 : 0);
+  std::vector<models::ParamSlot> slots = params.slots();
+  std::sort(slots.begin(), slots.end(), [](const auto& a, const auto& b) { return a.offset < b.offset; });
+  for (const models::ParamSlot& s : slots) {
+    const bool exempt = c.exclude_norm_and_bias_from_decay() && s.kind != models::ParamKind::kWeight;
+    const float wd = exempt ? 0.0f : static_cast<float>(c.weight_decay());
+    const auto begin = static_cast<size_t>(s.offset), end = static_cast<size_t>(s.offset + s.numel);
+    if (!ranges.empty() && ranges.back().weight_decay == wd) {
+      ranges.back().end = end;  // merge runs with the same decay: fewer, longer loops
+    } else {
+      ranges.push_back(DecayRange{begin, end, wd});
+    }
+  }
+  return ranges;
+}
+
+}  // namespace
+
+struct Trainer::Parts {
+  std::unique_ptr<Dataset> train_data;
+  std::unique_ptr<Dataset> val_data;
+  std::unique_ptr<ShardedSampler> train_sampler;
+  std::unique_ptr<ShardedSampler> val_sampler;
+  std::unique_ptr<DataLoader> train_loader;
+  std::unique_ptr<DataLoader> val_loader;
+  std::unique_ptr<models::ResNet> model;
+  std::unique_ptr<comm::Communicator> comm;
+  std::unique_ptr<comm::GradientSynchronizer> sync;
+  std::unique_ptr<Sgd> sgd;
+  std::unique_ptr<LinearScalingSchedule> schedule;
+  core::Tensor input;
+  core::Tensor dlogits;
+  long global_step = 0;
+  float mean[3] = {0, 0, 0};
+  float std[3] = {1, 1, 1};
+};
+
+Trainer::Trainer(const TrainConfig& config, const core::RankContext& ctx)
+    : config_(config), ctx_(ctx), parts_(std::make_unique<Parts>()) {
+  validate(config_);
+  Parts& p = *parts_;
+  const core::Topology& t = ctx.topology();
+  if (config_.dataset() == "fashion-mnist") {
+    const std::string dir = config_.data_dir().empty() ? "/usr/share/datasets/fashion-mnist" : config_.data_dir();
+    p.train_data = std::make_unique<IdxDataset>(dir + "/train-images-idx3-ubyte.gz", dir + "/train-labels-idx1-ubyte.gz", true);
+    p.val_data = std::make_unique<IdxDataset>(dir + "/t10k-images-idx3-ubyte.gz", dir + "/t10k-labels-idx1-ubyte.gz", false);
+  } else {
+    const ImageShape shape{config_.image_size(), config_.image_size(), 3};
+    p.train_data = std::make_unique<SyntheticDataset>(config_.synthetic_samples(), shape, 1000, config_.seed());
+    p.val_data = std::make_unique<SyntheticDataset>(std::max(1, config_.synthetic_samples() / 8), shape, 1000, config_.seed() + 1);
+  }
+  p.train_data->normalization(p.mean, p.std);
+  p.train_sampler = std::make_unique<ShardedSampler>(p.train_data->size(), t.world_size, t.world_rank,
+                                                     SamplerOptions{config_.seed(), true, true, true});
+  p.val_sampler = std::make_unique<ShardedSampler>(p.val_data->size(), t.world_size, t.world_rank,
+                                                   SamplerOptions{config_.seed(), false, false, false});
+  const LoaderOptions loader{config_.batch_per_rank(), config_.loader_threads(), config_.prefetch_batches(),
+                             config_.seed(), false};
+  p.train_loader = std::make_unique<DataLoader>(*p.train_data, *p.train_sampler, loader);
+  LoaderOptions val_loader = loader;
+  val_loader.keep_partial_batch = true;
+  p.val_loader = std::make_unique<DataLoader>(*p.val_data, *p.val_sampler, val_loader);
+  DTRAIN_USAGE_CHECK(p.train_loader->batches_per_epoch() > 0)
+      << "batch_per_rank " << config_.batch_per_rank() << " x " << t.world_size << " ranks exceeds the "
+      << p.train_data->size() << " training samples";
+
+  p.model = std::make_unique<models::ResNet>(model_config(config_, *p.train_data));
+  models::ParameterSet& params = p.model->parameters();
+  p.comm = comm::make_communicator(comm::parse_backend(config_.backend(), "backend"), ctx, false);
+  p.sync = std::make_unique<comm::GradientSynchronizer>(
+      *p.comm, params.grads_flat(), static_cast<size_t>(params.parameter_count()),
+      static_cast<size_t>(config_.bucket_mib()) << 20, core::parse_dtype(config_.gradient_wire_dtype(), "gradient_wire_dtype"));
+  params.set_gradient_listener([this](int64_t begin, int64_t end) {
+    parts_->sync->mark_ready(static_cast<size_t>(begin), static_cast<size_t>(end));
+  });
+  p.sgd = std::make_unique<Sgd>(static_cast<size_t>(params.parameter_count()), decay_ranges(params, config_),
+                                SgdOptions{config_.momentum(), config_.weight_decay(), config_.nesterov()});
+
+  LrScheduleOptions lr;
+  lr.base_lr = config_.base_lr();
+  lr.global_batch = config_.batch_per_rank() * t.world_size;
+  lr.warmup_epochs = config_.warmup_epochs();
+  lr.decay = config_.lr_decay() == "cosine" ? DecayKind::kCosine : DecayKind::kStep;
+  lr.milestones.assign(config_.lr_milestones().begin(), config_.lr_milestones().end());
+  lr.total_epochs = config_.epochs();
+  long steps = static_cast<long>(p.train_loader->batches_per_epoch());
+  if (config_.max_steps_per_epoch() > 0) steps = std::min<long>(steps, config_.max_steps_per_epoch());
+  p.schedule = std::make_unique<LinearScalingSchedule>(lr, steps);
+
+  // Rank 0's initial weights and BN statistics everywhere, then prove every replica agrees.
+  p.comm->broadcast(params.params_flat(), static_cast<size_t>(params.parameter_count()), core::DType::kF32, 0).wait();
+  p.comm->broadcast(params.state_flat(), static_cast<size_t>(params.state_count()), core::DType::kF32, 0).wait();
+  verify_replicas();
+  DTRAIN_LOG0(kInfo) << "config: " << describe(config_);
+  DTRAIN_LOG0(kInfo) << p.schedule->describe(t.world_size, config_.batch_per_rank()) << "; "
+                     << params.parameter_count() << " parameters in " << p.sync->buckets().size()
+                     << " gradient bucket(s) of up to " << config_.bucket_mib() << " MiB";
+}
+
+Trainer::~Trainer() = default;
+
+void Trainer::verify_replicas() {
+  models::ParameterSet& params = parts_->model->parameters();
+  const std::string config_bytes = config_.SerializeAsString();
+  const uint64_t mine[2] = {fnv1a(params.params_flat(), static_cast<size_t>(params.parameter_count()) * 4),
+                            fnv1a(config_bytes.data(), config_bytes.size())};
+  const int n = ctx_.topology().world_size;
+  std::vector<uint64_t> all(2 * static_cast<size_t>(n));
+  DTRAIN_MPI_CHECK(MPI_Allgather(mine, 2, MPI_UINT64_T, all.data(), 2, MPI_UINT64_T, ctx_.world()));
+  std::ostringstream differ;
+  for (int r = 1; r < n; ++r) {
+    if (all[2 * size_t(r)] != all[0]) differ << " rank " << r << " has different parameters than rank 0;";
+    if (all[2 * size_t(r) + 1] != all[1]) differ << " rank " << r << " has a different config than rank 0;";
+  }
+  DTRAIN_CHECK(differ.str().empty()) << "replicas disagree at start:" << differ.str()
+                                     << " (every rank must run the same binary, config and flags)";
+}
+
+EpochResult Trainer::train_epoch(int epoch) {
+  Parts& p = *parts_;
+  models::ParameterSet& params = p.model->parameters();
+  const ImageShape shape = p.train_data->output_shape();
+  const int batch = config_.batch_per_rank();
+  p.train_loader->start_epoch(epoch);
+  long steps = static_cast<long>(p.train_loader->batches_per_epoch());
+  if (config_.max_steps_per_epoch() > 0) steps = std::min<long>(steps, config_.max_steps_per_epoch());
+  models::ensure_shape(p.input, {batch, shape.channels, shape.height, shape.width});
+  models::ensure_shape(p.dlogits, {batch, p.train_data->num_classes()});
+
+  double loss_sum = 0;
+  const auto start = std::chrono::steady_clock::now();
+  auto interval_start = start;
+  for (long step = 0; step < steps; ++step) {
+    const Batch* b = p.train_loader->next();
+    DTRAIN_CHECK(b != nullptr) << "loader ran dry at step " << step;
+    normalize_to_nchw(static_cast<const uint8_t*>(b->pixels.data()), batch, shape, p.mean, p.std, p.input.data<float>());
+    const core::Tensor& logits = p.model->forward(p.input, true);
+    const double loss = models::cpu::softmax_cross_entropy(batch, p.train_data->num_classes(), logits.data<float>(),
+                                                           b->labels.data(), config_.label_smoothing(),
+                                                           p.dlogits.data<float>());
+    p.sync->begin_step();
+    p.model->backward(p.dlogits);
+    p.sync->finish();
+    const double lr = p.schedule->lr_at(p.global_step);
+    p.sgd->step(params.params_flat(), params.grads_flat(), static_cast<float>(lr));
+    ++p.global_step;
+    loss_sum += loss;
+    if (config_.log_every_steps() > 0 && (step + 1) % config_.log_every_steps() == 0) {
+      double mean_loss = loss;
+      DTRAIN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &mean_loss, 1, MPI_DOUBLE, MPI_SUM, ctx_.world()));
+      mean_loss /= ctx_.topology().world_size;
+      const auto now = std::chrono::steady_clock::now();
+      const double seconds = std::chrono::duration<double>(now - interval_start).count();
+      interval_start = now;
+      DTRAIN_LOG0(kInfo) << "epoch " << epoch << " step " << step + 1 << "/" << steps << " loss " << mean_loss << " lr "
+                         << lr << " " << config_.log_every_steps() * batch * ctx_.topology().world_size / seconds
+                         << " img/s";
+    }
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EpochResult result;
+  result.epoch = epoch;
+  double totals[2] = {loss_sum, static_cast<double>(steps)};
+  DTRAIN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, totals, 2, MPI_DOUBLE, MPI_SUM, ctx_.world()));
+  result.train_loss = totals[1] > 0 ? totals[0] / totals[1] : 0;
+  result.images_per_second = static_cast<double>(steps) * batch * ctx_.topology().world_size / seconds;
+  evaluate(result);
+  DTRAIN_LOG0(kInfo) << "epoch " << epoch << ": train loss " << result.train_loss << ", validation top-1 "
+                     << 100 * result.top1 << "% top-5 " << 100 * result.top5 << "% (" << result.validation_images
+                     << " images), " << result.images_per_second << " img/s";
+  return result;
+}
+
+void Trainer::evaluate(EpochResult& result) {
+  Parts& p = *parts_;
+  const ImageShape shape = p.val_data->output_shape();
+  const int classes = p.val_data->num_classes();
+  p.val_loader->start_epoch(0);
+  core::Tensor input;
+  long counts[3] = {0, 0, 0};  // top-1, top-5, images
+  int batches = 0;
+  while (const Batch* b = p.val_loader->next()) {
+    if (config_.max_validation_batches() > 0 && batches++ >= config_.max_validation_batches()) break;
+    models::ensure_shape(input, {b->size, shape.channels, shape.height, shape.width});
+    normalize_to_nchw(static_cast<const uint8_t*>(b->pixels.data()), b->size, shape, p.mean, p.std, input.data<float>());
+    const core::Tensor& logits = p.model->forward(input, false);
+    for (int i = 0; i < b->size; ++i) {
+      const float* z = logits.data<float>() + static_cast<size_t>(i) * classes;
+      const float target = z[b->labels[size_t(i)]];
+      int better = 0;  // classes scoring above the true one
+      for (int j = 0; j < classes; ++j) better += z[j] > target ? 1 : 0;
+      counts[0] += better == 0;
+      counts[1] += better < 5;
+      counts[2] += 1;
+    }
+  }
+  DTRAIN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, counts, 3, MPI_LONG, MPI_SUM, ctx_.world()));
+  result.validation_images = counts[2];
+  result.top1 = counts[2] ? static_cast<double>(counts[0]) / counts[2] : 0;
+  result.top5 = counts[2] ? static_cast<double>(counts[1]) / counts[2] : 0;
+}
+
+models::ParameterSet& Trainer::parameters() { return parts_->model->parameters(); }
+
+void Trainer::run() {
+  for (int epoch = 0; epoch < config_.epochs(); ++epoch) train_epoch(epoch);
+}
+
+}  // namespace dtrain::train

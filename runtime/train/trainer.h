@@ -1,0 +1,48 @@
+#pragma once
+// The training loop of dtrain-train on the CPU path: one rank's model replica, the shared-seed
+// sharded data, gradients averaged while backward runs, one fused SGD update per step, and
+// top-1/top-5 accuracy all-reduced over the ranks at the end of every epoch.
+#include <memory>
+
+#include "comm/communicator.h"
+#include "comm/gradient_synchronizer.h"
+#include "models/resnet.h"
+#include "runtime/core/rank_context.h"
+#include "runtime/train/data/data_loader.h"
+#include "runtime/train/lr_schedule.h"
+#include "runtime/train/sgd.h"
+#include "runtime/train/train_config.h"
+
+namespace dtrain::train {
+
+struct EpochResult {
+  int epoch = 0;
+  double train_loss = 0;  // mean over the epoch's steps and ranks
+  double top1 = 0;        // validation accuracy, fraction
+  double top5 = 0;
+  long validation_images = 0;
+  double images_per_second = 0;  // training, all ranks, this epoch
+};
+
+class Trainer {
+ public:
+  // Collective over ctx.world(): builds everything, broadcasts rank 0's parameters and checks that
+  // every rank has the same parameters and config (an error naming the ranks that differ).
+  Trainer(const TrainConfig& config, const core::RankContext& ctx);
+  ~Trainer();
+
+  EpochResult train_epoch(int epoch);
+  void run();
+  models::ParameterSet& parameters();
+
+ private:
+  struct Parts;
+  void verify_replicas();
+  void evaluate(EpochResult& result);
+
+  TrainConfig config_;
+  const core::RankContext& ctx_;
+  std::unique_ptr<Parts> parts_;
+};
+
+}  // namespace dtrain::train
