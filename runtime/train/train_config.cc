@@ -8,6 +8,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "runtime/core/cli.h"
 #include "runtime/core/error.h"
 #include "runtime/core/process_identity.h"
 
@@ -51,18 +52,22 @@ void set_field(TrainConfig* config, const pb::FieldDescriptor* field, const std:
   }
 }
 
-std::string usage_text() {
-  std::ostringstream out;
-  out << "usage: dtrain-train [--config FILE.pbtxt] [--FIELD=VALUE ...]\n\nfields (TrainConfig), defaults:\n";
+// "default 0.1": the field's value in the defaults, for --help.
+std::string default_text(const pb::FieldDescriptor* field) {
   const TrainConfig defaults = default_train_config();
-  const pb::Descriptor* d = TrainConfig::descriptor();
-  for (int i = 0; i < d->field_count(); ++i) {
-    std::string value;
-    pb::TextFormat::PrintFieldValueToString(defaults, d->field(i), d->field(i)->is_repeated() ? 0 : -1, &value);
-    if (d->field(i)->is_repeated() && defaults.GetReflection()->FieldSize(defaults, d->field(i)) == 0) value = "(none)";
-    out << "  --" << d->field(i)->name() << " " << value << "\n";
+  const pb::Reflection* r = defaults.GetReflection();
+  if (field->is_repeated()) {
+    std::string list;
+    for (int i = 0; i < r->FieldSize(defaults, field); ++i) {
+      std::string item;
+      pb::TextFormat::PrintFieldValueToString(defaults, field, i, &item);
+      list += (i ? "," : "") + item;
+    }
+    return list.empty() ? "(none)" : list;
   }
-  return out.str();
+  std::string value;
+  pb::TextFormat::PrintFieldValueToString(defaults, field, -1, &value);
+  return value;
 }
 
 }  // namespace
@@ -97,20 +102,22 @@ TrainConfig default_train_config() {
 bool load_train_config(int argc, char** argv, TrainConfig* config) {
   *config = default_train_config();
   const pb::Descriptor* descriptor = TrainConfig::descriptor();
-  // The config file first, wherever --config appears, so flags override it.
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      if (core::is_world_rank_zero()) std::cout << usage_text();
-      return false;
-    }
-    std::string path;
-    if (arg.rfind("--config=", 0) == 0) path = arg.substr(9);
-    if (arg == "--config") {
-      DTRAIN_USAGE_CHECK(i + 1 < argc) << "--config needs a file";
-      path = argv[i + 1];
-    }
-    if (path.empty()) continue;
+  // One flag per TrainConfig field, generated from the message, so no flag list drifts from it.
+  core::po::options_description options("dtrain-train options (every TrainConfig field; repeated fields take a comma list)");
+  options.add_options()("config", core::po::value<std::string>(), "a text-format TrainConfig file, e.g. configs/fashion_mnist_resnet.pbtxt");
+  std::vector<std::string> help(static_cast<size_t>(descriptor->field_count()));
+  for (int f = 0; f < descriptor->field_count(); ++f) {
+    help[static_cast<size_t>(f)] = "default " + default_text(descriptor->field(f));
+    options.add_options()(descriptor->field(f)->name().c_str(), core::po::value<std::string>(),
+                          help[static_cast<size_t>(f)].c_str());
+  }
+  const core::ParsedCommandLine cli = core::parse_command_line(argc, argv, options);
+  if (cli.help) {
+    if (core::is_world_rank_zero()) std::cout << core::usage("dtrain-train", options);
+    return false;
+  }
+  if (cli.values.count("config")) {
+    const std::string path = cli.values["config"].as<std::string>();
     std::ifstream in(path);
     DTRAIN_USAGE_CHECK(in.good()) << "--config " << path << ": cannot open the file";
     std::stringstream text;
@@ -131,26 +138,9 @@ bool load_train_config(int argc, char** argv, TrainConfig* config) {
     }
     DTRAIN_USAGE_CHECK(parser.MergeFromString(text.str(), config)) << errors.first();
   }
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg == "--config") {
-      ++i;
-      continue;
-    }
-    if (arg.rfind("--config=", 0) == 0) continue;
-    DTRAIN_USAGE_CHECK(arg.rfind("--", 0) == 0) << "unexpected argument '" << arg << "' (fields are set as --FIELD=VALUE)";
-    std::string name = arg.substr(2), value;
-    const size_t eq = name.find('=');
-    if (eq != std::string::npos) {
-      value = name.substr(eq + 1);
-      name = name.substr(0, eq);
-    } else {
-      DTRAIN_USAGE_CHECK(i + 1 < argc) << "--" << name << " needs a value";
-      value = argv[++i];
-    }
-    const pb::FieldDescriptor* field = descriptor->FindFieldByName(name);
-    DTRAIN_USAGE_CHECK(field != nullptr) << "unknown flag --" << name << " (run dtrain-train --help for the fields)";
-    set_field(config, field, value);
+  for (int f = 0; f < descriptor->field_count(); ++f) {
+    const pb::FieldDescriptor* field = descriptor->field(f);
+    if (cli.values.count(field->name())) set_field(config, field, cli.values[field->name()].as<std::string>());
   }
   validate(*config);
   return true;

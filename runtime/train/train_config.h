@@ -13,8 +13,9 @@ using proto::TrainConfig;
 
 TrainConfig default_train_config();
 
-// argv: `--config FILE` and `--FIELD=VALUE` / `--FIELD VALUE` for any field; repeated fields take
-// a comma-separated list. Returns false (help printed by rank 0) for --help.
+// argv: `--config FILE` and `--FIELD=VALUE` / `--FIELD VALUE` for any field (Boost.Program_options,
+// options generated from the message); repeated fields take a comma-separated list. Returns false
+// (help printed by rank 0) for --help.
 bool load_train_config(int argc, char** argv, TrainConfig* config);
 
 // Checks the combinations; UsageError naming the field.

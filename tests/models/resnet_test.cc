@@ -159,3 +159,32 @@ TEST(ResNet, RejectsUnknownDepths) {
 
 }  // namespace
 }  // namespace dtrain::models
+
+namespace dtrain::models {
+namespace {
+
+// The ResNet-50 smoke test of the issue: forward and backward of a batch of 2 at 224x224 on CPU.
+TEST(ResNet50, ForwardAndBackwardAt224) {
+  ResNet net(ResNetConfig{});
+  ASSERT_EQ(net.parameters().parameter_count(), 25557032);
+  core::Tensor x(core::DType::kF32, {2, 3, 224, 224});
+  std::mt19937 rng(std::random_device{}());
+  std::normal_distribution<float> dist;
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = dist(rng);
+  const core::Tensor& logits = net.forward(x, true);
+  ASSERT_EQ(logits.shape(), (core::Shape{2, 1000}));
+  const int32_t labels[2] = {3, 997};
+  core::Tensor dlogits(core::DType::kF32, {2, 1000});
+  const double loss = cpu::softmax_cross_entropy(2, 1000, logits.data<float>(), labels, 0.0, dlogits.data<float>());
+  EXPECT_TRUE(std::isfinite(loss));
+  EXPECT_NEAR(loss, std::log(1000.0), 3.0) << "an untrained network is near uniform";
+  std::fill(net.parameters().grads_flat(), net.parameters().grads_flat() + net.parameters().parameter_count(), NAN);
+  const core::Tensor& dx = net.backward(dlogits);
+  EXPECT_EQ(dx.shape(), x.shape());
+  int64_t unwritten = 0;
+  for (int64_t i = 0; i < net.parameters().parameter_count(); ++i) unwritten += std::isnan(net.parameters().grads_flat()[i]);
+  EXPECT_EQ(unwritten, 0) << "backward writes every gradient";
+}
+
+}  // namespace
+}  // namespace dtrain::models
