@@ -4,6 +4,7 @@
 #include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/text_format.h>
 
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -96,6 +97,7 @@ TrainConfig default_train_config() {
   c.set_gradient_wire_dtype("fp32");
   c.set_seed(42);
   c.set_log_every_steps(50);
+  c.set_timing_warmup_steps(5);
   return c;
 }
 
@@ -106,10 +108,16 @@ bool load_train_config(int argc, char** argv, TrainConfig* config) {
   core::po::options_description options("dtrain-train options (every TrainConfig field; repeated fields take a comma list)");
   options.add_options()("config", core::po::value<std::string>(), "a text-format TrainConfig file, e.g. configs/fashion_mnist_resnet.pbtxt");
   std::vector<std::string> help(static_cast<size_t>(descriptor->field_count()));
+  // Each field also answers to its hyphenated spelling (--metrics-file as well as --metrics_file).
+  std::vector<std::string> aliases(static_cast<size_t>(descriptor->field_count()));
   for (int f = 0; f < descriptor->field_count(); ++f) {
+    const std::string& name = descriptor->field(f)->name();
     help[static_cast<size_t>(f)] = "default " + default_text(descriptor->field(f));
-    options.add_options()(descriptor->field(f)->name().c_str(), core::po::value<std::string>(),
-                          help[static_cast<size_t>(f)].c_str());
+    options.add_options()(name.c_str(), core::po::value<std::string>(), help[static_cast<size_t>(f)].c_str());
+    std::string& alias = aliases[static_cast<size_t>(f)];
+    alias = name;
+    std::replace(alias.begin(), alias.end(), '_', '-');
+    if (alias != name) options.add_options()(alias.c_str(), core::po::value<std::string>(), "  (same)");
   }
   const core::ParsedCommandLine cli = core::parse_command_line(argc, argv, options);
   if (cli.help) {
@@ -140,7 +148,11 @@ bool load_train_config(int argc, char** argv, TrainConfig* config) {
   }
   for (int f = 0; f < descriptor->field_count(); ++f) {
     const pb::FieldDescriptor* field = descriptor->field(f);
-    if (cli.values.count(field->name())) set_field(config, field, cli.values[field->name()].as<std::string>());
+    std::vector<std::string> spellings = {field->name()};
+    if (aliases[static_cast<size_t>(f)] != field->name()) spellings.push_back(aliases[static_cast<size_t>(f)]);
+    for (const std::string& spelling : spellings) {
+      if (cli.values.count(spelling)) set_field(config, field, cli.values[spelling].as<std::string>());
+    }
   }
   validate(*config);
   return true;
@@ -162,6 +174,7 @@ void validate(const TrainConfig& c) {
   DTRAIN_USAGE_CHECK(c.loader_threads() > 0 && c.prefetch_batches() > 0) << "loader_threads and prefetch_batches must be positive";
   DTRAIN_USAGE_CHECK(c.max_steps_per_epoch() >= 0) << "max_steps_per_epoch must not be negative";
   DTRAIN_USAGE_CHECK(c.max_validation_batches() >= 0) << "max_validation_batches must not be negative";
+  DTRAIN_USAGE_CHECK(c.timing_warmup_steps() >= 0) << "timing_warmup_steps must not be negative";
   DTRAIN_USAGE_CHECK(c.model() != "small-resnet" || c.blocks_per_stage_size() > 0)
       << "small-resnet needs blocks_per_stage (e.g. --blocks_per_stage=1,1,1)";
 }

@@ -12,6 +12,7 @@
 #include "runtime/core/mpi_check.h"
 #include "runtime/train/data/idx_dataset.h"
 #include "runtime/train/data/synthetic_dataset.h"
+#include "runtime/train/metrics_log.h"
 
 namespace dtrain::train {
 namespace {
@@ -68,6 +69,7 @@ struct Trainer::Parts {
   std::unique_ptr<comm::GradientSynchronizer> sync;
   std::unique_ptr<Sgd> sgd;
   std::unique_ptr<LinearScalingSchedule> schedule;
+  std::unique_ptr<MetricsLog> metrics;
   core::Tensor input;
   core::Tensor dlogits;
   long global_step = 0;
@@ -126,6 +128,7 @@ Trainer::Trainer(const TrainConfig& config, const core::RankContext& ctx)
   long steps = static_cast<long>(p.train_loader->batches_per_epoch());
   if (config_.max_steps_per_epoch() > 0) steps = std::min<long>(steps, config_.max_steps_per_epoch());
   p.schedule = std::make_unique<LinearScalingSchedule>(lr, steps);
+  p.metrics = std::make_unique<MetricsLog>(t.world_rank == 0 ? config_.metrics_file() : std::string());
 
   // Rank 0's initial weights and BN statistics everywhere, then prove every replica agrees.
   p.comm->broadcast(params.params_flat(), static_cast<size_t>(params.parameter_count()), core::DType::kF32, 0).wait();
@@ -167,11 +170,16 @@ EpochResult Trainer::train_epoch(int epoch) {
   models::ensure_shape(p.input, {batch, shape.channels, shape.height, shape.width});
   models::ensure_shape(p.dlogits, {batch, p.train_data->num_classes()});
 
+  using Clock = std::chrono::steady_clock;
   double loss_sum = 0;
-  const auto start = std::chrono::steady_clock::now();
+  const auto start = Clock::now();
   auto interval_start = start;
+  double interval_wait = 0;  // seconds spent waiting for the loader in this logging interval
+  std::vector<double> step_seconds;
   for (long step = 0; step < steps; ++step) {
+    const auto step_start = Clock::now();
     const Batch* b = p.train_loader->next();
+    interval_wait += std::chrono::duration<double>(Clock::now() - step_start).count();
     DTRAIN_CHECK(b != nullptr) << "loader ran dry at step " << step;
     normalize_to_nchw(static_cast<const uint8_t*>(b->pixels.data()), batch, shape, p.mean, p.std, p.input.data<float>());
     const core::Tensor& logits = p.model->forward(p.input, true);
@@ -185,29 +193,48 @@ EpochResult Trainer::train_epoch(int epoch) {
     p.sgd->step(params.params_flat(), params.grads_flat(), static_cast<float>(lr));
     ++p.global_step;
     loss_sum += loss;
+    step_seconds.push_back(std::chrono::duration<double>(Clock::now() - step_start).count());
     if (config_.log_every_steps() > 0 && (step + 1) % config_.log_every_steps() == 0) {
       double mean_loss = loss;
       DTRAIN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &mean_loss, 1, MPI_DOUBLE, MPI_SUM, ctx_.world()));
       mean_loss /= ctx_.topology().world_size;
-      const auto now = std::chrono::steady_clock::now();
+      const auto now = Clock::now();
       const double seconds = std::chrono::duration<double>(now - interval_start).count();
+      const double rate = config_.log_every_steps() * batch * ctx_.topology().world_size / seconds;
+      const double wait = interval_wait / seconds;
       interval_start = now;
+      interval_wait = 0;
       DTRAIN_LOG0(kInfo) << "epoch " << epoch << " step " << step + 1 << "/" << steps << " loss " << mean_loss << " lr "
-                         << lr << " " << config_.log_every_steps() * batch * ctx_.topology().world_size / seconds
-                         << " img/s";
+                         << lr << " " << rate << " img/s, data wait " << 100 * wait << "%";
+      p.metrics->write("train", {{"epoch", epoch}, {"step", static_cast<double>(p.global_step)}, {"loss", mean_loss},
+                                 {"lr", lr}, {"img_per_sec", rate}, {"data_wait_fraction", wait}});
     }
   }
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   EpochResult result;
   result.epoch = epoch;
   double totals[2] = {loss_sum, static_cast<double>(steps)};
   DTRAIN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, totals, 2, MPI_DOUBLE, MPI_SUM, ctx_.world()));
   result.train_loss = totals[1] > 0 ? totals[0] / totals[1] : 0;
   result.images_per_second = static_cast<double>(steps) * batch * ctx_.topology().world_size / seconds;
+  // The median step after the warm-up steps, and the slowest rank's median sets the pace.
+  std::vector<double> timed(step_seconds.begin() + std::min<long>(config_.timing_warmup_steps(), steps / 2),
+                            step_seconds.end());
+  double median = 0;
+  if (!timed.empty()) {
+    std::nth_element(timed.begin(), timed.begin() + static_cast<long>(timed.size() / 2), timed.end());
+    median = timed[timed.size() / 2];
+  }
+  DTRAIN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &median, 1, MPI_DOUBLE, MPI_MAX, ctx_.world()));
+  result.median_images_per_second = median > 0 ? batch * ctx_.topology().world_size / median : 0;
   evaluate(result);
-  DTRAIN_LOG0(kInfo) << "epoch " << epoch << ": train loss " << result.train_loss << ", validation top-1 "
-                     << 100 * result.top1 << "% top-5 " << 100 * result.top5 << "% (" << result.validation_images
-                     << " images), " << result.images_per_second << " img/s";
+  DTRAIN_LOG0(kInfo) << "epoch " << epoch << ": train loss " << result.train_loss << ", validation loss "
+                     << result.test_loss << " top-1 " << 100 * result.top1 << "% top-5 " << 100 * result.top5 << "% ("
+                     << result.validation_images << " images), " << result.median_images_per_second
+                     << " img/s (median step)";
+  p.metrics->write("eval", {{"epoch", epoch}, {"step", static_cast<double>(p.global_step)}, {"test_loss", result.test_loss},
+                            {"test_top1", result.top1}, {"test_top5", result.top5},
+                            {"img_per_sec", result.median_images_per_second}});
   return result;
 }
 
@@ -218,12 +245,15 @@ void Trainer::evaluate(EpochResult& result) {
   p.val_loader->start_epoch(0);
   core::Tensor input;
   long counts[3] = {0, 0, 0};  // top-1, top-5, images
+  double loss_sum = 0;
   int batches = 0;
   while (const Batch* b = p.val_loader->next()) {
     if (config_.max_validation_batches() > 0 && batches++ >= config_.max_validation_batches()) break;
     models::ensure_shape(input, {b->size, shape.channels, shape.height, shape.width});
     normalize_to_nchw(static_cast<const uint8_t*>(b->pixels.data()), b->size, shape, p.mean, p.std, input.data<float>());
     const core::Tensor& logits = p.model->forward(input, false);
+    loss_sum += b->size * models::cpu::softmax_cross_entropy(b->size, classes, logits.data<float>(), b->labels.data(),
+                                                             0.0, static_cast<float*>(nullptr));
     for (int i = 0; i < b->size; ++i) {
       const float* z = logits.data<float>() + static_cast<size_t>(i) * classes;
       const float target = z[b->labels[size_t(i)]];
@@ -235,6 +265,8 @@ void Trainer::evaluate(EpochResult& result) {
     }
   }
   DTRAIN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, counts, 3, MPI_LONG, MPI_SUM, ctx_.world()));
+  DTRAIN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &loss_sum, 1, MPI_DOUBLE, MPI_SUM, ctx_.world()));
+  result.test_loss = counts[2] ? loss_sum / static_cast<double>(counts[2]) : 0;
   result.validation_images = counts[2];
   result.top1 = counts[2] ? static_cast<double>(counts[0]) / counts[2] : 0;
   result.top5 = counts[2] ? static_cast<double>(counts[1]) / counts[2] : 0;

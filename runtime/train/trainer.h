@@ -22,6 +22,8 @@ struct EpochResult {
   double top5 = 0;
   long validation_images = 0;
   double images_per_second = 0;  // training, all ranks, this epoch
+  double median_images_per_second = 0;  // per-step median, after timing_warmup_steps
+  double test_loss = 0;
 };
 
 class Trainer {
