@@ -19,9 +19,11 @@ namespace {
 
 [[noreturn]] void end_job(int status, bool usage_error) {
   if (mpi_is_active()) {
-    // Rank 0 carries the message of a usage error; let it reach the terminal before the other
-    // ranks' aborts tear the job down.
-    if (usage_error && !is_world_rank_zero()) std::this_thread::sleep_for(std::chrono::seconds(2));
+    // The launcher forwards our stderr asynchronously and stops once the job is aborted, so give
+    // the error line a second to get out first. Rank 0 carries the message of a usage error:
+    // the other ranks wait longer, so their aborts cannot tear the job down before it is printed.
+    const bool silent_rank = usage_error && !is_world_rank_zero();
+    std::this_thread::sleep_for(std::chrono::seconds(silent_rank ? 3 : 1));
     MPI_Abort(MPI_COMM_WORLD, status);
   }
   std::_Exit(status);
