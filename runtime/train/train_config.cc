@@ -98,6 +98,7 @@ TrainConfig default_train_config() {
   c.set_seed(42);
   c.set_log_every_steps(50);
   c.set_timing_warmup_steps(5);
+  c.set_keep_checkpoints(3);
   return c;
 }
 
@@ -175,6 +176,11 @@ void validate(const TrainConfig& c) {
   DTRAIN_USAGE_CHECK(c.max_steps_per_epoch() >= 0) << "max_steps_per_epoch must not be negative";
   DTRAIN_USAGE_CHECK(c.max_validation_batches() >= 0) << "max_validation_batches must not be negative";
   DTRAIN_USAGE_CHECK(c.timing_warmup_steps() >= 0) << "timing_warmup_steps must not be negative";
+  DTRAIN_USAGE_CHECK(c.checkpoint_every_steps() >= 0 && c.keep_checkpoints() > 0 && c.max_total_steps() >= 0)
+      << "checkpoint_every_steps and max_total_steps must not be negative, keep_checkpoints must be positive";
+  DTRAIN_USAGE_CHECK(c.checkpoint_every_steps() == 0 || !c.checkpoint_dir().empty())
+      << "checkpoint_every_steps needs checkpoint_dir";
+  DTRAIN_USAGE_CHECK(c.resume() != "latest" || !c.checkpoint_dir().empty()) << "resume latest needs checkpoint_dir";
   DTRAIN_USAGE_CHECK(c.model() != "small-resnet" || c.blocks_per_stage_size() > 0)
       << "small-resnet needs blocks_per_stage (e.g. --blocks_per_stage=1,1,1)";
 }

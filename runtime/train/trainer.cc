@@ -11,6 +11,7 @@
 #include "runtime/core/log.h"
 #include "runtime/core/mpi_check.h"
 #include "runtime/train/data/idx_dataset.h"
+#include "runtime/train/checkpoint.h"
 #include "runtime/train/data/synthetic_dataset.h"
 #include "runtime/train/metrics_log.h"
 
@@ -73,6 +74,8 @@ struct Trainer::Parts {
   core::Tensor input;
   core::Tensor dlogits;
   long global_step = 0;
+  int start_epoch = 0;
+  long start_step_in_epoch = 0;
   float mean[3] = {0, 0, 0};
   float std[3] = {1, 1, 1};
 };
@@ -134,6 +137,7 @@ Trainer::Trainer(const TrainConfig& config, const core::RankContext& ctx)
   p.comm->broadcast(params.params_flat(), static_cast<size_t>(params.parameter_count()), core::DType::kF32, 0).wait();
   p.comm->broadcast(params.state_flat(), static_cast<size_t>(params.state_count()), core::DType::kF32, 0).wait();
   verify_replicas();
+  if (!config_.resume().empty()) resume_from(config_.resume());
   DTRAIN_LOG0(kInfo) << "config: " << describe(config_);
   DTRAIN_LOG0(kInfo) << p.schedule->describe(t.world_size, config_.batch_per_rank()) << "; "
                      << params.parameter_count() << " parameters in " << p.sync->buckets().size()
@@ -164,7 +168,8 @@ EpochResult Trainer::train_epoch(int epoch) {
   models::ParameterSet& params = p.model->parameters();
   const ImageShape shape = p.train_data->output_shape();
   const int batch = config_.batch_per_rank();
-  p.train_loader->start_epoch(epoch);
+  const long first_step = epoch == p.start_epoch ? p.start_step_in_epoch : 0;
+  p.train_loader->start_epoch(epoch, static_cast<size_t>(first_step));
   long steps = static_cast<long>(p.train_loader->batches_per_epoch());
   if (config_.max_steps_per_epoch() > 0) steps = std::min<long>(steps, config_.max_steps_per_epoch());
   models::ensure_shape(p.input, {batch, shape.channels, shape.height, shape.width});
@@ -176,7 +181,7 @@ EpochResult Trainer::train_epoch(int epoch) {
   auto interval_start = start;
   double interval_wait = 0;  // seconds spent waiting for the loader in this logging interval
   std::vector<double> step_seconds;
-  for (long step = 0; step < steps; ++step) {
+  for (long step = first_step; step < steps && !step_limit_reached(); ++step) {
     const auto step_start = Clock::now();
     const Batch* b = p.train_loader->next();
     interval_wait += std::chrono::duration<double>(Clock::now() - step_start).count();
@@ -209,7 +214,10 @@ EpochResult Trainer::train_epoch(int epoch) {
       p.metrics->write("train", {{"epoch", epoch}, {"step", static_cast<double>(p.global_step)}, {"loss", mean_loss},
                                  {"lr", lr}, {"img_per_sec", rate}, {"data_wait_fraction", wait}});
     }
+    const bool periodic = config_.checkpoint_every_steps() > 0 && p.global_step % config_.checkpoint_every_steps() == 0;
+    if (periodic || (step + 1 == steps && !config_.checkpoint_dir().empty())) save_checkpoint(epoch, step + 1);
   }
+  steps = std::max<long>(static_cast<long>(step_seconds.size()), 1);
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   EpochResult result;
   result.epoch = epoch;
@@ -274,8 +282,58 @@ void Trainer::evaluate(EpochResult& result) {
 
 models::ParameterSet& Trainer::parameters() { return parts_->model->parameters(); }
 
+bool Trainer::step_limit_reached() const {
+  return config_.max_total_steps() > 0 && parts_->global_step >= config_.max_total_steps();
+}
+
+std::vector<NamedTensor> Trainer::checkpoint_tensors() {
+  models::ParameterSet& params = parts_->model->parameters();
+  return {{"params", params.params_flat(), static_cast<size_t>(params.parameter_count())},
+          {"momentum", parts_->sgd->momentum_buffer().data(), parts_->sgd->momentum_buffer().size()},
+          {"bn_state", params.state_flat(), static_cast<size_t>(params.state_count())}};
+}
+
+void Trainer::save_checkpoint(int epoch, long step_in_epoch) {
+  if (ctx_.topology().world_rank != 0) return;
+  long steps = static_cast<long>(parts_->train_loader->batches_per_epoch());
+  if (config_.max_steps_per_epoch() > 0) steps = std::min<long>(steps, config_.max_steps_per_epoch());
+  proto::CheckpointHeader header;
+  *header.mutable_config() = config_;
+  // Position of the next step: the start of the next epoch once this one is done.
+  header.set_epoch(step_in_epoch >= steps ? epoch + 1 : epoch);
+  header.set_step_in_epoch(step_in_epoch >= steps ? 0 : step_in_epoch);
+  header.set_global_step(parts_->global_step);
+  header.set_data_seed(config_.seed());
+  header.set_world_size(ctx_.topology().world_size);
+  const std::string path = write_checkpoint(config_.checkpoint_dir(), header, checkpoint_tensors(), config_.keep_checkpoints());
+  DTRAIN_LOG(kInfo) << "checkpoint " << path << " (step " << parts_->global_step << ")";
+}
+
+void Trainer::resume_from(const std::string& spec) {
+  // Rank 0 reads and verifies the file; everyone gets its contents by broadcast, so the ranks need
+  // no shared file system.
+  int64_t position[3] = {0, 0, 0};
+  const std::vector<NamedTensor> tensors = checkpoint_tensors();
+  if (ctx_.topology().world_rank == 0) {
+    proto::CheckpointHeader header;
+    const std::string path = resolve_checkpoint(spec, config_.checkpoint_dir(), &header, tensors);
+    DTRAIN_USAGE_CHECK(header.data_seed() == config_.seed())
+        << "checkpoint " << path << " was written with seed " << header.data_seed() << ", this run has " << config_.seed();
+    position[0] = header.epoch();
+    position[1] = header.step_in_epoch();
+    position[2] = header.global_step();
+    DTRAIN_LOG(kInfo) << "resuming from " << path << " at epoch " << position[0] << ", step " << position[1]
+                      << " of the epoch, step " << position[2] << " in total";
+  }
+  DTRAIN_MPI_CHECK(MPI_Bcast(position, 3, MPI_INT64_T, 0, ctx_.world()));
+  for (const NamedTensor& t : tensors) parts_->comm->broadcast(t.data, t.count, core::DType::kF32, 0).wait();
+  parts_->start_epoch = static_cast<int>(position[0]);
+  parts_->start_step_in_epoch = position[1];
+  parts_->global_step = position[2];
+}
+
 void Trainer::run() {
-  for (int epoch = 0; epoch < config_.epochs(); ++epoch) train_epoch(epoch);
+  for (int epoch = parts_->start_epoch; epoch < config_.epochs() && !step_limit_reached(); ++epoch) train_epoch(epoch);
 }
 
 }  // namespace dtrain::train

@@ -8,6 +8,7 @@
 #include "comm/gradient_synchronizer.h"
 #include "models/resnet.h"
 #include "runtime/core/rank_context.h"
+#include "runtime/train/checkpoint.h"
 #include "runtime/train/data/data_loader.h"
 #include "runtime/train/lr_schedule.h"
 #include "runtime/train/sgd.h"
@@ -41,6 +42,10 @@ class Trainer {
   struct Parts;
   void verify_replicas();
   void evaluate(EpochResult& result);
+  void resume_from(const std::string& spec);
+  void save_checkpoint(int epoch, long step_in_epoch);
+  bool step_limit_reached() const;
+  std::vector<NamedTensor> checkpoint_tensors();
 
   TrainConfig config_;
   const core::RankContext& ctx_;

@@ -32,12 +32,12 @@ void DataLoader::stop_workers() {
   stopping_ = false;
 }
 
-void DataLoader::start_epoch(int epoch) {
+void DataLoader::start_epoch(int epoch, size_t first_batch) {
   stop_workers();
   indices_ = sampler_.indices(epoch);
   epoch_ = epoch;
-  next_to_fill_ = 0;
-  next_to_return_ = 0;
+  next_to_fill_ = first_batch;
+  next_to_return_ = first_batch;
   consumer_holds_ = false;
   ready_.assign(slots_.size(), -1);
   failure_ = nullptr;

@@ -42,8 +42,9 @@ class DataLoader {
     const size_t b = static_cast<size_t>(options_.batch_size);
     return options_.keep_partial_batch ? (sampler_.per_rank() + b - 1) / b : sampler_.per_rank() / b;
   }
-  // Starts producing the batches of `epoch` (finishing or abandoning the previous epoch).
-  void start_epoch(int epoch);
+  // Starts producing the batches of `epoch` from batch `first_batch` (resuming mid-epoch), finishing
+  // or abandoning the previous epoch.
+  void start_epoch(int epoch, size_t first_batch = 0);
   // The next batch of the epoch, valid until the following call; nullptr after the last one.
   // Rethrows a worker's failure (a corrupt file, say).
   const Batch* next();
