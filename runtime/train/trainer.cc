@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <numeric>
 #include <sstream>
 
 #include "comm/factory.h"
@@ -10,8 +9,8 @@
 #include "runtime/core/error.h"
 #include "runtime/core/log.h"
 #include "runtime/core/mpi_check.h"
-#include "runtime/train/data/idx_dataset.h"
 #include "runtime/train/checkpoint.h"
+#include "runtime/train/data/idx_dataset.h"
 #include "runtime/train/data/synthetic_dataset.h"
 #include "runtime/train/metrics_log.h"
 
@@ -40,7 +39,7 @@ models::ResNetConfig model_config(const TrainConfig& c, const Dataset& data) {
 }
 
 std::vector<DecayRange> decay_ranges(const models::ParameterSet& params, const TrainConfig& c) {
-  std::vector<DecayRange> ranges(static_cast<size_t>(params.parameter_count()) > 0 ? 0 : 0);
+  std::vector<DecayRange> ranges;
   std::vector<models::ParamSlot> slots = params.slots();
   std::sort(slots.begin(), slots.end(), [](const auto& a, const auto& b) { return a.offset < b.offset; });
   for (const models::ParamSlot& s : slots) {
@@ -128,9 +127,7 @@ Trainer::Trainer(const TrainConfig& config, const core::RankContext& ctx)
   lr.decay = config_.lr_decay() == "cosine" ? DecayKind::kCosine : DecayKind::kStep;
   lr.milestones.assign(config_.lr_milestones().begin(), config_.lr_milestones().end());
   lr.total_epochs = config_.epochs();
-  long steps = static_cast<long>(p.train_loader->batches_per_epoch());
-  if (config_.max_steps_per_epoch() > 0) steps = std::min<long>(steps, config_.max_steps_per_epoch());
-  p.schedule = std::make_unique<LinearScalingSchedule>(lr, steps);
+  p.schedule = std::make_unique<LinearScalingSchedule>(lr, steps_per_epoch());
   p.metrics = std::make_unique<MetricsLog>(t.world_rank == 0 ? config_.metrics_file() : std::string());
 
   // Rank 0's initial weights and BN statistics everywhere, then prove every replica agrees.
@@ -170,8 +167,7 @@ EpochResult Trainer::train_epoch(int epoch) {
   const int batch = config_.batch_per_rank();
   const long first_step = epoch == p.start_epoch ? p.start_step_in_epoch : 0;
   p.train_loader->start_epoch(epoch, static_cast<size_t>(first_step));
-  long steps = static_cast<long>(p.train_loader->batches_per_epoch());
-  if (config_.max_steps_per_epoch() > 0) steps = std::min<long>(steps, config_.max_steps_per_epoch());
+  const long steps = steps_per_epoch();
   models::ensure_shape(p.input, {batch, shape.channels, shape.height, shape.width});
   models::ensure_shape(p.dlogits, {batch, p.train_data->num_classes()});
 
@@ -217,16 +213,17 @@ EpochResult Trainer::train_epoch(int epoch) {
     const bool periodic = config_.checkpoint_every_steps() > 0 && p.global_step % config_.checkpoint_every_steps() == 0;
     if (periodic || (step + 1 == steps && !config_.checkpoint_dir().empty())) save_checkpoint(epoch, step + 1);
   }
-  steps = std::max<long>(static_cast<long>(step_seconds.size()), 1);
+  // Steps this call ran: fewer than `steps` when resuming mid-epoch or stopping at max_total_steps.
+  const long steps_run = std::max<long>(static_cast<long>(step_seconds.size()), 1);
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   EpochResult result;
   result.epoch = epoch;
-  double totals[2] = {loss_sum, static_cast<double>(steps)};
+  double totals[2] = {loss_sum, static_cast<double>(steps_run)};
   DTRAIN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, totals, 2, MPI_DOUBLE, MPI_SUM, ctx_.world()));
   result.train_loss = totals[1] > 0 ? totals[0] / totals[1] : 0;
-  result.images_per_second = static_cast<double>(steps) * batch * ctx_.topology().world_size / seconds;
+  result.images_per_second = static_cast<double>(steps_run) * batch * ctx_.topology().world_size / seconds;
   // The median step after the warm-up steps, and the slowest rank's median sets the pace.
-  std::vector<double> timed(step_seconds.begin() + std::min<long>(config_.timing_warmup_steps(), steps / 2),
+  std::vector<double> timed(step_seconds.begin() + std::min<long>(config_.timing_warmup_steps(), steps_run / 2),
                             step_seconds.end());
   double median = 0;
   if (!timed.empty()) {
@@ -282,6 +279,11 @@ void Trainer::evaluate(EpochResult& result) {
 
 models::ParameterSet& Trainer::parameters() { return parts_->model->parameters(); }
 
+long Trainer::steps_per_epoch() const {
+  const long batches = static_cast<long>(parts_->train_loader->batches_per_epoch());
+  return config_.max_steps_per_epoch() > 0 ? std::min<long>(batches, config_.max_steps_per_epoch()) : batches;
+}
+
 bool Trainer::step_limit_reached() const {
   return config_.max_total_steps() > 0 && parts_->global_step >= config_.max_total_steps();
 }
@@ -295,8 +297,7 @@ std::vector<NamedTensor> Trainer::checkpoint_tensors() {
 
 void Trainer::save_checkpoint(int epoch, long step_in_epoch) {
   if (ctx_.topology().world_rank != 0) return;
-  long steps = static_cast<long>(parts_->train_loader->batches_per_epoch());
-  if (config_.max_steps_per_epoch() > 0) steps = std::min<long>(steps, config_.max_steps_per_epoch());
+  const long steps = steps_per_epoch();
   proto::CheckpointHeader header;
   *header.mutable_config() = config_;
   // Position of the next step: the start of the next epoch once this one is done.

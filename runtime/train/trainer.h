@@ -44,6 +44,8 @@ class Trainer {
   void evaluate(EpochResult& result);
   void resume_from(const std::string& spec);
   void save_checkpoint(int epoch, long step_in_epoch);
+  // Steps in an epoch: the loader's batches, capped by max_steps_per_epoch.
+  long steps_per_epoch() const;
   bool step_limit_reached() const;
   std::vector<NamedTensor> checkpoint_tensors();
 
