@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "runtime/core/error.h"
+#include "runtime/core/fingerprint.h"
+#include "runtime/core/mpi_agreement.h"
 #include "runtime/core/mpi_check.h"
 
 namespace dtrain::comm {
@@ -35,13 +37,6 @@ Signature signature_of(const Collective& c) {
   return s;
 }
 
-uint64_t fnv1a(const void* data, size_t bytes) {
-  uint64_t hash = 1469598103934665603ull;
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < bytes; ++i) hash = (hash ^ p[i]) * 1099511628211ull;
-  return hash;
-}
-
 Collective collective_of(const Signature& s) {
   Collective c;
   c.count = s.count;
@@ -57,12 +52,7 @@ Collective collective_of(const Signature& s) {
 
 void check_same_collective(MPI_Comm comm, const Collective& call) {
   const Signature mine = signature_of(call);
-  const uint64_t hash = fnv1a(&mine, sizeof(mine));
-  // max(hash) and max(~hash) = ~min(hash): equal everywhere exactly when min == max.
-  uint64_t local[2] = {hash, ~hash};
-  uint64_t global[2] = {0, 0};
-  DTRAIN_MPI_CHECK(MPI_Allreduce(local, global, 2, MPI_UINT64_T, MPI_MAX, comm));
-  if (global[0] == ~global[1]) return;
+  if (core::same_on_every_rank(comm, core::fingerprint(&mine, sizeof(mine)))) return;
 
   int size = 0;
   DTRAIN_MPI_CHECK(MPI_Comm_size(comm, &size));

@@ -7,6 +7,7 @@
 #include "comm/factory.h"
 #include "models/cpu/softmax_cross_entropy.h"
 #include "runtime/core/error.h"
+#include "runtime/core/fingerprint.h"
 #include "runtime/core/log.h"
 #include "runtime/core/mpi_check.h"
 #include "runtime/train/checkpoint.h"
@@ -16,12 +17,6 @@
 
 namespace dtrain::train {
 namespace {
-
-uint64_t fnv1a(const void* data, size_t bytes) {
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < bytes; ++i) h = (h ^ static_cast<const unsigned char*>(data)[i]) * 1099511628211ull;
-  return h;
-}
 
 models::ResNetConfig model_config(const TrainConfig& c, const Dataset& data) {
   models::ResNetConfig m;
@@ -146,8 +141,8 @@ Trainer::~Trainer() = default;
 void Trainer::verify_replicas() {
   models::ParameterSet& params = parts_->model->parameters();
   const std::string config_bytes = config_.SerializeAsString();
-  const uint64_t mine[2] = {fnv1a(params.params_flat(), static_cast<size_t>(params.parameter_count()) * 4),
-                            fnv1a(config_bytes.data(), config_bytes.size())};
+  const uint64_t mine[2] = {core::fingerprint(params.params_flat(), static_cast<size_t>(params.parameter_count()) * 4),
+                            core::fingerprint(config_bytes.data(), config_bytes.size())};
   const int n = ctx_.topology().world_size;
   std::vector<uint64_t> all(2 * static_cast<size_t>(n));
   DTRAIN_MPI_CHECK(MPI_Allgather(mine, 2, MPI_UINT64_T, all.data(), 2, MPI_UINT64_T, ctx_.world()));

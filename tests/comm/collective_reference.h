@@ -60,20 +60,6 @@ inline double tolerance(double exact, double magnitude_sum, DType dtype) {
   return tol + 0.5 * std::ldexp(1.0, exponent - mantissa_bits);
 }
 
-// FNV-1a of a buffer, to verify that every rank holds bitwise identical results.
-inline uint64_t fingerprint(const void* data, size_t bytes) {
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < bytes; ++i) h = (h ^ static_cast<const unsigned char*>(data)[i]) * 1099511628211ull;
-  return h;
-}
-
-inline bool same_on_all_ranks(uint64_t value, MPI_Comm comm) {
-  uint64_t local[2] = {value, ~value};
-  uint64_t global[2];
-  MPI_Allreduce(local, global, 2, MPI_UINT64_T, MPI_MAX, comm);
-  return global[0] == ~global[1];
-}
-
 inline uint64_t shared_seed(MPI_Comm comm) {
   uint64_t seed = std::random_device{}() ^ (uint64_t(std::random_device{}()) << 32);
   MPI_Bcast(&seed, 1, MPI_UINT64_T, 0, comm);

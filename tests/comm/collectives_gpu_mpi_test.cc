@@ -16,6 +16,8 @@
 #include "runtime/core/buffer.h"
 #include "runtime/core/gpu_binding.h"
 #include "runtime/core/rank_context.h"
+#include "runtime/core/fingerprint.h"
+#include "runtime/core/mpi_agreement.h"
 #include "tests/comm/collective_reference.h"
 
 #if DTRAIN_WITH_CUDA
@@ -126,7 +128,7 @@ TEST_P(DeviceCollectives, AllReduceMatchesFloat64) {
       EXPECT_EQ(wrong, 0u) << backend << " rpn=" << rpn << " " << core::dtype_name(dtype) << " count=" << count
                            << (op == ReduceOp::kSum ? " sum" : " avg") << " seed " << seed;
       EXPECT_EQ(got.back(), 0xEE) << "wrote past the end";
-      EXPECT_TRUE(test::same_on_all_ranks(test::fingerprint(got.data(), count * esize), MPI_COMM_WORLD));
+      EXPECT_TRUE(core::same_on_every_rank(MPI_COMM_WORLD, core::fingerprint(got.data(), count * esize)));
     }
   }
 }

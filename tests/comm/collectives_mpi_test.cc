@@ -15,6 +15,8 @@
 #include "comm/mpi_ring_communicator.h"
 #include "runtime/core/error.h"
 #include "runtime/core/rank_context.h"
+#include "runtime/core/fingerprint.h"
+#include "runtime/core/mpi_agreement.h"
 #include "tests/comm/collective_reference.h"
 
 #include "tests/support/mpi_world.h"
@@ -91,7 +93,7 @@ class Collectives : public testing::TestWithParam<Param> {
     }
     EXPECT_EQ(wrong, 0u) << what << ": first wrong element " << first << ": got " << decode_one(got, first, dtype_)
                          << ", want " << exact[first] * scale << " (seed " << seed_ << ")";
-    EXPECT_TRUE(test::same_on_all_ranks(test::fingerprint(got, exact.size() * core::dtype_size(dtype_)), MPI_COMM_WORLD))
+    EXPECT_TRUE(core::same_on_every_rank(MPI_COMM_WORLD, core::fingerprint(got, exact.size() * core::dtype_size(dtype_))))
         << what << ": ranks hold different results";
   }
 

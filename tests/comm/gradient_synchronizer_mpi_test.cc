@@ -11,6 +11,8 @@
 #include "comm/mpi_ring_communicator.h"
 #include "runtime/core/dtype.h"
 #include "runtime/core/error.h"
+#include "runtime/core/fingerprint.h"
+#include "runtime/core/mpi_agreement.h"
 #include "tests/comm/collective_reference.h"
 #include "tests/support/mpi_world.h"
 
@@ -56,7 +58,7 @@ TEST_P(Synchronizer, AveragesAllBucketsAndOverlapsBackward) {
       if (!(std::fabs(grads[i] - mean[i]) <= test::tolerance(mean[i], 1.0, wire))) ++wrong;
     }
     EXPECT_EQ(wrong, 0u) << core::dtype_name(wire) << " step " << step;
-    EXPECT_TRUE(test::same_on_all_ranks(test::fingerprint(grads.data(), count * 4), MPI_COMM_WORLD));
+    EXPECT_TRUE(core::same_on_every_rank(MPI_COMM_WORLD, core::fingerprint(grads.data(), count * 4)));
   }
 }
 
