@@ -11,27 +11,19 @@
 #include "runtime/core/rank_context.h"
 #include "runtime/train/trainer.h"
 #include "tests/support/mpi_world.h"
+#include "tests/train/tiny_config.h"
 
 namespace dtrain::train {
 namespace {
 
 TrainConfig small_config(long total_steps) {
-  TrainConfig c = default_train_config();
-  c.set_model("small-resnet");
-  c.clear_blocks_per_stage();
-  c.add_blocks_per_stage(1);
-  c.add_blocks_per_stage(1);
-  c.set_bottleneck(false);
+  TrainConfig c = tiny_synthetic_config();
   c.set_width(4);
-  c.set_dataset("synthetic");
-  c.set_image_size(12);
   c.set_synthetic_samples(400);
   c.set_batch_per_rank(4);
   c.set_epochs(10);
   c.set_max_steps_per_epoch(3);  // so the checkpoint at step 4 sits inside epoch 1
-  c.set_max_validation_batches(1);
   c.set_warmup_epochs(1);
-  c.set_log_every_steps(0);
   c.set_max_total_steps(total_steps);
   return c;
 }
