@@ -57,7 +57,7 @@ HierarchicalCommunicator::HierarchicalCommunicator(const core::RankContext& ctx,
   worker_ = std::make_unique<CommWorker>();
 }
 
-HierarchicalCommunicator::~HierarchicalCommunicator() { worker_.reset(); }
+HierarchicalCommunicator::~HierarchicalCommunicator() = default;
 
 Work HierarchicalCommunicator::submit(const Collective& call) {
   validate_call(call, size_);

@@ -54,7 +54,8 @@ class HierarchicalCommunicator final : public Communicator {
   std::unique_ptr<Communicator> cross_;                      // uniform: ranks of my local index
   std::vector<std::unique_ptr<Communicator>> shard_cross_;   // uneven: [shard] -> owners, or null
   std::unique_ptr<Communicator> flat_;                       // the other collectives
-  std::unique_ptr<CommWorker> worker_;                       // host calls run here, in order
+  // Host calls run here, in order. Last member: its thread stops before the communicators it uses go.
+  std::unique_ptr<CommWorker> worker_;
 };
 
 }  // namespace dtrain::comm

@@ -21,7 +21,9 @@ class CommunicatorTarget final : public AllReduceTarget {
     comm::Work work = comm_->all_reduce(send, recv, count, dtype, op, where);
     if (!device_) work.wait();
   }
-  void synchronize() override;
+  void synchronize() override {
+    if (device_) synchronize_stream(stream_);
+  }
 
  private:
   std::unique_ptr<comm::Communicator> comm_;
@@ -47,13 +49,6 @@ class RawMpiTarget final : public AllReduceTarget {
 };
 
 }  // namespace
-
-void* make_bench_stream();  // target_nccl_cuda.cc / target_cpu.cc
-void synchronize_stream(void* stream);
-
-void CommunicatorTarget::synchronize() {
-  if (device_) synchronize_stream(stream_);
-}
 
 std::unique_ptr<AllReduceTarget> make_target(const std::string& backend, const core::RankContext& ctx, bool gpus,
                                              bool check_calls) {

@@ -31,7 +31,9 @@ std::unique_ptr<AllReduceTarget> make_target(const std::string& backend, const c
 // The raw NCCL peer (target_nccl_cuda.cc); a UsageError in builds without CUDA.
 std::unique_ptr<AllReduceTarget> make_raw_nccl_target(const core::RankContext& ctx);
 
-// Device memory helpers for the driver (target_nccl_cuda.cc / target_cpu.cc).
+// Device helpers for the driver and the targets (target_nccl_cuda.cc / target_cpu.cc).
+void* make_bench_stream();  // a non-blocking cudaStream_t that lives as long as the process
+void synchronize_stream(void* stream);
 void* device_alloc(size_t bytes);
 void device_free(void* ptr);
 void copy_to_device(void* dst, const void* src, size_t bytes);
