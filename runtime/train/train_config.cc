@@ -81,6 +81,8 @@ TrainConfig default_train_config() {
   c.set_width(64);
   c.set_dataset("synthetic");
   c.set_image_size(224);
+  c.set_val_resize(256);
+  c.set_max_bad_fraction(0.001);
   c.set_synthetic_samples(1024);
   c.set_loader_threads(2);
   c.set_prefetch_batches(4);
@@ -162,8 +164,15 @@ bool load_train_config(int argc, char** argv, TrainConfig* config) {
 void validate(const TrainConfig& c) {
   DTRAIN_USAGE_CHECK(c.model() == "resnet" || c.model() == "small-resnet")
       << "model '" << c.model() << "': use resnet or small-resnet";
-  DTRAIN_USAGE_CHECK(c.dataset() == "synthetic" || c.dataset() == "fashion-mnist")
-      << "dataset '" << c.dataset() << "': use synthetic or fashion-mnist (ImageNet folders come next)";
+  DTRAIN_USAGE_CHECK(c.dataset() == "synthetic" || c.dataset() == "fashion-mnist" || c.dataset() == "imagenet")
+      << "dataset '" << c.dataset() << "': use imagenet, fashion-mnist or synthetic";
+  DTRAIN_USAGE_CHECK(c.dataset() != "imagenet" || !c.data_dir().empty())
+      << "dataset imagenet needs data_dir (holding train/ and val/)";
+  DTRAIN_USAGE_CHECK(c.image_size() > 0) << "image_size must be positive, got " << c.image_size();
+  DTRAIN_USAGE_CHECK(c.dataset() != "imagenet" || c.val_resize() >= c.image_size())
+      << "val_resize " << c.val_resize() << " is smaller than the crop image_size " << c.image_size();
+  DTRAIN_USAGE_CHECK(c.max_bad_fraction() >= 0 && c.max_bad_fraction() <= 1)
+      << "max_bad_fraction " << c.max_bad_fraction() << " outside [0, 1]";
   DTRAIN_USAGE_CHECK(c.dataset() != "fashion-mnist" || c.model() == "small-resnet")
       << "dataset fashion-mnist (28x28) needs model small-resnet";
   DTRAIN_USAGE_CHECK(c.batch_per_rank() > 0) << "batch_per_rank must be positive, got " << c.batch_per_rank();

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <set>
 #include <sstream>
 
 #include "comm/factory.h"
@@ -10,8 +11,10 @@
 #include "runtime/core/fingerprint.h"
 #include "runtime/core/log.h"
 #include "runtime/core/mpi_check.h"
+#include "runtime/core/mpi_gather.h"
 #include "runtime/train/checkpoint.h"
 #include "runtime/train/data/idx_dataset.h"
+#include "runtime/train/data/image_folder_dataset.h"
 #include "runtime/train/data/synthetic_dataset.h"
 #include "runtime/train/metrics_log.h"
 
@@ -83,6 +86,15 @@ Trainer::Trainer(const TrainConfig& config, const core::RankContext& ctx)
     const std::string dir = config_.data_dir().empty() ? "/usr/share/datasets/fashion-mnist" : config_.data_dir();
     p.train_data = std::make_unique<IdxDataset>(dir + "/train-images-idx3-ubyte.gz", dir + "/train-labels-idx1-ubyte.gz", true);
     p.val_data = std::make_unique<IdxDataset>(dir + "/t10k-images-idx3-ubyte.gz", dir + "/t10k-labels-idx1-ubyte.gz", false);
+  } else if (config_.dataset() == "imagenet") {
+    ImageFolderOptions folder{true, config_.image_size(), config_.val_resize(), config_.max_bad_fraction()};
+    p.train_data = std::make_unique<ImageFolderDataset>(config_.data_dir() + "/train", folder);
+    folder.train = false;
+    auto val = std::make_unique<ImageFolderDataset>(config_.data_dir() + "/val", folder);
+    DTRAIN_USAGE_CHECK(val->classes() == static_cast<const ImageFolderDataset&>(*p.train_data).classes())
+        << config_.data_dir() << ": val/ and train/ hold different class folders (" << val->num_classes() << " and "
+        << p.train_data->num_classes() << ")";
+    p.val_data = std::move(val);
   } else {
     const ImageShape shape{config_.image_size(), config_.image_size(), 3};
     p.train_data = std::make_unique<SyntheticDataset>(config_.synthetic_samples(), shape, 1000, config_.seed());
@@ -177,7 +189,7 @@ EpochResult Trainer::train_epoch(int epoch) {
     const Batch* b = p.train_loader->next();
     interval_wait += std::chrono::duration<double>(Clock::now() - step_start).count();
     DTRAIN_CHECK(b != nullptr) << "loader ran dry at step " << step;
-    normalize_to_nchw(static_cast<const uint8_t*>(b->pixels.data()), batch, shape, p.mean, p.std, p.input.data<float>());
+    normalize_batch(static_cast<const uint8_t*>(b->pixels.data()), batch, shape, p.mean, p.std, PixelLayout::kNchw, p.input.data<float>());
     const core::Tensor& logits = p.model->forward(p.input, true);
     const double loss = models::cpu::softmax_cross_entropy(batch, p.train_data->num_classes(), logits.data<float>(),
                                                            b->labels.data(), config_.label_smoothing(),
@@ -228,6 +240,7 @@ EpochResult Trainer::train_epoch(int epoch) {
   DTRAIN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &median, 1, MPI_DOUBLE, MPI_MAX, ctx_.world()));
   result.median_images_per_second = median > 0 ? batch * ctx_.topology().world_size / median : 0;
   evaluate(result);
+  report_bad_files();
   DTRAIN_LOG0(kInfo) << "epoch " << epoch << ": train loss " << result.train_loss << ", validation loss "
                      << result.test_loss << " top-1 " << 100 * result.top1 << "% top-5 " << 100 * result.top5 << "% ("
                      << result.validation_images << " images), " << result.median_images_per_second
@@ -250,7 +263,7 @@ void Trainer::evaluate(EpochResult& result) {
   while (const Batch* b = p.val_loader->next()) {
     if (config_.max_validation_batches() > 0 && batches++ >= config_.max_validation_batches()) break;
     models::ensure_shape(input, {b->size, shape.channels, shape.height, shape.width});
-    normalize_to_nchw(static_cast<const uint8_t*>(b->pixels.data()), b->size, shape, p.mean, p.std, input.data<float>());
+    normalize_batch(static_cast<const uint8_t*>(b->pixels.data()), b->size, shape, p.mean, p.std, PixelLayout::kNchw, input.data<float>());
     const core::Tensor& logits = p.model->forward(input, false);
     loss_sum += b->size * models::cpu::softmax_cross_entropy(b->size, classes, logits.data<float>(), b->labels.data(),
                                                              0.0, static_cast<float*>(nullptr));
@@ -270,6 +283,28 @@ void Trainer::evaluate(EpochResult& result) {
   result.validation_images = counts[2];
   result.top1 = counts[2] ? static_cast<double>(counts[0]) / counts[2] : 0;
   result.top5 = counts[2] ? static_cast<double>(counts[1]) / counts[2] : 0;
+}
+
+void Trainer::report_bad_files() {
+  for (const Dataset* data : {parts_->train_data.get(), parts_->val_data.get()}) {
+    const BadFiles bad = data->bad_files();
+    std::string mine;
+    for (const std::string& path : bad.unreadable) mine += path + '\n';
+    // Ranks meet different files (and the same file in different epochs): count distinct paths.
+    const std::vector<std::string> all = core::gather_strings(ctx_.world(), mine);
+    if (ctx_.topology().world_rank != 0) continue;
+    std::set<std::string> unreadable;
+    for (const std::string& list : all) {
+      std::istringstream lines(list);
+      for (std::string path; std::getline(lines, path);) unreadable.insert(path);
+    }
+    const size_t total = bad.found_by_scan + unreadable.size();
+    if (total == 0) continue;
+    DTRAIN_LOG(kWarn) << data->name() << ": " << bad.found_by_scan << " bad entries skipped by the scan and "
+                      << unreadable.size() << " unreadable files skipped by the ranks so far (each logged with its path)";
+    DTRAIN_CHECK(total <= bad.allowed) << data->name() << ": " << total << " bad files in all, more than max_bad_fraction "
+                                       << config_.max_bad_fraction() << " allows (" << bad.allowed << ")";
+  }
 }
 
 models::ParameterSet& Trainer::parameters() { return parts_->model->parameters(); }

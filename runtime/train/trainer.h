@@ -42,6 +42,9 @@ class Trainer {
   struct Parts;
   void verify_replicas();
   void evaluate(EpochResult& result);
+  // Rank 0 counts the distinct bad files all ranks skipped so far and logs them; past the limit it
+  // stops the job.
+  void report_bad_files();
   void resume_from(const std::string& spec);
   void save_checkpoint(int epoch, long step_in_epoch);
   // Steps in an epoch: the loader's batches, capped by max_steps_per_epoch.

@@ -43,16 +43,19 @@ TEST(TrainConfig, FileThenFlagsOverride) {
   std::filesystem::remove(path);
 }
 
-TEST(TrainConfig, ErrorsNameTheFieldFileAndLine) {
+// The usage error loading these flags gives, or "no error".
+std::string usage_error(std::vector<std::string> args) {
   TrainConfig c;
-  auto message = [&](std::vector<std::string> args) {
-    try {
-      load(std::move(args), &c);
-    } catch (const core::UsageError& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
+  try {
+    load(std::move(args), &c);
+  } catch (const core::UsageError& e) {
+    return std::string(e.what());
+  }
+  return std::string("no error");
+}
+
+TEST(TrainConfig, ErrorsNameTheFieldFileAndLine) {
+  const auto message = usage_error;
   EXPECT_NE(message({"--nonsense=1"}).find("unrecognised option '--nonsense"), std::string::npos);
   EXPECT_NE(message({"--batch_per_rank=many"}).find("--batch_per_rank"), std::string::npos);
   EXPECT_NE(message({"--batch_per_rank=0"}).find("batch_per_rank must be positive"), std::string::npos);
@@ -67,10 +70,23 @@ TEST(TrainConfig, ErrorsNameTheFieldFileAndLine) {
 }
 
 TEST(TrainConfig, ShippedConfigsLoad) {
-  for (const char* name : {"fashion_mnist_resnet.pbtxt", "resnet50_synthetic.pbtxt"}) {
+  for (const char* name : {"fashion_mnist_resnet.pbtxt", "resnet50_synthetic.pbtxt", "resnet50_imagenet.pbtxt"}) {
     TrainConfig c;
     EXPECT_TRUE(load({"--config", std::string(DTRAIN_SOURCE_DIR) + "/configs/" + name}, &c)) << name;
   }
+  TrainConfig imagenet;
+  ASSERT_TRUE(load({"--config", std::string(DTRAIN_SOURCE_DIR) + "/configs/resnet50_imagenet.pbtxt"}, &imagenet));
+  EXPECT_EQ(imagenet.dataset(), "imagenet");
+  EXPECT_EQ(imagenet.lr_milestones_size(), 3);
+  EXPECT_DOUBLE_EQ(imagenet.max_bad_fraction(), 0.001);
+}
+
+TEST(TrainConfig, ImageFolderFieldsAreChecked) {
+  const auto message = usage_error;
+  EXPECT_NE(message({"--dataset=imagenet"}).find("dataset imagenet needs data_dir"), std::string::npos);
+  EXPECT_NE(message({"--dataset=imagenet", "--data_dir=/x", "--image_size=300"}).find("val_resize 256 is smaller"),
+            std::string::npos);
+  EXPECT_NE(message({"--max_bad_fraction=2"}).find("max_bad_fraction 2 outside"), std::string::npos);
 }
 
 }  // namespace

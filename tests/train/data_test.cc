@@ -5,7 +5,9 @@
 #include <cstdio>
 #include <cstring>
 #include <unistd.h>
+#include <cmath>
 #include <filesystem>
+#include <random>
 #include <fstream>
 #include <numeric>
 #include <set>
@@ -139,14 +141,29 @@ TEST(DataLoader, DeliversEveryBatchInSamplerOrderWhateverTheThreads) {
   EXPECT_EQ(runs[1], runs[3]);
 }
 
-TEST(DataLoader, NormalizesToNchw) {
-  const uint8_t pixels[2 * 2 * 3] = {0, 255, 51, 0, 255, 51, 0, 255, 51, 0, 255, 51};
-  const float mean[3] = {0.0f, 0.5f, 0.2f}, std[3] = {1.0f, 0.5f, 0.1f};
-  float out[12];
-  normalize_to_nchw(pixels, 1, ImageShape{2, 2, 3}, mean, std, out);
-  EXPECT_FLOAT_EQ(out[0], 0.0f);
-  EXPECT_FLOAT_EQ(out[4], 1.0f);
-  EXPECT_NEAR(out[8], 0.0f, 1e-6);
+TEST(DataLoader, NormalizesToEitherLayoutAgainstFloat64) {
+  std::mt19937_64 rng(std::random_device{}());
+  const ImageShape shape{3, 5, 3};
+  const int batch = 2;
+  std::vector<uint8_t> pixels(batch * shape.bytes());
+  for (uint8_t& p : pixels) p = static_cast<uint8_t>(rng() & 255);
+  const float mean[3] = {0.485f, 0.456f, 0.406f}, std[3] = {0.229f, 0.224f, 0.225f};
+  std::vector<float> nchw(pixels.size()), nhwc(pixels.size());
+  normalize_batch(pixels.data(), batch, shape, mean, std, PixelLayout::kNchw, nchw.data());
+  normalize_batch(pixels.data(), batch, shape, mean, std, PixelLayout::kNhwc, nhwc.data());
+  for (int n = 0; n < batch; ++n) {
+    for (int y = 0; y < shape.height; ++y) {
+      for (int x = 0; x < shape.width; ++x) {
+        for (int c = 0; c < 3; ++c) {
+          const size_t hwc = ((static_cast<size_t>(n) * shape.height + y) * shape.width + x) * 3 + c;
+          const size_t chw = ((static_cast<size_t>(n) * 3 + c) * shape.height + y) * shape.width + x;
+          const double want = (pixels[hwc] / 255.0 - mean[c]) / std[c];
+          EXPECT_NEAR(nhwc[hwc], want, 1e-5 * (1 + std::fabs(want)));
+          EXPECT_NEAR(nchw[chw], want, 1e-5 * (1 + std::fabs(want)));
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

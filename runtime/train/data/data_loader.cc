@@ -95,16 +95,21 @@ const Batch* DataLoader::next() {
   return &slots_[slot];
 }
 
-void normalize_to_nchw(const uint8_t* nhwc, int batch, ImageShape s, const float mean[3], const float std[3],
-                       float* nchw) {
+void normalize_batch(const uint8_t* nhwc, int batch, ImageShape s, const float mean[3], const float std[3],
+                     PixelLayout layout, float* out) {
   const size_t plane = static_cast<size_t>(s.height) * s.width;
+  const int channels = s.channels;
   for (int n = 0; n < batch; ++n) {
     const uint8_t* in = nhwc + static_cast<size_t>(n) * s.bytes();
-    float* out = nchw + static_cast<size_t>(n) * s.bytes();
-    for (int c = 0; c < s.channels; ++c) {
+    float* o = out + static_cast<size_t>(n) * s.bytes();
+    for (int c = 0; c < channels; ++c) {
       const float scale = 1.0f / (255.0f * std[c]);
       const float shift = -mean[c] / std[c];
-      for (size_t p = 0; p < plane; ++p) out[c * plane + p] = in[p * s.channels + c] * scale + shift;
+      if (layout == PixelLayout::kNchw) {
+        for (size_t p = 0; p < plane; ++p) o[c * plane + p] = in[p * channels + c] * scale + shift;
+      } else {
+        for (size_t p = 0; p < plane; ++p) o[p * channels + c] = in[p * channels + c] * scale + shift;
+      }
     }
   }
 }

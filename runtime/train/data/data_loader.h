@@ -71,8 +71,11 @@ class DataLoader {
   std::vector<std::thread> workers_;
 };
 
-// uint8 NHWC -> fp32 NCHW, (x / 255 - mean[c]) / std[c].
-void normalize_to_nchw(const uint8_t* nhwc, int batch, ImageShape shape, const float mean[3], const float std[3],
-                       float* nchw);
+enum class PixelLayout { kNchw, kNhwc };
+
+// uint8 NHWC -> fp32 in `layout`, (x / 255 - mean[c]) / std[c]. The CPU layers take NCHW; the GPU
+// fast path takes NHWC (and normalizes on the device instead, from the same uint8 batch).
+void normalize_batch(const uint8_t* nhwc, int batch, ImageShape shape, const float mean[3], const float std[3],
+                     PixelLayout layout, float* out);
 
 }  // namespace dtrain::train

@@ -8,8 +8,16 @@
 #include <cstdint>
 #include <random>
 #include <string>
+#include <vector>
 
 namespace dtrain::train {
+
+// Files found bad and skipped (image folders); other datasets have none.
+struct BadFiles {
+  size_t found_by_scan = 0;               // the same on every rank
+  std::vector<std::string> unreadable;    // found while decoding, on this rank
+  size_t allowed = 0;                     // max_bad_fraction of the entries
+};
 
 struct ImageShape {
   int height = 0;
@@ -30,6 +38,7 @@ class Dataset {
   virtual int32_t load(size_t index, std::mt19937_64& rng, uint8_t* out) const = 0;
   // Per-channel mean and std of the pixels scaled to [0, 1], for normalization.
   virtual void normalization(float mean[3], float std[3]) const = 0;
+  virtual BadFiles bad_files() const { return {}; }
 };
 
 }  // namespace dtrain::train

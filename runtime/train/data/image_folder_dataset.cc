@@ -1,0 +1,146 @@
+#include "runtime/train/data/image_folder_dataset.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "runtime/core/error.h"
+#include "runtime/core/log.h"
+#include "runtime/train/data/crop_geometry.h"
+#include "runtime/train/data/image_resize.h"
+#include "runtime/train/data/jpeg_decoder.h"
+
+namespace dtrain::train {
+namespace fs = std::filesystem;
+namespace {
+
+bool named_as_jpeg(const fs::path& path) {
+  std::string ext = path.extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return ext == ".jpeg" || ext == ".jpg";
+}
+
+std::vector<fs::directory_entry> sorted_entries(const fs::path& dir) {
+  std::vector<fs::directory_entry> entries;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) entries.push_back(*it);
+  DTRAIN_USAGE_CHECK(!ec) << "cannot list " << dir.string() << ": " << ec.message();
+  std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) { return a.path() < b.path(); });
+  return entries;
+}
+
+bool read_file(const std::string& path, std::vector<uint8_t>* bytes, std::string* error) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    *error = "cannot open the file";
+    return false;
+  }
+  bytes->assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  if (in.bad()) {
+    *error = "read error";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+ImageFolderDataset::ImageFolderDataset(const std::string& split_dir, ImageFolderOptions options)
+    : dir_(split_dir), options_(options) {
+  DTRAIN_USAGE_CHECK(options.crop > 0 && options.resize >= options.crop)
+      << "image folder " << split_dir << ": crop " << options.crop << " and resize " << options.resize
+      << " must be positive with resize >= crop";
+  DTRAIN_USAGE_CHECK(fs::is_directory(split_dir))
+      << "dataset directory " << split_dir << " does not exist or is not a directory (expected <wnid>/*.JPEG inside)";
+  auto scan_reject = [&](const std::string& path, const std::string& reason) {
+    ++scan_bad_;
+    DTRAIN_LOG0(kWarn) << "skipping " << path << ": " << reason;
+  };
+  for (const fs::directory_entry& class_dir : sorted_entries(split_dir)) {
+    if (!class_dir.is_directory()) {
+      scan_reject(class_dir.path().string(), "not a class folder");
+      continue;
+    }
+    const auto label = static_cast<int32_t>(classes_.size());
+    classes_.push_back(class_dir.path().filename().string());
+    size_t images = 0;
+    for (const fs::directory_entry& file : sorted_entries(class_dir.path())) {
+      if (!file.is_regular_file() || !named_as_jpeg(file.path())) {
+        scan_reject(file.path().string(), "not a JPEG file (by name)");
+        continue;
+      }
+      files_.push_back({file.path().string(), label});
+      ++images;
+    }
+    if (images == 0) scan_reject(class_dir.path().string(), "empty class folder");
+  }
+  DTRAIN_USAGE_CHECK(!files_.empty()) << "dataset directory " << split_dir
+                                      << " holds no images (expected <wnid>/*.JPEG inside)";
+  allowed_bad_ = static_cast<size_t>(std::floor(options.max_bad_fraction * static_cast<double>(entries())));
+  DTRAIN_USAGE_CHECK(scan_bad_ <= allowed_bad_)
+      << split_dir << ": " << scan_bad_ << " of " << entries() << " entries are bad (listed above), more than "
+      << "max_bad_fraction " << options.max_bad_fraction << " allows (" << allowed_bad_ << ")";
+  DTRAIN_LOG0(kInfo) << split_dir << ": " << files_.size() << " images in " << classes_.size() << " classes"
+                     << (scan_bad_ ? ", " + std::to_string(scan_bad_) + " bad entries skipped" : std::string());
+}
+
+void ImageFolderDataset::normalization(float mean[3], float std[3]) const {
+  const float m[3] = {0.485f, 0.456f, 0.406f}, s[3] = {0.229f, 0.224f, 0.225f};
+  std::copy(m, m + 3, mean);
+  std::copy(s, s + 3, std);
+}
+
+BadFiles ImageFolderDataset::bad_files() const {
+  std::lock_guard<std::mutex> lock(bad_mutex_);
+  return {scan_bad_, std::vector<std::string>(decode_bad_.begin(), decode_bad_.end()), allowed_bad_};
+}
+
+bool ImageFolderDataset::try_load(size_t index, std::mt19937_64& rng, uint8_t* out, std::string* error) const {
+  std::vector<uint8_t> bytes;
+  if (!read_file(files_[index].path, &bytes, error)) return false;
+  JpegHeader header;
+  if (!read_jpeg_header(bytes.data(), bytes.size(), &header, error)) return false;
+  const CropRegion region = options_.train ? random_resized_crop(header.width, header.height, rng)
+                                           : center_crop_after_resize(header.width, header.height, options_.resize, options_.crop);
+  const bool flip = options_.train && std::uniform_int_distribution<int>(0, 1)(rng) == 1;
+  DecodedImage image;
+  if (!decode_jpeg(bytes.data(), bytes.size(), region.width, region.height, options_.crop, options_.crop, &image, error)) {
+    return false;
+  }
+  // The region in the decoded (possibly DCT-scaled) image's coordinates.
+  const double s = image.scale;
+  CropRegion scaled{region.x * s, region.y * s, region.width * s, region.height * s};
+  scaled.width = std::min(scaled.width, image.width - scaled.x);
+  scaled.height = std::min(scaled.height, image.height - scaled.y);
+  const ImageView view{image.rgb.data(), image.width, image.height, 3, static_cast<long>(image.width) * 3};
+  resize_region(view, scaled, options_.crop, options_.crop, flip, out);
+  return true;
+}
+
+void ImageFolderDataset::record_bad(const std::string& path, const std::string& reason) const {
+  size_t bad = 0;
+  {
+    std::lock_guard<std::mutex> lock(bad_mutex_);
+    if (!decode_bad_.insert(path).second) return;
+    bad = scan_bad_ + decode_bad_.size();
+  }
+  DTRAIN_LOG(kWarn) << "skipping " << path << ": " << reason;
+  DTRAIN_CHECK(bad <= allowed_bad_) << dir_ << ": " << bad << " of " << entries()
+                                    << " entries are bad (each logged above), more than max_bad_fraction "
+                                    << options_.max_bad_fraction << " allows (" << allowed_bad_ << "); the last was "
+                                    << path << " (" << reason << ")";
+}
+
+int32_t ImageFolderDataset::load(size_t index, std::mt19937_64& rng, uint8_t* out) const {
+  // A bad file is replaced by the next good one in index order: deterministic, and the batch stays full.
+  for (size_t tried = 0; tried < files_.size(); ++tried) {
+    const size_t i = (index + tried) % files_.size();
+    std::string error;
+    if (try_load(i, rng, out, &error)) return files_[i].label;
+    record_bad(files_[i].path, error);
+  }
+  DTRAIN_FAIL() << dir_ << ": no readable image left";
+}
+
+}  // namespace dtrain::train

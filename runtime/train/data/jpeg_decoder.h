@@ -1,0 +1,39 @@
+#pragma once
+// JPEG decoding with libjpeg-turbo (TurboJPEG API). When the crop that will be taken is much larger
+// than the output, the image is decoded at a reduced DCT scale (1/2, 1/4, 3/8, 1/8, ...): libjpeg
+// then skips most of the inverse DCT work, which is where decoding time goes for ImageNet's
+// ~400x350 images cut to 224x224 crops of 8%..100% of their area.
+// Any problem libjpeg-turbo reports, warnings included (a truncated file decodes "successfully"
+// with a grey bottom), makes the file bad: the caller skips it.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dtrain::train {
+
+struct JpegHeader {
+  int width = 0;
+  int height = 0;
+};
+
+struct DecodedImage {
+  std::vector<uint8_t> rgb;  // height x width x 3
+  int width = 0;
+  int height = 0;
+  double scale = 1;  // decoded size / original size
+};
+
+// Reads width and height; false with the library's reason when the bytes are not a readable JPEG.
+bool read_jpeg_header(const uint8_t* data, size_t size, JpegHeader* header, std::string* error);
+
+// Decodes to RGB (grey and CMYK/YCCK are converted) at the smallest DCT scale at which a region of
+// region_width x region_height original pixels still spans at least min_width x min_height pixels.
+// Thread-safe: each thread uses its own decompressor.
+bool decode_jpeg(const uint8_t* data, size_t size, double region_width, double region_height, int min_width,
+                 int min_height, DecodedImage* image, std::string* error);
+
+// RGB (height x width x 3) to a baseline JPEG at `quality`: for generating test data.
+std::vector<uint8_t> encode_jpeg(const uint8_t* rgb, int width, int height, int quality);
+
+}  // namespace dtrain::train

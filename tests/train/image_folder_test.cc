@@ -1,0 +1,134 @@
+// The ImageNet-layout folder dataset on a generated tree of real JPEGs: class order, transforms,
+// and every kind of bad data (corrupt JPEG, non-image, empty class folder, missing directory).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <random>
+#include <set>
+
+#include "runtime/core/error.h"
+#include "runtime/train/data/data_loader.h"
+#include "runtime/train/data/image_folder_dataset.h"
+#include "runtime/train/data/sharded_sampler.h"
+#include "tests/support/image_tree.h"
+
+namespace dtrain::train {
+namespace {
+namespace fs = std::filesystem;
+
+class ImageFolder : public testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() / ("dtrain_image_folder_" + std::to_string(getpid()));
+    test::write_image_tree(root_.string(), test::ImageTreeSpec{});  // 3 classes x 6, plus bad files
+  }
+  void TearDown() override { fs::remove_all(root_); }
+  std::string split(const char* name) const { return (root_ / name).string(); }
+  fs::path root_;
+};
+
+ImageFolderOptions lenient(bool train) { return {train, 32, 36, 0.2}; }
+
+TEST_F(ImageFolder, ClassesInSortedOrderAndBadEntriesCountedByTheScan) {
+  const ImageFolderDataset data(split("train"), lenient(true));
+  EXPECT_EQ(data.classes(), (std::vector<std::string>{"class_a", "class_b", "class_c", "class_d"}));
+  EXPECT_EQ(data.size(), 19u);  // 18 images + broken.JPEG, which only decoding finds out
+  EXPECT_EQ(data.bad_files().found_by_scan, 2u);  // notes.txt and the empty class_d
+  EXPECT_EQ(data.output_shape().bytes(), 32u * 32 * 3);
+}
+
+TEST_F(ImageFolder, CorruptJpegIsSkippedForTheNextImageAndCounted) {
+  const ImageFolderDataset data(split("train"), lenient(true));
+  std::vector<uint8_t> out(data.output_shape().bytes());
+  std::set<int> labels;
+  for (size_t i = 0; i < data.size(); ++i) {
+    std::mt19937_64 rng(i);
+    labels.insert(data.load(i, rng, out.data()));
+  }
+  EXPECT_EQ(labels, (std::set<int>{0, 1, 2}));
+  EXPECT_EQ(data.bad_files().unreadable, std::vector<std::string>{split("train") + "/class_b/broken.JPEG"});
+}
+
+TEST_F(ImageFolder, ValidationCropIsDeterministicAndTrainingCropsVary) {
+  const ImageFolderDataset val(split("val"), lenient(false));
+  const ImageFolderDataset train(split("train"), lenient(true));
+  std::vector<uint8_t> a(val.output_shape().bytes()), b(a.size());
+  std::mt19937_64 r1(1), r2(2);
+  val.load(0, r1, a.data());
+  val.load(0, r2, b.data());
+  EXPECT_EQ(a, b);
+  train.load(0, r1, a.data());
+  train.load(0, r2, b.data());
+  EXPECT_NE(a, b);
+}
+
+TEST_F(ImageFolder, ClassColourSurvivesDecodeCropAndResize) {
+  const ImageFolderDataset val(split("val"), lenient(false));
+  std::vector<uint8_t> out(val.output_shape().bytes());
+  std::mt19937_64 rng(0);
+  for (size_t i = 0; i < val.size(); ++i) {
+    const int label = val.load(i, rng, out.data());
+    double mean[3] = {0, 0, 0};
+    for (size_t p = 0; p < out.size(); ++p) mean[p % 3] += out[p] / (out.size() / 3.0);
+    // class_a is red, class_b green, class_c blue (tests/support/image_tree.h).
+    const int brightest = static_cast<int>(std::max_element(mean, mean + 3) - mean);
+    EXPECT_EQ(brightest, label) << "val image " << i;
+  }
+}
+
+TEST_F(ImageFolder, ScanFindingsBeyondTheLimitAreAnErrorBeforeTraining) {
+  ImageFolderOptions strict = lenient(true);
+  strict.max_bad_fraction = 0.001;
+  try {
+    ImageFolderDataset data(split("train"), strict);
+    FAIL() << "no error";
+  } catch (const core::UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("2 of 21 entries are bad"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("max_bad_fraction 0.001"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(ImageFolder, DecodeFindingsBeyondTheLimitStopLoadingNamingTheFile) {
+  ImageFolderOptions options = lenient(true);
+  options.max_bad_fraction = 0.1;  // 21 entries: 2 allowed, both used by the scan
+  const ImageFolderDataset data(split("train"), options);
+  std::vector<uint8_t> out(data.output_shape().bytes());
+  try {
+    for (size_t i = 0; i < data.size(); ++i) {
+      std::mt19937_64 rng(i);
+      data.load(i, rng, out.data());
+    }
+    FAIL() << "no error";
+  } catch (const core::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("broken.JPEG"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(ImageFolder, MissingOrEmptyDirectoryIsAUsageError) {
+  EXPECT_THROW(ImageFolderDataset((root_ / "nope").string(), lenient(true)), core::UsageError);
+  fs::create_directories(root_ / "empty");
+  try {
+    ImageFolderDataset data((root_ / "empty").string(), lenient(true));
+    FAIL() << "no error";
+  } catch (const core::UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("holds no images"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(ImageFolder, LoaderThreadsDeliverFullBatches) {
+  const ImageFolderDataset data(split("train"), lenient(true));
+  const ShardedSampler sampler(data.size(), 1, 0, SamplerOptions{3, true, true, true});
+  DataLoader loader(data, sampler, LoaderOptions{4, 3, 2, 3, false});
+  loader.start_epoch(0);
+  int batches = 0;
+  while (const Batch* b = loader.next()) {
+    EXPECT_EQ(b->size, 4);
+    for (int32_t label : b->labels) EXPECT_TRUE(label >= 0 && label < 3);
+    ++batches;
+  }
+  EXPECT_EQ(batches, 4);
+}
+
+}  // namespace
+}  // namespace dtrain::train

@@ -1,0 +1,208 @@
+// The image pipeline's pieces: crop geometry, the antialiased resize against a float64 reference,
+// and JPEG decoding with DCT-domain scaling.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "runtime/train/data/crop_geometry.h"
+#include "runtime/train/data/image_resize.h"
+#include "runtime/train/data/jpeg_decoder.h"
+
+namespace dtrain::train {
+namespace {
+
+std::mt19937_64 fresh_rng() {
+  const uint64_t seed = std::random_device{}();
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  return std::mt19937_64(seed);
+}
+
+// The same triangle filter written directly in float64, one output pixel at a time, with no tap
+// tables and no separable passes.
+double reference_pixel(const std::vector<uint8_t>& img, int w, int h, int c, const CropRegion& r, int ow, int oh,
+                       int ox, int oy, int ch) {
+  auto axis_weight = [](double k, double center, double support) {
+    const double d = std::fabs((k + 0.5 - center) / support);
+    return d < 1 ? 1 - d : 0.0;
+  };
+  const double sx = r.width / ow, sy = r.height / oh;
+  const double support_x = std::max(1.0, sx), support_y = std::max(1.0, sy);
+  const double cx = r.x + (ox + 0.5) * sx, cy = r.y + (oy + 0.5) * sy;
+  double total_x = 0, total_y = 0;
+  for (int x = 0; x < w; ++x) total_x += axis_weight(x, cx, support_x);
+  for (int y = 0; y < h; ++y) total_y += axis_weight(y, cy, support_y);
+  double sum = 0;
+  for (int y = 0; y < h; ++y) {
+    const double wy = axis_weight(y, cy, support_y);
+    if (wy == 0) continue;
+    for (int x = 0; x < w; ++x) sum += wy * axis_weight(x, cx, support_x) * img[(static_cast<size_t>(y) * w + x) * c + ch];
+  }
+  return sum / (total_x * total_y);
+}
+
+TEST(ImageResize, MatchesFloat64ReferenceWhenShrinkingAndEnlarging) {
+  std::mt19937_64 rng = fresh_rng();
+  for (int trial = 0; trial < 12; ++trial) {
+    const int w = 5 + static_cast<int>(rng() % 60), h = 5 + static_cast<int>(rng() % 60), c = trial % 2 ? 3 : 1;
+    std::vector<uint8_t> img(static_cast<size_t>(w) * h * c);
+    for (uint8_t& p : img) p = static_cast<uint8_t>(rng() & 255);
+    std::uniform_real_distribution<double> u(0, 1);
+    CropRegion r;
+    r.width = 1 + u(rng) * (w - 1);
+    r.height = 1 + u(rng) * (h - 1);
+    r.x = u(rng) * (w - r.width);
+    r.y = u(rng) * (h - r.height);
+    const int ow = 1 + static_cast<int>(rng() % 70), oh = 1 + static_cast<int>(rng() % 70);
+    const bool flip = trial % 3 == 0;
+    std::vector<uint8_t> out(static_cast<size_t>(ow) * oh * c);
+    resize_region(ImageView{img.data(), w, h, c, static_cast<long>(w) * c}, r, ow, oh, flip, out.data());
+    int worst = 0;
+    for (int y = 0; y < oh; ++y) {
+      for (int x = 0; x < ow; ++x) {
+        for (int ch = 0; ch < c; ++ch) {
+          const double want = reference_pixel(img, w, h, c, r, ow, oh, flip ? ow - 1 - x : x, y, ch);
+          const int got = out[(static_cast<size_t>(y) * ow + x) * c + ch];
+          worst = std::max(worst, static_cast<int>(std::ceil(std::fabs(got - want) - 0.5 - 1e-3)));
+        }
+      }
+    }
+    // Rounding to 8 bits is the only allowed difference: within half a level, plus float32 slack.
+    EXPECT_LE(worst, 0) << w << "x" << h << "x" << c << " region " << r.x << "," << r.y << " " << r.width << "x"
+                        << r.height << " -> " << ow << "x" << oh;
+  }
+}
+
+TEST(ImageResize, TapsSumToOneAndConstantImagesStayConstant) {
+  const ResampleTaps taps = resample_taps(3.25, 40.5, 50, 7);
+  for (const auto& w : taps.weights) {
+    double sum = 0;
+    for (float v : w) sum += v;
+    EXPECT_NEAR(sum, 1.0, 1e-6);
+  }
+  std::vector<uint8_t> img(30 * 20 * 3, 77), out(9 * 11 * 3);
+  resize_region(ImageView{img.data(), 30, 20, 3, 90}, CropRegion{2, 1, 25, 18}, 9, 11, false, out.data());
+  for (uint8_t v : out) EXPECT_EQ(v, 77);
+}
+
+TEST(CropGeometry, RandomResizedCropStaysInsideWithinScaleAndRatio) {
+  std::mt19937_64 rng = fresh_rng();
+  for (int i = 0; i < 2000; ++i) {
+    const int w = 100 + static_cast<int>(rng() % 600), h = 100 + static_cast<int>(rng() % 600);
+    const CropRegion r = random_resized_crop(w, h, rng);
+    ASSERT_GE(r.x, 0);
+    ASSERT_GE(r.y, 0);
+    ASSERT_LE(r.x + r.width, w);
+    ASSERT_LE(r.y + r.height, h);
+    const double area = r.width * r.height / (static_cast<double>(w) * h);
+    const double ratio = r.width / r.height;
+    // Rounding w and h to whole pixels moves area and ratio slightly past the drawn bounds.
+    EXPECT_GE(area, 0.08 * 0.8);
+    EXPECT_LE(area, 1.0);
+    EXPECT_GE(ratio, 0.75 * 0.85);
+    EXPECT_LE(ratio, 4.0 / 3.0 / 0.85);
+  }
+}
+
+TEST(CropGeometry, RandomResizedCropIsDeterministicAndFallsBackToAClampedCentre) {
+  std::mt19937_64 a(5), b(5);
+  for (int i = 0; i < 50; ++i) {
+    const CropRegion x = random_resized_crop(400, 300, a), y = random_resized_crop(400, 300, b);
+    EXPECT_EQ(x.x, y.x);
+    EXPECT_EQ(x.width, y.width);
+  }
+  // A 1000x10 strip: no 3/4..4/3 crop of 8% of its area fits, so the centre with ratio 4/3.
+  std::mt19937_64 rng(1);
+  const CropRegion r = random_resized_crop(1000, 10, rng);
+  EXPECT_EQ(r.height, 10);
+  EXPECT_EQ(r.width, 13);
+  EXPECT_EQ(r.x, std::floor((1000 - 13) / 2.0));
+}
+
+TEST(CropGeometry, ValidationCentreCropIsTheResizedCentreSquare) {
+  const CropRegion r = center_crop_after_resize(500, 375, 256, 224);
+  EXPECT_DOUBLE_EQ(r.width, 375.0 * 224 / 256);
+  EXPECT_DOUBLE_EQ(r.height, r.width);
+  EXPECT_DOUBLE_EQ(r.x, (500 - r.width) / 2);
+  EXPECT_DOUBLE_EQ(r.y, (375 - r.width) / 2);
+}
+
+std::vector<uint8_t> smooth_image(int w, int h, std::mt19937_64& rng) {
+  std::uniform_real_distribution<double> phase(0, 6.28);
+  const double p[3] = {phase(rng), phase(rng), phase(rng)};
+  std::vector<uint8_t> rgb(static_cast<size_t>(w) * h * 3);
+  for (int y = 0; y < h; ++y) {
+    for (int x = 0; x < w; ++x) {
+      for (int c = 0; c < 3; ++c) {
+        rgb[(static_cast<size_t>(y) * w + x) * 3 + c] =
+            static_cast<uint8_t>(128 + 100 * std::sin(p[c] + x * 0.05 + y * 0.03 * (c + 1)));
+      }
+    }
+  }
+  return rgb;
+}
+
+double mean_abs_difference(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
+  double sum = 0;
+  for (size_t i = 0; i < a.size(); ++i) sum += std::fabs(double(a[i]) - double(b[i]));
+  return sum / static_cast<double>(a.size());
+}
+
+TEST(JpegDecoder, DecodesFullSizeCloseToTheSource) {
+  std::mt19937_64 rng = fresh_rng();
+  const int w = 320, h = 240;
+  const std::vector<uint8_t> rgb = smooth_image(w, h, rng);
+  const std::vector<uint8_t> jpeg = encode_jpeg(rgb.data(), w, h, 95);
+  DecodedImage image;
+  std::string error;
+  ASSERT_TRUE(decode_jpeg(jpeg.data(), jpeg.size(), w, h, w, h, &image, &error)) << error;
+  EXPECT_EQ(image.width, w);
+  EXPECT_EQ(image.height, h);
+  EXPECT_EQ(image.scale, 1.0);
+  EXPECT_LT(mean_abs_difference(image.rgb, rgb), 2.0);
+}
+
+TEST(JpegDecoder, ScaledDecodeMatchesAFullDecodeResized) {
+  std::mt19937_64 rng = fresh_rng();
+  const int w = 320, h = 240;
+  const std::vector<uint8_t> rgb = smooth_image(w, h, rng);
+  const std::vector<uint8_t> jpeg = encode_jpeg(rgb.data(), w, h, 95);
+  DecodedImage full, scaled;
+  std::string error;
+  ASSERT_TRUE(decode_jpeg(jpeg.data(), jpeg.size(), w, h, w, h, &full, &error)) << error;
+  // The whole image becomes 40x30: the 1/8 DCT scale is exactly enough.
+  ASSERT_TRUE(decode_jpeg(jpeg.data(), jpeg.size(), w, h, 40, 30, &scaled, &error)) << error;
+  EXPECT_EQ(scaled.width, 40);
+  EXPECT_EQ(scaled.height, 30);
+  EXPECT_DOUBLE_EQ(scaled.scale, 0.125);
+  // A region needing 100x100 of a 160x120 area: 3/4 is the smallest scale that still covers it.
+  DecodedImage partial;
+  ASSERT_TRUE(decode_jpeg(jpeg.data(), jpeg.size(), 160, 120, 100, 100, &partial, &error)) << error;
+  EXPECT_GE(partial.scale * 120, 100);
+  EXPECT_LT(partial.scale, 1.0);
+  std::vector<uint8_t> resized(40 * 30 * 3);
+  resize_region(ImageView{full.rgb.data(), w, h, 3, w * 3L}, CropRegion{0, 0, double(w), double(h)}, 40, 30, false,
+                resized.data());
+  EXPECT_LT(mean_abs_difference(scaled.rgb, resized), 4.0);
+}
+
+TEST(JpegDecoder, RejectsGarbageAndTruncatedFilesWithTheLibrarysReason) {
+  std::mt19937_64 rng = fresh_rng();
+  std::vector<uint8_t> garbage(300);
+  for (uint8_t& b : garbage) b = static_cast<uint8_t>(rng());
+  DecodedImage image;
+  std::string error;
+  EXPECT_FALSE(decode_jpeg(garbage.data(), garbage.size(), 10, 10, 1, 1, &image, &error));
+  EXPECT_FALSE(error.empty());
+  // Cut inside the entropy-coded data: libjpeg-turbo only warns, and fills the rest with grey.
+  const std::vector<uint8_t> rgb = smooth_image(256, 256, rng);
+  std::vector<uint8_t> jpeg = encode_jpeg(rgb.data(), 256, 256, 90);
+  jpeg.resize(jpeg.size() / 2);
+  error.clear();
+  EXPECT_FALSE(decode_jpeg(jpeg.data(), jpeg.size(), 256, 256, 256, 256, &image, &error));
+  EXPECT_NE(error.find("Premature end"), std::string::npos) << error;
+}
+
+}  // namespace
+}  // namespace dtrain::train
