@@ -27,6 +27,12 @@ class DeviceStaging {
   Work run(CommWorker& worker, const Collective& call, int world_size, std::function<void(const Collective&)> check,
            std::function<void(const Collective&)> run_host);
 
+  // For MPIs that take device pointers: no copies. On `worker`'s thread, once the caller's stream
+  // has reached the call, `check` and then `run_device` get the call itself; the stream stays held
+  // until run_device returns.
+  Work run_direct(CommWorker& worker, const Collective& call, std::function<void(const Collective&)> check,
+                  std::function<void(const Collective&)> run_device);
+
   struct State;
 
  private:

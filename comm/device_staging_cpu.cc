@@ -14,4 +14,9 @@ Work DeviceStaging::run(CommWorker&, const Collective& call, int, std::function<
   DTRAIN_USAGE_FAIL() << describe(call) << ": device buffers need a CUDA build of dtrain (DTRAIN_CUDA=ON)";
 }
 
+Work DeviceStaging::run_direct(CommWorker&, const Collective& call, std::function<void(const Collective&)>,
+                               std::function<void(const Collective&)>) {
+  DTRAIN_USAGE_FAIL() << describe(call) << ": device buffers need a CUDA build of dtrain (DTRAIN_CUDA=ON)";
+}
+
 }  // namespace dtrain::comm

@@ -159,4 +159,23 @@ Work DeviceStaging::run(CommWorker& worker, const Collective& call, int world_si
   });
 }
 
+Work DeviceStaging::run_direct(CommWorker& worker, const Collective& call, std::function<void(const Collective&)> check,
+                               std::function<void(const Collective&)> run_device) {
+  auto ready = std::make_shared<core::CudaEvent>();
+  ready->record(static_cast<cudaStream_t>(call.where.stream));
+  State* state = state_.get();
+  const uint64_t ticket = state->gate.hold(static_cast<cudaStream_t>(call.where.stream));
+  return worker.submit([state, call, ready, ticket, check = std::move(check), run_device = std::move(run_device)] {
+    struct OpenOnExit {
+      cuda::StreamGate& gate;
+      uint64_t ticket;
+      ~OpenOnExit() { gate.open(ticket); }
+    } open_on_exit{state->gate, ticket};
+    check(call);
+    DTRAIN_CUDA_CHECK(cudaSetDevice(state->device));
+    ready->synchronize();  // the caller's earlier work on these buffers is done
+    run_device(call);
+  });
+}
+
 }  // namespace dtrain::comm

@@ -41,7 +41,7 @@ std::unique_ptr<Communicator> make_communicator(Backend requested, const core::R
                      << (requested == Backend::kAuto ? " (auto: " : " (requested: ") << ctx.topology().node_count
                      << " node(s), " << (gpus ? "GPUs" : "CPU") << "), ring segment " << tuning.segment_bytes
                      << " B, MPI " << (mpi_reports_cuda_support() ? "reports" : "does not report")
-                     << " CUDA support (device buffers are staged through pinned host memory)";
+                     << " CUDA support (mpi-ring device buffers: " << device_pointer_mode_name(device_pointer_mode()) << ")";
   switch (backend) {
     case Backend::kMpiRing: return std::make_unique<MpiRingCommunicator>(ctx.world(), tuning);
     case Backend::kMpi: return std::make_unique<MpiCommunicator>(ctx.world());

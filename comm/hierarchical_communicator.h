@@ -18,7 +18,7 @@
 
 #include "comm/comm_worker.h"
 #include "comm/communicator.h"
-#include "comm/host_ring.h"
+#include "comm/ring.h"
 #include "runtime/core/mpi_scope.h"
 #include "runtime/core/rank_context.h"
 

@@ -31,19 +31,19 @@ Work HostCommunicator::submit(const Collective& call) {
   if (!call.where.device) {
     auto operation = [this, call, check] {
       if (check) check_same_collective(comm_.get(), call);
-      run_host(call);
+      run(call);
     };
     const size_t bytes = std::max(send_elements(call, size_), recv_elements(call, size_)) * core::dtype_size(call.dtype);
     if (bytes <= kInlineBytes) return worker_.run_inline_if_idle(std::move(operation));
     return worker_.submit(std::move(operation));
   }
   if (!staging_) staging_ = std::make_unique<DeviceStaging>(staging_piece_bytes());
-  return staging_->run(
-      worker_, call, size_,
-      [this, check](const Collective& device_call) {
-        if (check) check_same_collective(comm_.get(), device_call);
-      },
-      [this](const Collective& host_call) { run_host(host_call); });
+  auto check_call = [this, check](const Collective& device_call) {
+    if (check) check_same_collective(comm_.get(), device_call);
+  };
+  auto run_call = [this](const Collective& c) { run(c); };
+  if (takes_device_pointers()) return staging_->run_direct(worker_, call, check_call, run_call);
+  return staging_->run(worker_, call, size_, check_call, run_call);
 }
 
 }  // namespace dtrain::comm

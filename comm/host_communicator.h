@@ -2,7 +2,8 @@
 // The shared frame of the backends whose data plane runs on the host (mpi-ring, mpi): a private
 // duplicate of the MPI communicator, a CommWorker thread that runs operations in order, the
 // consistency check, and staging of device buffers through pinned host memory.
-// A subclass implements run_host(), called on the worker thread with host buffers.
+// A subclass implements run(), called on the worker thread with host buffers, or with device buffers
+// when it takes_device_pointers() (a CUDA-aware MPI).
 #include <mpi.h>
 
 #include <memory>
@@ -25,8 +26,11 @@ class HostCommunicator : public Communicator {
   void set_consistency_check(bool enabled) override { check_ = enabled; }
 
  protected:
-  // Runs `call` (host buffers) to completion. Called on the worker thread only.
-  virtual void run_host(const Collective& call) = 0;
+  // Runs `call` to completion. Called on the worker thread only. Its buffers are host memory, or
+  // device memory (call.where.device) if takes_device_pointers(); then run() must not use the
+  // caller's stream, which is held until run() returns.
+  virtual void run(const Collective& call) = 0;
+  virtual bool takes_device_pointers() const { return false; }
   MPI_Comm mpi_comm() const { return comm_.get(); }
 
  private:

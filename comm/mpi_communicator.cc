@@ -17,7 +17,7 @@ constexpr size_t kPiece = size_t{1} << 30;
 
 MpiCommunicator::MpiCommunicator(MPI_Comm comm) : HostCommunicator(comm) {}
 
-void MpiCommunicator::run_host(const Collective& call) {
+void MpiCommunicator::run(const Collective& call) {
   const size_t esize = core::dtype_size(call.dtype);
   switch (call.kind) {
     case CollectiveKind::kAllReduce: all_reduce(call); return;

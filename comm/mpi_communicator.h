@@ -14,7 +14,7 @@ class MpiCommunicator final : public HostCommunicator {
   const char* name() const override { return "mpi"; }
 
  private:
-  void run_host(const Collective& call) override;
+  void run(const Collective& call) override;
   void all_reduce(const Collective& call);
   void reduce_scatter(const Collective& call);
 

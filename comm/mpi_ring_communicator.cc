@@ -1,69 +1,89 @@
 #include "comm/mpi_ring_communicator.h"
 
-#include <cstring>
-
-#include "comm/host_reduce.h"
+#include "comm/memory_ops.h"
 #include "runtime/core/error.h"
 #include "runtime/core/mpi_check.h"
 
 namespace dtrain::comm {
+namespace {
+
+constexpr int kWidenSlot = 3;  // RingMemory slot of the fp32 copy of 16-bit data (ring.cc uses 0-2)
+
+}  // namespace
 
 MpiRingCommunicator::MpiRingCommunicator(MPI_Comm comm, RingTuning tuning)
-    : HostCommunicator(comm), ring_(mpi_comm(), tuning), tuning_(tuning) {}
+    : HostCommunicator(comm), tuning_(tuning), device_mode_(device_pointer_mode()), host_ring_(mpi_comm(), tuning) {}
 
-void MpiRingCommunicator::run_host(const Collective& call) {
+Ring& MpiRingCommunicator::ring_for(const Collective& call) {
+  if (!call.where.device) return host_ring_;
+  if (!device_ring_) {
+    device_ring_ = std::make_unique<Ring>(mpi_comm(), tuning_,
+                                          make_device_ring_memory(device_mode_ == DevicePointerMode::kDirectManaged));
+  }
+  return *device_ring_;
+}
+
+void MpiRingCommunicator::run(const Collective& call) {
+  Ring& ring = ring_for(call);
   switch (call.kind) {
-    case CollectiveKind::kAllReduce: all_reduce(call); return;
-    case CollectiveKind::kReduceScatter: reduce_scatter(call); return;
-    case CollectiveKind::kAllGather: all_gather(call); return;
-    case CollectiveKind::kBroadcast: ring_.broadcast(call.recv, call.count * core::dtype_size(call.dtype), call.root); return;
+    case CollectiveKind::kAllReduce: all_reduce(ring, call); return;
+    case CollectiveKind::kReduceScatter: reduce_scatter(ring, call); return;
+    case CollectiveKind::kAllGather: all_gather(ring, call); return;
+    case CollectiveKind::kBroadcast: ring.broadcast(call.recv, call.count * core::dtype_size(call.dtype), call.root); return;
     case CollectiveKind::kBarrier: DTRAIN_MPI_CHECK(MPI_Barrier(mpi_comm())); return;
   }
 }
 
-void MpiRingCommunicator::all_reduce(const Collective& call) {
+void MpiRingCommunicator::all_reduce(Ring& ring, const Collective& call) {
   const float scale = call.op == ReduceOp::kAverage ? 1.0f / static_cast<float>(size()) : 1.0f;
   if (call.dtype == DType::kF32) {
-    ring_.all_reduce(static_cast<const float*>(call.send), static_cast<float*>(call.recv), call.count, scale);
+    ring.all_reduce(static_cast<const float*>(call.send), static_cast<float*>(call.recv), call.count, scale);
     return;
   }
-  scratch_.resize(call.count);
-  widen_to_f32(call.send, call.dtype, scratch_.data(), call.count);
+  RingMemory& memory = ring.memory();
+  float* wide = memory.scratch(kWidenSlot, call.count);
+  widen_to_f32(call.send, call.dtype, wide, call.count, memory.where());
+  memory.wait();
   const bool small = call.count * sizeof(float) <= tuning_.small_bytes || call.count < static_cast<size_t>(size());
   if (small || size() == 1) {
-    ring_.all_reduce(scratch_.data(), scratch_.data(), call.count, 1.0f);
-    narrow_from_f32(scratch_.data(), scale, call.recv, call.dtype, call.count);
+    ring.all_reduce(wide, wide, call.count, 1.0f);
+    narrow_from_f32(wide, scale, call.recv, call.dtype, call.count, memory.where());
+    memory.wait();
     return;
   }
   const std::vector<size_t> offsets = even_chunks(call.count, size());
-  ring_.reduce_scatter(scratch_.data(), scratch_.data(), offsets, 1.0f);
+  ring.reduce_scatter(wide, wide, offsets, 1.0f);
   const size_t mine = offsets[static_cast<size_t>(rank())];
   const size_t esize = core::dtype_size(call.dtype);
-  narrow_from_f32(scratch_.data() + mine, scale, static_cast<unsigned char*>(call.recv) + mine * esize, call.dtype,
-                  offsets[static_cast<size_t>(rank()) + 1] - mine);
-  ring_.all_gather(call.recv, offsets, esize);
+  narrow_from_f32(wide + mine, scale, static_cast<unsigned char*>(call.recv) + mine * esize, call.dtype,
+                  offsets[static_cast<size_t>(rank()) + 1] - mine, memory.where());
+  memory.wait();
+  ring.all_gather(call.recv, offsets, esize);
 }
 
-void MpiRingCommunicator::reduce_scatter(const Collective& call) {
+void MpiRingCommunicator::reduce_scatter(Ring& ring, const Collective& call) {
   const float scale = call.op == ReduceOp::kAverage ? 1.0f / static_cast<float>(size()) : 1.0f;
   const size_t n = static_cast<size_t>(size());
   std::vector<size_t> offsets(n + 1);
   for (size_t i = 0; i <= n; ++i) offsets[i] = i * call.count;
-  scratch_.resize(call.count * n);
-  widen_to_f32(call.send, call.dtype, scratch_.data(), call.count * n);
-  ring_.reduce_scatter(scratch_.data(), scratch_.data(), offsets, 1.0f);
-  narrow_from_f32(scratch_.data() + offsets[static_cast<size_t>(rank())], scale, call.recv, call.dtype, call.count);
+  RingMemory& memory = ring.memory();
+  float* wide = memory.scratch(kWidenSlot, call.count * n);
+  widen_to_f32(call.send, call.dtype, wide, call.count * n, memory.where());
+  memory.wait();
+  ring.reduce_scatter(wide, wide, offsets, 1.0f);
+  narrow_from_f32(wide + offsets[static_cast<size_t>(rank())], scale, call.recv, call.dtype, call.count, memory.where());
+  memory.wait();
 }
 
-void MpiRingCommunicator::all_gather(const Collective& call) {
+void MpiRingCommunicator::all_gather(Ring& ring, const Collective& call) {
   const size_t esize = core::dtype_size(call.dtype);
   auto* recv = static_cast<unsigned char*>(call.recv);
   unsigned char* mine = recv + static_cast<size_t>(rank()) * call.count * esize;
-  if (call.send != mine && call.count > 0) std::memcpy(mine, call.send, call.count * esize);
+  ring.memory().copy(mine, call.send, call.count * esize);
   const size_t n = static_cast<size_t>(size());
   std::vector<size_t> offsets(n + 1);
   for (size_t i = 0; i <= n; ++i) offsets[i] = i * call.count;
-  ring_.all_gather(recv, offsets, esize);
+  ring.all_gather(recv, offsets, esize);
 }
 
 }  // namespace dtrain::comm

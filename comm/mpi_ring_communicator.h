@@ -1,11 +1,15 @@
 #pragma once
-// The "mpi-ring" backend: our own ring collectives (host_ring.h) over MPI point-to-point.
+// The "mpi-ring" backend: our own ring collectives (ring.h) over MPI point-to-point.
 // 16-bit all-reduce runs the reduce-scatter in fp32 (widened once), rounds each rank's chunk once,
 // and gathers the rounded 16-bit chunks: 1.5x the bytes of a pure 16-bit ring, but one rounding.
-#include <vector>
+// Device buffers are staged through pinned host memory, or, when the MPI library takes device
+// pointers (DTRAIN_MPI_DEVICE_POINTERS, mpi_features.h), handed to MPI directly and reduced by
+// kernels: the same ring on a second Ring whose memory is the device's.
+#include <memory>
 
 #include "comm/host_communicator.h"
-#include "comm/host_ring.h"
+#include "comm/mpi_features.h"
+#include "comm/ring.h"
 
 namespace dtrain::comm {
 
@@ -15,14 +19,18 @@ class MpiRingCommunicator final : public HostCommunicator {
   const char* name() const override { return "mpi-ring"; }
 
  private:
-  void run_host(const Collective& call) override;
-  void all_reduce(const Collective& call);
-  void reduce_scatter(const Collective& call);
-  void all_gather(const Collective& call);
+  void run(const Collective& call) override;
+  bool takes_device_pointers() const override { return device_mode_ != DevicePointerMode::kStage; }
+  // The ring for this call's memory (the device ring is made on the worker, at first use).
+  Ring& ring_for(const Collective& call);
+  void all_reduce(Ring& ring, const Collective& call);
+  void reduce_scatter(Ring& ring, const Collective& call);
+  void all_gather(Ring& ring, const Collective& call);
 
-  HostRing ring_;
   RingTuning tuning_;
-  std::vector<float> scratch_;
+  DevicePointerMode device_mode_;
+  Ring host_ring_;
+  std::unique_ptr<Ring> device_ring_;
 };
 
 }  // namespace dtrain::comm

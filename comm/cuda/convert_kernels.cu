@@ -1,5 +1,6 @@
 // Element-wise kernels of the collectives: widen 16-bit to fp32, narrow fp32 to 16-bit (rounding
-// once, to nearest even, as the host path in host_reduce.cc does), and scale fp32.
+// once, to nearest even, as the host path in host_reduce.cc does), scale fp32, and the ring's
+// add-and-scale (the same arithmetic as host_reduce.cc's add_scaled, so results are bitwise equal).
 // Memory-bound: grid-stride loops over the buffer, one element per thread per iteration.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -53,7 +54,19 @@ __global__ void scale_kernel(const float* src, float scale, float* dst, size_t n
   }
 }
 
+__global__ void add_scaled_kernel(float* out, const float* a, const float* __restrict__ b, float scale, size_t n) {
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n; i += size_t{gridDim.x} * blockDim.x) {
+    out[i] = (a[i] + b[i]) * scale;
+  }
+}
+
 }  // namespace
+
+void launch_add_scaled(float* out, const float* a, const float* b, size_t n, float scale, cudaStream_t stream) {
+  if (n == 0) return;
+  add_scaled_kernel<<<blocks_for(n), kThreads, 0, stream>>>(out, a, b, scale, n);
+  DTRAIN_CUDA_CHECK(cudaGetLastError());
+}
 
 void launch_widen(const void* src, Half16 type, float* dst, size_t n, cudaStream_t stream) {
   if (n == 0) return;

@@ -14,5 +14,7 @@ void launch_widen(const void* src, Half16 type, float* dst, size_t n, cudaStream
 void launch_narrow(const float* src, float scale, void* dst, Half16 type, size_t n, cudaStream_t stream);
 // dst[i] = src[i] * scale, fp32 (in place allowed).
 void launch_scale(const float* src, float scale, float* dst, size_t n, cudaStream_t stream);
+// out[i] = (a[i] + b[i]) * scale, fp32: the ring's reduction on device buffers. out may be a.
+void launch_add_scaled(float* out, const float* a, const float* b, size_t n, float scale, cudaStream_t stream);
 
 }  // namespace dtrain::comm::cuda

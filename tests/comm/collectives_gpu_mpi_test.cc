@@ -7,6 +7,7 @@
 
 #include <stdlib.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 
@@ -57,6 +58,28 @@ struct DeviceRun {
   std::unique_ptr<Communicator> comm;
 };
 
+// Device memory for a test's buffers: managed for the direct path under an MPI without CUDA
+// support (mpi-ring-direct), which reaches it through page migration; plain device memory otherwise.
+class DeviceBytes {
+ public:
+  DeviceBytes(size_t bytes, bool managed) {
+    if (managed) {
+      DTRAIN_CUDA_CHECK(cudaMallocManaged(&data_, std::max<size_t>(bytes, 1)));
+    } else {
+      DTRAIN_CUDA_CHECK(cudaMalloc(&data_, std::max<size_t>(bytes, 1)));
+    }
+  }
+  ~DeviceBytes() { cudaFree(data_); }
+  DeviceBytes(const DeviceBytes&) = delete;
+  DeviceBytes& operator=(const DeviceBytes&) = delete;
+  void* data() const { return data_; }
+
+ private:
+  void* data_ = nullptr;
+};
+
+bool direct(const std::string& backend) { return backend == "mpi-ring-direct"; }
+
 DeviceRun make(const std::string& backend, int ranks_per_node) {
   // Small staging pieces, so the larger counts below run the pipelined (piece-by-piece) staging of
   // mpi-ring and hierarchical, and the small ones the whole-buffer path.
@@ -68,7 +91,9 @@ DeviceRun make(const std::string& backend, int ranks_per_node) {
   RingTuning tuning;
   tuning.segment_bytes = 64 * 1024;
   if (backend == "nccl") run.comm = make_nccl_communicator(run.ctx->world());
-  if (backend == "mpi-ring") run.comm = std::make_unique<MpiRingCommunicator>(run.ctx->world(), tuning);
+  // mpi-ring either way, whatever this MPI reports: staged, or device pointers straight to MPI.
+  setenv("DTRAIN_MPI_DEVICE_POINTERS", direct(backend) ? "direct-managed" : "stage", 1);
+  if (backend == "mpi-ring" || direct(backend)) run.comm = std::make_unique<MpiRingCommunicator>(run.ctx->world(), tuning);
   if (backend == "hierarchical") run.comm = std::make_unique<HierarchicalCommunicator>(*run.ctx, true, tuning);
   return run;
 }
@@ -102,8 +127,8 @@ TEST_P(DeviceCollectives, AllReduceMatchesFloat64) {
         }
         if (r == rank) mine = test::encode(v, dtype);
       }
-      core::Buffer send(core::MemoryKind::kDevice, count * esize + 1);
-      core::Buffer recv(core::MemoryKind::kDevice, count * esize + 1);
+      DeviceBytes send(count * esize + 1, direct(backend));
+      DeviceBytes recv(count * esize + 1, direct(backend));
       DTRAIN_CUDA_CHECK(cudaMemcpy(in_place ? recv.data() : send.data(), mine.data(), count * esize, cudaMemcpyHostToDevice));
       DTRAIN_CUDA_CHECK(cudaMemset(static_cast<unsigned char*>(recv.data()) + count * esize, 0xEE, 1));
       // Queue work before and after on the same stream: the collective must be ordered between them.
@@ -111,7 +136,7 @@ TEST_P(DeviceCollectives, AllReduceMatchesFloat64) {
                                        Location::gpu(stream.get()));
       // Pinned, so the copy is truly asynchronous and ordered only by the stream.
       core::Buffer pinned(core::MemoryKind::kPinnedHost, count * esize + 1);
-      DTRAIN_CUDA_CHECK(cudaMemcpyAsync(pinned.data(), recv.data(), pinned.bytes(), cudaMemcpyDeviceToHost, stream.get()));
+      DTRAIN_CUDA_CHECK(cudaMemcpyAsync(pinned.data(), recv.data(), pinned.bytes(), cudaMemcpyDefault, stream.get()));
       stream.synchronize();
       work.wait();
       const auto* bytes = static_cast<const unsigned char*>(pinned.data());
@@ -151,20 +176,20 @@ TEST_P(DeviceCollectives, BroadcastAllGatherReduceScatter) {
     auto block = test::encode(test::random_values(11, static_cast<int>(r), 3, count, dtype), dtype);
     all.insert(all.end(), block.begin(), block.end());
   }
-  core::Buffer a(core::MemoryKind::kDevice, all.size());
-  core::Buffer b(core::MemoryKind::kDevice, all.size());
+  DeviceBytes a(all.size(), direct(backend));
+  DeviceBytes b(all.size(), direct(backend));
   std::vector<unsigned char> got(all.size());
   // all_gather
   DTRAIN_CUDA_CHECK(cudaMemcpy(a.data(), all.data() + rank * count * esize, count * esize, cudaMemcpyHostToDevice));
   run.comm->all_gather(a.data(), b.data(), count, dtype, Location::gpu(stream.get())).wait();
-  DTRAIN_CUDA_CHECK(cudaMemcpyAsync(got.data(), b.data(), all.size(), cudaMemcpyDeviceToHost, stream.get()));
+  DTRAIN_CUDA_CHECK(cudaMemcpyAsync(got.data(), b.data(), all.size(), cudaMemcpyDefault, stream.get()));
   stream.synchronize();
   EXPECT_EQ(got, all) << backend << " all_gather";
   // broadcast from the last rank
   const int root = static_cast<int>(n) - 1;
   DTRAIN_CUDA_CHECK(cudaMemcpy(a.data(), rank == root ? all.data() : all.data() + 1, count * esize, cudaMemcpyHostToDevice));
   run.comm->broadcast(a.data(), count, dtype, root, Location::gpu(stream.get())).wait();
-  DTRAIN_CUDA_CHECK(cudaMemcpyAsync(got.data(), a.data(), count * esize, cudaMemcpyDeviceToHost, stream.get()));
+  DTRAIN_CUDA_CHECK(cudaMemcpyAsync(got.data(), a.data(), count * esize, cudaMemcpyDefault, stream.get()));
   stream.synchronize();
   EXPECT_EQ(std::vector<unsigned char>(got.begin(), got.begin() + static_cast<long>(count * esize)),
             std::vector<unsigned char>(all.begin(), all.begin() + static_cast<long>(count * esize)))
@@ -172,7 +197,7 @@ TEST_P(DeviceCollectives, BroadcastAllGatherReduceScatter) {
   // reduce_scatter: every rank contributes `all`; rank r gets n x block r.
   DTRAIN_CUDA_CHECK(cudaMemcpy(a.data(), all.data(), all.size(), cudaMemcpyHostToDevice));
   run.comm->reduce_scatter(a.data(), b.data(), count, dtype, ReduceOp::kSum, Location::gpu(stream.get())).wait();
-  DTRAIN_CUDA_CHECK(cudaMemcpyAsync(got.data(), b.data(), count * esize, cudaMemcpyDeviceToHost, stream.get()));
+  DTRAIN_CUDA_CHECK(cudaMemcpyAsync(got.data(), b.data(), count * esize, cudaMemcpyDefault, stream.get()));
   stream.synchronize();
   size_t wrong = 0;
   for (size_t i = 0; i < count; ++i) {
@@ -193,7 +218,7 @@ std::string name_of(const testing::TestParamInfo<Param>& info) {
 
 INSTANTIATE_TEST_SUITE_P(
     Gpu, DeviceCollectives,
-    testing::Combine(testing::Values("nccl", "mpi-ring", "hierarchical"), testing::Values(0), testing::Values(DType::kF32, DType::kF16, DType::kBF16),
+    testing::Combine(testing::Values("nccl", "mpi-ring", "mpi-ring-direct", "hierarchical"), testing::Values(0), testing::Values(DType::kF32, DType::kF16, DType::kBF16),
                      testing::Bool()),
     name_of);
 INSTANTIATE_TEST_SUITE_P(

@@ -4,7 +4,7 @@
 #include <random>
 
 #include "comm/host_reduce.h"
-#include "comm/host_ring.h"
+#include "comm/ring.h"
 #include "runtime/core/error.h"
 
 namespace dtrain::comm {

@@ -1,5 +1,6 @@
 #pragma once
-// Our ring collectives over MPI point-to-point, on host memory (the mpi-ring backend's data plane).
+// Our ring collectives over MPI point-to-point (the mpi-ring backend's data plane), on host memory,
+// or on device memory when the MPI library accepts device pointers (ring_memory.h).
 //
 // All-reduce is bandwidth-optimal: a reduce-scatter then an all-gather around the ring, 2(n-1)
 // steps, each rank sending 2(n-1)/n of the buffer. Every chunk is cut into segments, received into
@@ -16,7 +17,10 @@
 #include <mpi.h>
 
 #include <cstddef>
+#include <memory>
 #include <vector>
+
+#include "comm/ring_memory.h"
 
 namespace dtrain::comm {
 
@@ -31,10 +35,12 @@ RingTuning ring_tuning_from_env();
 // Element offsets of n chunks of `count` elements, sizes differing by at most one: offsets[i]..offsets[i+1].
 std::vector<size_t> even_chunks(size_t count, int n);
 
-class HostRing {
+class Ring {
  public:
-  HostRing(MPI_Comm comm, RingTuning tuning);
+  // Buffers passed in live in `memory`'s kind of memory (host by default).
+  Ring(MPI_Comm comm, RingTuning tuning, std::unique_ptr<RingMemory> memory = make_host_ring_memory());
 
+  RingMemory& memory() { return *memory_; }
   int rank() const { return rank_; }
   int size() const { return size_; }
 
@@ -67,8 +73,8 @@ class HostRing {
   int left_ = 0;
   int right_ = 0;
   RingTuning tuning_;
-  std::vector<float> segment_buffers_[2];
-  std::vector<float> incoming_;  // recursive doubling's receive buffer
+  std::unique_ptr<RingMemory> memory_;
+  size_t segment_floats_ = 0;
   std::vector<MPI_Request> requests_;
 };
 

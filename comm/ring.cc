@@ -1,10 +1,9 @@
-#include "comm/host_ring.h"
+#include "comm/ring.h"
 
 #include <algorithm>
 #include <climits>
 #include <cstring>
 
-#include "comm/host_reduce.h"
 #include "runtime/core/env.h"
 #include "runtime/core/error.h"
 #include "runtime/core/mpi_check.h"
@@ -38,20 +37,25 @@ std::vector<size_t> even_chunks(size_t count, int n) {
   return offsets;
 }
 
-HostRing::HostRing(MPI_Comm comm, RingTuning tuning) : comm_(comm), tuning_(tuning) {
+// RingMemory scratch slots: two rotating receive segments, recursive doubling's receive buffer.
+// (Slot 3 belongs to the communicator: its fp32 copy of 16-bit data.)
+constexpr int kSegmentSlot[2] = {0, 1};
+constexpr int kIncomingSlot = 2;
+
+Ring::Ring(MPI_Comm comm, RingTuning tuning, std::unique_ptr<RingMemory> memory)
+    : comm_(comm), tuning_(tuning), memory_(std::move(memory)) {
   DTRAIN_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
   DTRAIN_MPI_CHECK(MPI_Comm_size(comm_, &size_));
   left_ = mod(rank_ - 1, size_);
   right_ = mod(rank_ + 1, size_);
   const size_t segment_floats = std::max<size_t>(1, tuning_.segment_bytes / sizeof(float));
   tuning_.segment_bytes = segment_floats * sizeof(float);
-  segment_buffers_[0].resize(segment_floats);
-  segment_buffers_[1].resize(segment_floats);
+  segment_floats_ = segment_floats;
 }
 
-void HostRing::all_reduce(const float* send, float* recv, size_t count, float scale) {
+void Ring::all_reduce(const float* send, float* recv, size_t count, float scale) {
   if (size_ == 1 || count == 0) {
-    scale_copy(recv, send, count, scale);
+    memory_->scale_copy(recv, send, count, scale);
     return;
   }
   if (count * sizeof(float) <= tuning_.small_bytes || count < static_cast<size_t>(size_)) {
@@ -63,11 +67,11 @@ void HostRing::all_reduce(const float* send, float* recv, size_t count, float sc
   all_gather(recv, offsets, sizeof(float));
 }
 
-void HostRing::reduce_scatter(const float* send, float* recv, const std::vector<size_t>& offsets, float scale) {
+void Ring::reduce_scatter(const float* send, float* recv, const std::vector<size_t>& offsets, float scale) {
   const int n = size_;
   auto chunk_size = [&](int c) { return offsets[static_cast<size_t>(c) + 1] - offsets[static_cast<size_t>(c)]; };
   if (n == 1) {
-    scale_copy(recv, send, offsets.back(), scale);
+    memory_->scale_copy(recv, send, offsets.back(), scale);
     return;
   }
   // Step s sends chunk (r-s-1) and reduces chunk (r-s-2) into recv, so after n-1 steps rank r holds
@@ -83,7 +87,7 @@ void HostRing::reduce_scatter(const float* send, float* recv, const std::vector<
   }
 }
 
-void HostRing::all_gather(void* buffer, const std::vector<size_t>& offsets, size_t element_bytes) {
+void Ring::all_gather(void* buffer, const std::vector<size_t>& offsets, size_t element_bytes) {
   const int n = size_;
   auto* bytes = static_cast<unsigned char*>(buffer);
   for (int step = 0; step < n - 1; ++step) {
@@ -94,9 +98,10 @@ void HostRing::all_gather(void* buffer, const std::vector<size_t>& offsets, size
   }
 }
 
-void HostRing::exchange_and_reduce(const float* send, size_t send_n, const float* acc_in, float* acc_out,
+void Ring::exchange_and_reduce(const float* send, size_t send_n, const float* acc_in, float* acc_out,
                                    size_t recv_n, float scale) {
-  const size_t seg = segment_buffers_[0].size();
+  const size_t seg = segment_floats_;
+  float* segments[2] = {memory_->scratch(kSegmentSlot[0], seg), memory_->scratch(kSegmentSlot[1], seg)};
   const size_t send_segments = (send_n + seg - 1) / seg;
   const size_t recv_segments = (recv_n + seg - 1) / seg;
 
@@ -109,20 +114,20 @@ void HostRing::exchange_and_reduce(const float* send, size_t send_n, const float
   MPI_Request recv_requests[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
   auto post_recv = [&](size_t k) {
     const size_t n = std::min(seg, recv_n - k * seg);
-    DTRAIN_MPI_CHECK(MPI_Irecv(segment_buffers_[k % 2].data(), static_cast<int>(n), MPI_FLOAT, left_, kRingTag, comm_,
+    DTRAIN_MPI_CHECK(MPI_Irecv(segments[k % 2], static_cast<int>(n), MPI_FLOAT, left_, kRingTag, comm_,
                                &recv_requests[k % 2]));
   };
   for (size_t k = 0; k < std::min<size_t>(2, recv_segments); ++k) post_recv(k);
   for (size_t k = 0; k < recv_segments; ++k) {
     DTRAIN_MPI_CHECK(MPI_Wait(&recv_requests[k % 2], MPI_STATUS_IGNORE));
     const size_t n = std::min(seg, recv_n - k * seg);
-    add_scaled(acc_out + k * seg, acc_in + k * seg, segment_buffers_[k % 2].data(), n, scale);
+    memory_->add_scaled(acc_out + k * seg, acc_in + k * seg, segments[k % 2], n, scale);
     if (k + 2 < recv_segments) post_recv(k + 2);
   }
   DTRAIN_MPI_CHECK(MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE));
 }
 
-void HostRing::exchange(const void* send, size_t send_bytes, void* recv, size_t recv_bytes) {
+void Ring::exchange(const void* send, size_t send_bytes, void* recv, size_t recv_bytes) {
   const auto* out = static_cast<const unsigned char*>(send);
   auto* in = static_cast<unsigned char*>(recv);
   requests_.clear();
@@ -139,12 +144,12 @@ void HostRing::exchange(const void* send, size_t send_bytes, void* recv, size_t 
   DTRAIN_MPI_CHECK(MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE));
 }
 
-void HostRing::recursive_doubling(const float* send, float* recv, size_t count, float scale) {
+void Ring::recursive_doubling(const float* send, float* recv, size_t count, float scale) {
   DTRAIN_CHECK(count <= static_cast<size_t>(INT_MAX)) << "recursive doubling is for small buffers";
   const int n = size_;
   const int c = static_cast<int>(count);
-  if (recv != send) std::memcpy(recv, send, count * sizeof(float));
-  incoming_.resize(count);
+  memory_->copy(recv, send, count * sizeof(float));
+  float* incoming = memory_->scratch(kIncomingSlot, count);
 
   // Fold the ranks beyond the largest power of two p onto the first ones, double among p, unfold.
   int p = 1;
@@ -156,21 +161,21 @@ void HostRing::recursive_doubling(const float* send, float* recv, size_t count, 
     return;
   }
   if (rank_ < extra) {
-    DTRAIN_MPI_CHECK(MPI_Recv(incoming_.data(), c, MPI_FLOAT, rank_ + p, kRingTag, comm_, MPI_STATUS_IGNORE));
-    add_scaled(recv, recv, incoming_.data(), count, 1.0f);
+    DTRAIN_MPI_CHECK(MPI_Recv(incoming, c, MPI_FLOAT, rank_ + p, kRingTag, comm_, MPI_STATUS_IGNORE));
+    memory_->add_scaled(recv, recv, incoming, count, 1.0f);
   }
   for (int distance = 1; distance < p; distance *= 2) {
     const int partner = rank_ ^ distance;
-    DTRAIN_MPI_CHECK(MPI_Sendrecv(recv, c, MPI_FLOAT, partner, kRingTag, incoming_.data(), c, MPI_FLOAT, partner,
+    DTRAIN_MPI_CHECK(MPI_Sendrecv(recv, c, MPI_FLOAT, partner, kRingTag, incoming, c, MPI_FLOAT, partner,
                                   kRingTag, comm_, MPI_STATUS_IGNORE));
     // a + b == b + a in IEEE arithmetic, so both partners hold identical sums.
-    add_scaled(recv, recv, incoming_.data(), count, 1.0f);
+    memory_->add_scaled(recv, recv, incoming, count, 1.0f);
   }
-  scale_copy(recv, recv, count, scale);
+  memory_->scale_copy(recv, recv, count, scale);
   if (rank_ < extra) DTRAIN_MPI_CHECK(MPI_Send(recv, c, MPI_FLOAT, rank_ + p, kRingTag, comm_));
 }
 
-void HostRing::broadcast(void* buffer, size_t bytes, int root) {
+void Ring::broadcast(void* buffer, size_t bytes, int root) {
   if (size_ == 1 || bytes == 0) return;
   // Chain root -> root+1 -> ... ; each segment is forwarded as soon as it arrives.
   const int position = mod(rank_ - root, size_);
