@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "comm/cuda/convert_kernels.cuh"
 #include "comm/cuda/stream_gate.cuh"
 #include "comm/device_staging.h"
 #include "runtime/core/buffer.h"
@@ -85,6 +86,7 @@ void pipelined_all_reduce(DeviceStaging::State& state, const Collective& call, c
 DeviceStaging::DeviceStaging(size_t piece_bytes) : state_(std::make_unique<State>()) {
   DTRAIN_CUDA_CHECK(cudaGetDevice(&state_->device));
   state_->piece_bytes = piece_bytes;
+  cuda::load_kernels();  // before any stream is held (convert_kernels.cuh says why)
 }
 
 DeviceStaging::~DeviceStaging() = default;

@@ -94,4 +94,15 @@ void launch_scale(const float* src, float scale, float* dst, size_t n, cudaStrea
   DTRAIN_CUDA_CHECK(cudaGetLastError());
 }
 
+void load_kernels() {
+  // cudaFuncGetAttributes loads a kernel that CUDA's lazy module loading has not loaded yet.
+  cudaFuncAttributes attributes;
+  DTRAIN_CUDA_CHECK(cudaFuncGetAttributes(&attributes, add_scaled_kernel));
+  DTRAIN_CUDA_CHECK(cudaFuncGetAttributes(&attributes, scale_kernel));
+  DTRAIN_CUDA_CHECK(cudaFuncGetAttributes(&attributes, widen_kernel<__half>));
+  DTRAIN_CUDA_CHECK(cudaFuncGetAttributes(&attributes, widen_kernel<__nv_bfloat16>));
+  DTRAIN_CUDA_CHECK(cudaFuncGetAttributes(&attributes, narrow_kernel<__half>));
+  DTRAIN_CUDA_CHECK(cudaFuncGetAttributes(&attributes, narrow_kernel<__nv_bfloat16>));
+}
+
 }  // namespace dtrain::comm::cuda

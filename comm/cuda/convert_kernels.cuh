@@ -17,4 +17,9 @@ void launch_scale(const float* src, float scale, float* dst, size_t n, cudaStrea
 // out[i] = (a[i] + b[i]) * scale, fp32: the ring's reduction on device buffers. out may be a.
 void launch_add_scaled(float* out, const float* a, const float* b, size_t n, float scale, cudaStream_t stream);
 
+// Loads every kernel above now. With CUDA's lazy loading (the default), the first launch of a
+// kernel loads it, which can wait for the device to go idle; a launch from the comm worker while a
+// StreamGate kernel spins would then never return. DeviceStaging calls this before holding a stream.
+void load_kernels();
+
 }  // namespace dtrain::comm::cuda

@@ -129,8 +129,10 @@ TEST_P(DeviceCollectives, AllReduceMatchesFloat64) {
       }
       DeviceBytes send(count * esize + 1, direct(backend));
       DeviceBytes recv(count * esize + 1, direct(backend));
-      DTRAIN_CUDA_CHECK(cudaMemcpy(in_place ? recv.data() : send.data(), mine.data(), count * esize, cudaMemcpyHostToDevice));
-      DTRAIN_CUDA_CHECK(cudaMemset(static_cast<unsigned char*>(recv.data()) + count * esize, 0xEE, 1));
+      // Async on the stream: a pageable cudaMemcpy may return before the data lands, and the stream
+      // does not wait for the legacy default stream.
+      DTRAIN_CUDA_CHECK(cudaMemcpyAsync(in_place ? recv.data() : send.data(), mine.data(), count * esize, cudaMemcpyDefault, stream.get()));
+      DTRAIN_CUDA_CHECK(cudaMemsetAsync(static_cast<unsigned char*>(recv.data()) + count * esize, 0xEE, 1, stream.get()));
       // Queue work before and after on the same stream: the collective must be ordered between them.
       Work work = run.comm->all_reduce(in_place ? recv.data() : send.data(), recv.data(), count, dtype, op,
                                        Location::gpu(stream.get()));
@@ -180,14 +182,14 @@ TEST_P(DeviceCollectives, BroadcastAllGatherReduceScatter) {
   DeviceBytes b(all.size(), direct(backend));
   std::vector<unsigned char> got(all.size());
   // all_gather
-  DTRAIN_CUDA_CHECK(cudaMemcpy(a.data(), all.data() + rank * count * esize, count * esize, cudaMemcpyHostToDevice));
+  DTRAIN_CUDA_CHECK(cudaMemcpyAsync(a.data(), all.data() + rank * count * esize, count * esize, cudaMemcpyDefault, stream.get()));
   run.comm->all_gather(a.data(), b.data(), count, dtype, Location::gpu(stream.get())).wait();
   DTRAIN_CUDA_CHECK(cudaMemcpyAsync(got.data(), b.data(), all.size(), cudaMemcpyDefault, stream.get()));
   stream.synchronize();
   EXPECT_EQ(got, all) << backend << " all_gather";
   // broadcast from the last rank
   const int root = static_cast<int>(n) - 1;
-  DTRAIN_CUDA_CHECK(cudaMemcpy(a.data(), rank == root ? all.data() : all.data() + 1, count * esize, cudaMemcpyHostToDevice));
+  DTRAIN_CUDA_CHECK(cudaMemcpyAsync(a.data(), rank == root ? all.data() : all.data() + 1, count * esize, cudaMemcpyDefault, stream.get()));
   run.comm->broadcast(a.data(), count, dtype, root, Location::gpu(stream.get())).wait();
   DTRAIN_CUDA_CHECK(cudaMemcpyAsync(got.data(), a.data(), count * esize, cudaMemcpyDefault, stream.get()));
   stream.synchronize();
@@ -195,7 +197,7 @@ TEST_P(DeviceCollectives, BroadcastAllGatherReduceScatter) {
             std::vector<unsigned char>(all.begin(), all.begin() + static_cast<long>(count * esize)))
       << backend << " broadcast";
   // reduce_scatter: every rank contributes `all`; rank r gets n x block r.
-  DTRAIN_CUDA_CHECK(cudaMemcpy(a.data(), all.data(), all.size(), cudaMemcpyHostToDevice));
+  DTRAIN_CUDA_CHECK(cudaMemcpyAsync(a.data(), all.data(), all.size(), cudaMemcpyDefault, stream.get()));
   run.comm->reduce_scatter(a.data(), b.data(), count, dtype, ReduceOp::kSum, Location::gpu(stream.get())).wait();
   DTRAIN_CUDA_CHECK(cudaMemcpyAsync(got.data(), b.data(), count * esize, cudaMemcpyDefault, stream.get()));
   stream.synchronize();
