@@ -8,13 +8,13 @@
 namespace dtrain::core {
 
 ParsedCommandLine parse_command_line(int argc, char** argv, po::options_description& options,
-                                     const po::positional_options_description* positional) {
+                                     const po::positional_options_description* positional, int style) {
   options.add_options()("help,h", "print this help and exit");
   const std::string program = argc > 0 ? std::filesystem::path(argv[0]).filename().string() : "dtrain";
   ParsedCommandLine parsed;
   try {
     po::command_line_parser parser(argc, argv);
-    parser.options(options);
+    parser.options(options).style(style);
     if (positional != nullptr) parser.positional(*positional);
     po::store(parser.run(), parsed.values);
     parsed.help = parsed.values.count("help") > 0;

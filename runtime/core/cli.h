@@ -15,8 +15,10 @@ struct ParsedCommandLine {
 
 // Adds --help to `options`, parses, and converts every Boost error (unknown flag, missing or
 // malformed value) into a UsageError beginning with the program name.
+// `style` is Boost's command_line_style (dtrain-run adds allow_long_disguise for mpirun's "-np").
 ParsedCommandLine parse_command_line(int argc, char** argv, po::options_description& options,
-                                     const po::positional_options_description* positional = nullptr);
+                                     const po::positional_options_description* positional = nullptr,
+                                     int style = po::command_line_style::default_style);
 
 // "usage: PROGRAM [options]\n" followed by the options table.
 std::string usage(const std::string& program, const po::options_description& options);

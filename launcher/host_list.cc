@@ -1,0 +1,82 @@
+#include "launcher/host_list.h"
+
+#include <sstream>
+
+#include "runtime/core/error.h"
+
+namespace dtrain::launcher {
+namespace {
+
+// Host names as DNS allows them (letters, digits, '-', '.'), plus '_' seen in cluster naming.
+bool valid_host(const std::string& host) {
+  if (host.empty() || host.front() == '-') return false;
+  for (char c : host) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' || c == '_')) return false;
+  }
+  return true;
+}
+
+int parse_slots(const std::string& text, const std::string& where) {
+  size_t used = 0;
+  int slots = 0;
+  try {
+    slots = std::stoi(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  DTRAIN_USAGE_CHECK(used == text.size() && !text.empty() && slots > 0)
+      << where << ": slot count '" << text << "' is not a positive integer";
+  return slots;
+}
+
+}  // namespace
+
+std::vector<HostSlots> parse_host_list(const std::string& text) {
+  std::vector<HostSlots> hosts;
+  std::stringstream in(text);
+  for (std::string entry; std::getline(in, entry, ',');) {
+    const std::string where = "-H entry '" + entry + "'";
+    const size_t colon = entry.find(':');
+    HostSlots h;
+    h.host = entry.substr(0, colon);
+    DTRAIN_USAGE_CHECK(valid_host(h.host)) << where << ": '" << h.host << "' is not a host name";
+    if (colon != std::string::npos) h.slots = parse_slots(entry.substr(colon + 1), where);
+    hosts.push_back(h);
+  }
+  DTRAIN_USAGE_CHECK(!hosts.empty() && text.back() != ',') << "-H '" << text << "': expected host:slots[,host:slots...]";
+  return hosts;
+}
+
+std::vector<HostSlots> parse_hostfile(const std::string& contents, const std::string& path) {
+  std::vector<HostSlots> hosts;
+  std::stringstream in(contents);
+  int line_number = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++line_number;
+    const std::string where = path + ":" + std::to_string(line_number);
+    line = line.substr(0, line.find('#'));
+    std::stringstream words(line);
+    std::string host;
+    if (!(words >> host)) continue;  // blank or comment
+    DTRAIN_USAGE_CHECK(valid_host(host)) << where << ": '" << host << "' is not a host name";
+    HostSlots h{host, 1};
+    for (std::string word; words >> word;) {
+      const size_t eq = word.find('=');
+      const std::string key = word.substr(0, eq);
+      DTRAIN_USAGE_CHECK(eq != std::string::npos && (key == "slots" || key == "max_slots" || key == "max-slots"))
+          << where << ": unknown field '" << word << "' (expected slots=N)";
+      if (key == "slots") h.slots = parse_slots(word.substr(eq + 1), where);
+    }
+    hosts.push_back(h);
+  }
+  DTRAIN_USAGE_CHECK(!hosts.empty()) << path << ": no hosts in the hostfile";
+  return hosts;
+}
+
+int total_slots(const std::vector<HostSlots>& hosts) {
+  int total = 0;
+  for (const HostSlots& h : hosts) total += h.slots;
+  return total;
+}
+
+}  // namespace dtrain::launcher

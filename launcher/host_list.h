@@ -1,0 +1,23 @@
+#pragma once
+// Where a job's ranks go: hosts with slot counts, from `-H node1:4,node2:4` or an Open MPI-style
+// hostfile ("node1 slots=4", "# comments", blank lines). Bad input is a UsageError naming the
+// entry (and the file and line).
+#include <string>
+#include <vector>
+
+namespace dtrain::launcher {
+
+struct HostSlots {
+  std::string host;
+  int slots = 1;
+};
+
+// "node1:4,node2:4"; a host without ":N" has 1 slot.
+std::vector<HostSlots> parse_host_list(const std::string& text);
+
+// The hostfile's contents (`path` only names it in errors).
+std::vector<HostSlots> parse_hostfile(const std::string& contents, const std::string& path);
+
+int total_slots(const std::vector<HostSlots>& hosts);
+
+}  // namespace dtrain::launcher

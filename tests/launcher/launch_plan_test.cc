@@ -1,0 +1,155 @@
+// dtrain-run's command construction: hosts, hostfiles, single node, Slurm, forwarding, and bad input.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "launcher/host_list.h"
+#include "launcher/launch_plan.h"
+#include "runtime/core/error.h"
+
+namespace dtrain::launcher {
+namespace {
+
+using Argv = std::vector<std::string>;
+
+std::string usage_error(const LaunchRequest& request, const LaunchEnvironment& environment) {
+  try {
+    plan_launch(request, environment);
+  } catch (const core::UsageError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+LaunchRequest program(std::vector<std::string> argv) {
+  LaunchRequest r;
+  r.program = std::move(argv);
+  return r;
+}
+
+TEST(HostList, ParsesHostsAndSlots) {
+  const auto hosts = parse_host_list("node1:4,node-2.cluster:2,node3");
+  ASSERT_EQ(hosts.size(), 3u);
+  EXPECT_EQ(hosts[1].host, "node-2.cluster");
+  EXPECT_EQ(hosts[1].slots, 2);
+  EXPECT_EQ(hosts[2].slots, 1);
+  EXPECT_EQ(total_slots(hosts), 7);
+}
+
+TEST(HostList, RejectsMalformedEntriesNamingThem) {
+  for (const char* bad : {"node1:0", "node1:x", "node1:4,", ",node1", "no;de:2", "node1:4:2", "-rf:2", "a b:1"}) {
+    try {
+      parse_host_list(bad);
+      ADD_FAILURE() << bad << " accepted";
+    } catch (const core::UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("-H"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(HostList, HostfileWithCommentsSlotsAndLineNumbersInErrors) {
+  const auto hosts = parse_hostfile("# cluster\nnode1 slots=4\n\nnode2 slots=4 max_slots=8  # two sockets\nnode3\n", "hf");
+  ASSERT_EQ(hosts.size(), 3u);
+  EXPECT_EQ(total_slots(hosts), 9);
+  try {
+    parse_hostfile("node1 slots=4\nnode2 cores=4\n", "hosts.txt");
+    FAIL();
+  } catch (const core::UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("hosts.txt:2: unknown field 'cores=4'"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(parse_hostfile("# nothing\n", "empty"), core::UsageError);
+}
+
+TEST(LaunchPlan, HostsGiveOneRankPerSlotGroupedByNode) {
+  LaunchRequest r = program({"/bin/dtrain-train", "--config", "x.pbtxt"});
+  r.np = 8;
+  r.hosts = "node1:4,node2:4";
+  LaunchEnvironment env;
+  const LaunchPlan plan = plan_launch(r, env);
+  EXPECT_EQ(plan.mode, "mpirun");
+  EXPECT_EQ(plan.argv, (Argv{"mpirun", "-np", "8", "--map-by", "slot", "--bind-to", "none", "-H", "node1:4,node2:4",
+                             "/bin/dtrain-train", "--config", "x.pbtxt"}));
+}
+
+TEST(LaunchPlan, ForwardsTheJobsVariablesAndRootOnlyWhenRoot) {
+  LaunchRequest r = program({"/bin/true"});
+  r.np = 2;
+  LaunchEnvironment env;
+  env.variables = {{"DTRAIN_LOG_LEVEL", "debug"}, {"NCCL_DEBUG", "INFO"}, {"CUDA_VISIBLE_DEVICES", "0,1"},
+                   {"OMP_NUM_THREADS", "4"}, {"LD_LIBRARY_PATH", "/x"}, {"HOME", "/root"}, {"SECRET_TOKEN", "t"}};
+  env.root = true;
+  const Argv argv = plan_launch(r, env).argv;
+  auto has = [&](const std::string& s) { return std::find(argv.begin(), argv.end(), s) != argv.end(); };
+  for (const char* v : {"DTRAIN_LOG_LEVEL", "NCCL_DEBUG", "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "LD_LIBRARY_PATH"}) {
+    EXPECT_TRUE(has(v)) << v;
+  }
+  EXPECT_FALSE(has("HOME"));
+  EXPECT_FALSE(has("SECRET_TOKEN"));
+  EXPECT_TRUE(has("--allow-run-as-root"));
+  env.root = false;
+  const Argv as_user = plan_launch(r, env).argv;
+  EXPECT_EQ(std::count(as_user.begin(), as_user.end(), "--allow-run-as-root"), 0);
+}
+
+TEST(LaunchPlan, SingleNodeUsesLocalhostWithNpSlotsAndPassesMpiArgs) {
+  LaunchRequest r = program({"/bin/prog", "a b", "c;d"});
+  r.np = 4;
+  r.mpi_args = {"--mca", "btl", "tcp,self"};
+  const LaunchPlan plan = plan_launch(r, {});
+  EXPECT_EQ(plan.mode, "single-node");
+  EXPECT_EQ(plan.argv, (Argv{"mpirun", "-np", "4", "--map-by", "slot", "--bind-to", "none", "-H", "localhost:4", "--mca",
+                             "btl", "tcp,self", "/bin/prog", "a b", "c;d"}));
+  EXPECT_EQ(display_command(plan.argv),
+            "mpirun -np 4 --map-by slot --bind-to none -H localhost:4 --mca btl tcp,self /bin/prog 'a b' 'c;d'");
+}
+
+TEST(LaunchPlan, HostfileIsPassedThroughAndBoundsNp) {
+  LaunchRequest r = program({"/bin/prog"});
+  r.hostfile = "hosts.txt";
+  r.hostfile_contents = "n1 slots=2\nn2 slots=2\n";
+  const LaunchPlan plan = plan_launch(r, {});
+  EXPECT_EQ(plan.argv[2], "4") << "-np defaults to all slots";
+  EXPECT_NE(std::find(plan.argv.begin(), plan.argv.end(), "--hostfile"), plan.argv.end());
+  r.np = 5;
+  EXPECT_NE(usage_error(r, {}).find("-np 5 is more than the 4 slots of hosts.txt"), std::string::npos);
+}
+
+TEST(LaunchPlan, InsideSlurmUsesSrunWithPmixOrMpirunAndDefaultsNpToTheTasks) {
+  LaunchRequest r = program({"/bin/prog", "--x"});
+  LaunchEnvironment env;
+  env.variables = {{"SLURM_JOB_ID", "42"}, {"SLURM_NTASKS", "8"}, {"DTRAIN_LOG_LEVEL", "info"}};
+  env.srun_available = true;
+  env.srun_supports_pmix = true;
+  LaunchPlan plan = plan_launch(r, env);
+  EXPECT_EQ(plan.mode, "slurm-srun");
+  EXPECT_EQ(plan.argv, (Argv{"srun", "--mpi=pmix", "--ntasks", "8", "--kill-on-bad-exit=1", "/bin/prog", "--x"}));
+  env.srun_supports_pmix = false;
+  plan = plan_launch(r, env);
+  EXPECT_EQ(plan.mode, "slurm-mpirun");
+  EXPECT_EQ(plan.argv[2], "8");
+  EXPECT_EQ(std::count(plan.argv.begin(), plan.argv.end(), "-H"), 0) << "mpirun reads the allocation itself";
+  r.np = 16;
+  EXPECT_NE(usage_error(r, env).find("more than the allocation's 8 tasks"), std::string::npos);
+  // Explicit hosts win over the allocation.
+  r.np = 2;
+  r.hosts = "a:1,b:1";
+  EXPECT_EQ(plan_launch(r, env).mode, "mpirun");
+}
+
+TEST(LaunchPlan, ConflictsAndMissingPiecesAreUsageErrors) {
+  LaunchRequest r = program({"/bin/prog"});
+  r.hosts = "a:2";
+  r.hostfile = "h";
+  EXPECT_NE(usage_error(r, {}).find("-H and --hostfile both"), std::string::npos);
+  EXPECT_NE(usage_error(program({"/bin/prog"}), {}).find("give -np"), std::string::npos);
+  LaunchRequest none;
+  none.np = 2;
+  EXPECT_NE(usage_error(none, {}).find("no program"), std::string::npos);
+  LaunchRequest too_many = program({"/bin/prog"});
+  too_many.np = 3;
+  too_many.hosts = "a:2";
+  EXPECT_NE(usage_error(too_many, {}).find("-np 3 is more than the 2 slots of -H a:2"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dtrain::launcher
