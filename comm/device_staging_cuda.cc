@@ -91,24 +91,37 @@ DeviceStaging::DeviceStaging(size_t piece_bytes) : state_(std::make_unique<State
 
 DeviceStaging::~DeviceStaging() = default;
 
-Work DeviceStaging::run(CommWorker& worker, const Collective& call, int world_size,
-                        std::function<void(const Collective&)> check, std::function<void(const Collective&)> run_host) {
+namespace {
+
+// The frame of both paths: holds the caller's stream at `call`, then on the worker runs `check`
+// (once for the whole call, before any data moves), selects the device and runs `body` with an
+// event the caller's stream recorded at the call. The gate opens when body returns or throws, so
+// the caller's stream is never left held.
+Work run_holding_stream(DeviceStaging::State& state, CommWorker& worker, const Collective& call,
+                        std::function<void(const Collective&)> check,
+                        std::function<void(const core::CudaEvent& ready)> body) {
   const auto user_stream = static_cast<cudaStream_t>(call.where.stream);
   auto ready = std::make_shared<core::CudaEvent>();
   ready->record(user_stream);
-  State* state = state_.get();
-  const uint64_t ticket = state->gate.hold(user_stream);
-
-  return worker.submit([state, call, world_size, ready, ticket, check = std::move(check),
-                        run_host = std::move(run_host)] {
+  const uint64_t ticket = state.gate.hold(user_stream);
+  return worker.submit([&state, call, ready, ticket, check = std::move(check), body = std::move(body)] {
     struct OpenOnExit {
       cuda::StreamGate& gate;
       uint64_t ticket;
-      ~OpenOnExit() { gate.open(ticket); }  // never leave the caller's stream held, even on error
-    } open_on_exit{state->gate, ticket};
+      ~OpenOnExit() { gate.open(ticket); }
+    } open_on_exit{state.gate, ticket};
+    check(call);
+    DTRAIN_CUDA_CHECK(cudaSetDevice(state.device));
+    body(*ready);
+  });
+}
 
-    check(call);  // once for the whole call, before any piece moves
-    DTRAIN_CUDA_CHECK(cudaSetDevice(state->device));
+}  // namespace
+
+Work DeviceStaging::run(CommWorker& worker, const Collective& call, int world_size,
+                        std::function<void(const Collective&)> check, std::function<void(const Collective&)> run_host) {
+  State* state = state_.get();
+  auto stage = [state, call, world_size, run_host = std::move(run_host)](const core::CudaEvent& ready) {
     if (!state->copy_stream) {
       state->copy_stream = std::make_unique<core::CudaStream>(state->device);
       state->return_stream = std::make_unique<core::CudaStream>(state->device);
@@ -139,7 +152,7 @@ Work DeviceStaging::run(CommWorker& worker, const Collective& call, int world_si
       host_call.send = state->host_send.data();
     }
 
-    ready->make_stream_wait(copy);
+    ready.make_stream_wait(copy);
     if (call.kind == CollectiveKind::kAllReduce && recv_bytes > state->piece_bytes) {
       pipelined_all_reduce(*state, call, static_cast<const unsigned char*>(host_call.send), host_recv, run_host);
       return;
@@ -158,26 +171,17 @@ Work DeviceStaging::run(CommWorker& worker, const Collective& call, int world_si
       DTRAIN_CUDA_CHECK(cudaMemcpyAsync(call.recv, host_call.recv, recv_bytes, cudaMemcpyHostToDevice, copy));
     }
     state->copy_stream->synchronize();
-  });
+  };
+  return run_holding_stream(*state, worker, call, std::move(check), std::move(stage));
 }
 
 Work DeviceStaging::run_direct(CommWorker& worker, const Collective& call, std::function<void(const Collective&)> check,
                                std::function<void(const Collective&)> run_device) {
-  auto ready = std::make_shared<core::CudaEvent>();
-  ready->record(static_cast<cudaStream_t>(call.where.stream));
-  State* state = state_.get();
-  const uint64_t ticket = state->gate.hold(static_cast<cudaStream_t>(call.where.stream));
-  return worker.submit([state, call, ready, ticket, check = std::move(check), run_device = std::move(run_device)] {
-    struct OpenOnExit {
-      cuda::StreamGate& gate;
-      uint64_t ticket;
-      ~OpenOnExit() { gate.open(ticket); }
-    } open_on_exit{state->gate, ticket};
-    check(call);
-    DTRAIN_CUDA_CHECK(cudaSetDevice(state->device));
-    ready->synchronize();  // the caller's earlier work on these buffers is done
-    run_device(call);
-  });
+  return run_holding_stream(*state_, worker, call, std::move(check),
+                            [call, run_device = std::move(run_device)](const core::CudaEvent& ready) {
+                              ready.synchronize();  // the caller's earlier work on these buffers is done
+                              run_device(call);
+                            });
 }
 
 }  // namespace dtrain::comm

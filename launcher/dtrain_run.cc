@@ -60,16 +60,15 @@ bool srun_supports_pmix() {
 }
 
 // Splits argv into dtrain-run's own flags and PROGRAM ARGS...: at "--", or at the first word that
-// is neither a flag nor a flag's value.
-int program_start(int argc, char** argv) {
+// is neither a flag nor the value of a flag that takes one (as `options` declares them).
+int program_start(int argc, char** argv, const core::po::options_description& options) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--") return i;
-    if (arg == "-np" || arg == "-H" || arg == "--hostfile" || arg == "--mpi-args") {
-      ++i;
-      continue;
-    }
     if (arg.empty() || arg[0] != '-') return i;
+    const std::string name = arg.substr(arg.find_first_not_of('-'));
+    const auto* option = options.find_nothrow(name, false);
+    if (option != nullptr && name.find('=') == std::string::npos && option->semantic()->max_tokens() > 0) ++i;
   }
   return argc;
 }
@@ -77,7 +76,6 @@ int program_start(int argc, char** argv) {
 }  // namespace
 
 int run(int argc, char** argv) {
-  const int split = program_start(argc, argv);
   core::po::options_description options("dtrain-run options (then [--] PROGRAM ARGS...)");
   options.add_options()
       ("np", core::po::value<int>(), "number of ranks (default: all slots, or SLURM_NTASKS in a Slurm job)")
@@ -86,6 +84,7 @@ int run(int argc, char** argv) {
       ("mpi-args", core::po::value<std::string>(), "extra mpirun options, split at spaces")
       ("dry-run", "print the command instead of running it")
       ("verbose", "print the command before running it");
+  const int split = program_start(argc, argv, options);
   const core::ParsedCommandLine cli = core::parse_command_line(
       split, argv, options, nullptr,
       core::po::command_line_style::default_style | core::po::command_line_style::allow_long_disguise);

@@ -16,8 +16,7 @@ std::string join_hosts(const std::vector<HostSlots>& hosts) {
   return text;
 }
 
-void add_mpirun_common(const LaunchRequest& request, const LaunchEnvironment& environment, int np,
-                       std::vector<std::string>& argv) {
+void add_mpirun_common(const LaunchEnvironment& environment, int np, std::vector<std::string>& argv) {
   argv = {"mpirun", "-np", std::to_string(np)};
   if (environment.root) argv.push_back("--allow-run-as-root");
   for (const char* arg : {"--map-by", "slot", "--bind-to", "none"}) argv.emplace_back(arg);
@@ -27,7 +26,6 @@ void add_mpirun_common(const LaunchRequest& request, const LaunchEnvironment& en
       argv.push_back(name);
     }
   }
-  (void)request;
 }
 
 int slurm_tasks(const LaunchEnvironment& environment) {
@@ -64,7 +62,7 @@ LaunchPlan plan_launch(const LaunchRequest& request, const LaunchEnvironment& en
                                     << (request.hosts.empty() ? "" : "-H ")
                                     << (request.hosts.empty() ? request.hostfile : request.hosts);
     plan.mode = "mpirun";
-    add_mpirun_common(request, environment, np, plan.argv);
+    add_mpirun_common(environment, np, plan.argv);
     if (request.hosts.empty()) {
       plan.argv.insert(plan.argv.end(), {"--hostfile", request.hostfile});
     } else {
@@ -83,12 +81,12 @@ LaunchPlan plan_launch(const LaunchRequest& request, const LaunchEnvironment& en
       plan.argv = {"srun", "--mpi=pmix", "--ntasks", std::to_string(np), "--kill-on-bad-exit=1"};
     } else {
       plan.mode = "slurm-mpirun";
-      add_mpirun_common(request, environment, np, plan.argv);
+      add_mpirun_common(environment, np, plan.argv);
     }
   } else {
     DTRAIN_USAGE_CHECK(request.np > 0) << "dtrain-run: give -np (the number of ranks) for a single-node run";
     plan.mode = "single-node";
-    add_mpirun_common(request, environment, request.np, plan.argv);
+    add_mpirun_common(environment, request.np, plan.argv);
     std::string localhost = "localhost:";
     localhost += std::to_string(request.np);
     plan.argv.insert(plan.argv.end(), {"-H", localhost});

@@ -88,12 +88,13 @@ Trainer::Trainer(const TrainConfig& config, const core::RankContext& ctx)
     p.val_data = std::make_unique<IdxDataset>(dir + "/t10k-images-idx3-ubyte.gz", dir + "/t10k-labels-idx1-ubyte.gz", false);
   } else if (config_.dataset() == "imagenet") {
     ImageFolderOptions folder{true, config_.image_size(), config_.val_resize(), config_.max_bad_fraction()};
-    p.train_data = std::make_unique<ImageFolderDataset>(config_.data_dir() + "/train", folder);
+    auto train = std::make_unique<ImageFolderDataset>(config_.data_dir() + "/train", folder);
     folder.train = false;
     auto val = std::make_unique<ImageFolderDataset>(config_.data_dir() + "/val", folder);
-    DTRAIN_USAGE_CHECK(val->classes() == static_cast<const ImageFolderDataset&>(*p.train_data).classes())
+    DTRAIN_USAGE_CHECK(val->classes() == train->classes())
         << config_.data_dir() << ": val/ and train/ hold different class folders (" << val->num_classes() << " and "
-        << p.train_data->num_classes() << ")";
+        << train->num_classes() << ")";
+    p.train_data = std::move(train);
     p.val_data = std::move(val);
   } else {
     const ImageShape shape{config_.image_size(), config_.image_size(), 3};

@@ -149,14 +149,24 @@ double mean_abs_difference(const std::vector<uint8_t>& a, const std::vector<uint
   return sum / static_cast<double>(a.size());
 }
 
+JpegHeader header_of(const std::vector<uint8_t>& jpeg) {
+  JpegHeader header;
+  std::string error;
+  EXPECT_TRUE(read_jpeg_header(jpeg.data(), jpeg.size(), &header, &error)) << error;
+  return header;
+}
+
 TEST(JpegDecoder, DecodesFullSizeCloseToTheSource) {
   std::mt19937_64 rng = fresh_rng();
   const int w = 320, h = 240;
   const std::vector<uint8_t> rgb = smooth_image(w, h, rng);
   const std::vector<uint8_t> jpeg = encode_jpeg(rgb.data(), w, h, 95);
+  const JpegHeader header = header_of(jpeg);
+  EXPECT_EQ(header.width, w);
+  EXPECT_EQ(header.height, h);
   DecodedImage image;
   std::string error;
-  ASSERT_TRUE(decode_jpeg(jpeg.data(), jpeg.size(), w, h, w, h, &image, &error)) << error;
+  ASSERT_TRUE(decode_jpeg(jpeg.data(), jpeg.size(), header, w, h, w, h, &image, &error)) << error;
   EXPECT_EQ(image.width, w);
   EXPECT_EQ(image.height, h);
   EXPECT_EQ(image.scale, 1.0);
@@ -168,17 +178,18 @@ TEST(JpegDecoder, ScaledDecodeMatchesAFullDecodeResized) {
   const int w = 320, h = 240;
   const std::vector<uint8_t> rgb = smooth_image(w, h, rng);
   const std::vector<uint8_t> jpeg = encode_jpeg(rgb.data(), w, h, 95);
+  const JpegHeader header = header_of(jpeg);
   DecodedImage full, scaled;
   std::string error;
-  ASSERT_TRUE(decode_jpeg(jpeg.data(), jpeg.size(), w, h, w, h, &full, &error)) << error;
+  ASSERT_TRUE(decode_jpeg(jpeg.data(), jpeg.size(), header, w, h, w, h, &full, &error)) << error;
   // The whole image becomes 40x30: the 1/8 DCT scale is exactly enough.
-  ASSERT_TRUE(decode_jpeg(jpeg.data(), jpeg.size(), w, h, 40, 30, &scaled, &error)) << error;
+  ASSERT_TRUE(decode_jpeg(jpeg.data(), jpeg.size(), header, w, h, 40, 30, &scaled, &error)) << error;
   EXPECT_EQ(scaled.width, 40);
   EXPECT_EQ(scaled.height, 30);
   EXPECT_DOUBLE_EQ(scaled.scale, 0.125);
   // A region needing 100x100 of a 160x120 area: 3/4 is the smallest scale that still covers it.
   DecodedImage partial;
-  ASSERT_TRUE(decode_jpeg(jpeg.data(), jpeg.size(), 160, 120, 100, 100, &partial, &error)) << error;
+  ASSERT_TRUE(decode_jpeg(jpeg.data(), jpeg.size(), header, 160, 120, 100, 100, &partial, &error)) << error;
   EXPECT_GE(partial.scale * 120, 100);
   EXPECT_LT(partial.scale, 1.0);
   std::vector<uint8_t> resized(40 * 30 * 3);
@@ -191,16 +202,18 @@ TEST(JpegDecoder, RejectsGarbageAndTruncatedFilesWithTheLibrarysReason) {
   std::mt19937_64 rng = fresh_rng();
   std::vector<uint8_t> garbage(300);
   for (uint8_t& b : garbage) b = static_cast<uint8_t>(rng());
-  DecodedImage image;
+  JpegHeader header;
   std::string error;
-  EXPECT_FALSE(decode_jpeg(garbage.data(), garbage.size(), 10, 10, 1, 1, &image, &error));
+  EXPECT_FALSE(read_jpeg_header(garbage.data(), garbage.size(), &header, &error));
   EXPECT_FALSE(error.empty());
   // Cut inside the entropy-coded data: libjpeg-turbo only warns, and fills the rest with grey.
   const std::vector<uint8_t> rgb = smooth_image(256, 256, rng);
   std::vector<uint8_t> jpeg = encode_jpeg(rgb.data(), 256, 256, 90);
   jpeg.resize(jpeg.size() / 2);
   error.clear();
-  EXPECT_FALSE(decode_jpeg(jpeg.data(), jpeg.size(), 256, 256, 256, 256, &image, &error));
+  ASSERT_TRUE(read_jpeg_header(jpeg.data(), jpeg.size(), &header, &error)) << error;
+  DecodedImage image;
+  EXPECT_FALSE(decode_jpeg(jpeg.data(), jpeg.size(), header, 256, 256, 256, 256, &image, &error));
   EXPECT_NE(error.find("Premature end"), std::string::npos) << error;
 }
 

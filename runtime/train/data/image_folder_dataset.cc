@@ -105,7 +105,8 @@ bool ImageFolderDataset::try_load(size_t index, std::mt19937_64& rng, uint8_t* o
                                            : center_crop_after_resize(header.width, header.height, options_.resize, options_.crop);
   const bool flip = options_.train && std::uniform_int_distribution<int>(0, 1)(rng) == 1;
   DecodedImage image;
-  if (!decode_jpeg(bytes.data(), bytes.size(), region.width, region.height, options_.crop, options_.crop, &image, error)) {
+  if (!decode_jpeg(bytes.data(), bytes.size(), header, region.width, region.height, options_.crop, options_.crop, &image,
+                   error)) {
     return false;
   }
   // The region in the decoded (possibly DCT-scaled) image's coordinates.

@@ -46,24 +46,18 @@ bool plausible_size(int width, int height, std::string* error) {
 
 bool read_jpeg_header(const uint8_t* data, size_t size, JpegHeader* header, std::string* error) {
   tjhandle tj = thread_decompressor();
-  int subsampling = 0, colorspace = 0;
+  int subsampling = 0;
   if (tjDecompressHeader3(tj, data, static_cast<unsigned long>(size), &header->width, &header->height, &subsampling,
-                          &colorspace) != 0) {
+                          &header->colorspace) != 0) {
     *error = library_error(tj);
     return false;
   }
   return plausible_size(header->width, header->height, error);
 }
 
-bool decode_jpeg(const uint8_t* data, size_t size, double region_width, double region_height, int min_width,
-                 int min_height, DecodedImage* image, std::string* error) {
+bool decode_jpeg(const uint8_t* data, size_t size, const JpegHeader& header, double region_width,
+                 double region_height, int min_width, int min_height, DecodedImage* image, std::string* error) {
   tjhandle tj = thread_decompressor();
-  int width = 0, height = 0, subsampling = 0, colorspace = 0;
-  if (tjDecompressHeader3(tj, data, static_cast<unsigned long>(size), &width, &height, &subsampling, &colorspace) != 0) {
-    *error = library_error(tj);
-    return false;
-  }
-  if (!plausible_size(width, height, error)) return false;
   int factor_count = 0;
   const tjscalingfactor* factors = tjGetScalingFactors(&factor_count);
   tjscalingfactor chosen{1, 1};
@@ -73,10 +67,10 @@ bool decode_jpeg(const uint8_t* data, size_t size, double region_width, double r
     const double chosen_s = static_cast<double>(chosen.num) / chosen.denom;
     if (s < chosen_s && region_width * s >= min_width && region_height * s >= min_height) chosen = f;
   }
-  image->width = TJSCALED(width, chosen);
-  image->height = TJSCALED(height, chosen);
-  image->scale = static_cast<double>(image->width) / width;
-  const bool cmyk = colorspace == TJCS_CMYK || colorspace == TJCS_YCCK;
+  image->width = TJSCALED(header.width, chosen);
+  image->height = TJSCALED(header.height, chosen);
+  image->scale = static_cast<double>(image->width) / header.width;
+  const bool cmyk = header.colorspace == TJCS_CMYK || header.colorspace == TJCS_YCCK;
   std::vector<uint8_t> cmyk_pixels;
   std::vector<uint8_t>& target = cmyk ? cmyk_pixels : image->rgb;
   target.resize(static_cast<size_t>(image->width) * image->height * (cmyk ? 4 : 3));

@@ -15,6 +15,7 @@ namespace dtrain::train {
 struct JpegHeader {
   int width = 0;
   int height = 0;
+  int colorspace = 0;  // TurboJPEG's TJCS_*
 };
 
 struct DecodedImage {
@@ -24,14 +25,16 @@ struct DecodedImage {
   double scale = 1;  // decoded size / original size
 };
 
-// Reads width and height; false with the library's reason when the bytes are not a readable JPEG.
+// Reads size and colour space; false with the library's reason when the bytes are not a readable
+// JPEG (or claim an implausible size).
 bool read_jpeg_header(const uint8_t* data, size_t size, JpegHeader* header, std::string* error);
 
-// Decodes to RGB (grey and CMYK/YCCK are converted) at the smallest DCT scale at which a region of
-// region_width x region_height original pixels still spans at least min_width x min_height pixels.
+// Decodes the JPEG whose `header` read_jpeg_header gave (the crop is chosen from it first) to RGB
+// (grey and CMYK/YCCK are converted), at the smallest DCT scale at which a region of region_width x
+// region_height original pixels still spans at least min_width x min_height pixels.
 // Thread-safe: each thread uses its own decompressor.
-bool decode_jpeg(const uint8_t* data, size_t size, double region_width, double region_height, int min_width,
-                 int min_height, DecodedImage* image, std::string* error);
+bool decode_jpeg(const uint8_t* data, size_t size, const JpegHeader& header, double region_width,
+                 double region_height, int min_width, int min_height, DecodedImage* image, std::string* error);
 
 // RGB (height x width x 3) to a baseline JPEG at `quality`: for generating test data.
 std::vector<uint8_t> encode_jpeg(const uint8_t* rgb, int width, int height, int quality);
