@@ -23,6 +23,15 @@ ncclRedOp_t nccl_op(ReduceOp op) { return op == ReduceOp::kAverage ? ncclAvg : n
 
 cudaStream_t stream_of(const Collective& call) { return static_cast<cudaStream_t>(call.where.stream); }
 
+// On one rank every reduction (sum or average, any dtype) is its input: copied here instead of
+// calling NCCL, whose one-rank reduction kernel before 2.29.7 leaves the last count % 32 elements
+// of an out-of-place ncclAvg unwritten (NVIDIA/nccl#1950; seen with 2.28.9 on an H200).
+bool copied_on_one_rank(int size, const Collective& call) {
+  if (size != 1) return false;
+  copy_bytes(call.recv, call.send, call.count * core::dtype_size(call.dtype), call.where);
+  return true;
+}
+
 }  // namespace
 
 NcclCommunicator::NcclCommunicator(MPI_Comm comm) : control_(core::MpiComm::duplicate(comm)) {
@@ -73,12 +82,9 @@ Work NcclCommunicator::submit(const Collective& call) {
 }
 
 void NcclCommunicator::all_reduce(const Collective& call) {
+  if (copied_on_one_rank(size_, call)) return;
   const cudaStream_t stream = stream_of(call);
-  if (call.dtype == DType::kF32 || size_ == 1 || call.count == 0) {
-    if (call.dtype != DType::kF32) {  // one rank: the average is the input, rounded as is
-      copy_bytes(call.recv, call.send, call.count * core::dtype_size(call.dtype), call.where);
-      return;
-    }
+  if (call.dtype == DType::kF32 || call.count == 0) {
     checked(ncclAllReduce(call.send, call.recv, call.count, ncclFloat32, nccl_op(call.op), nccl_, stream),
             "ncclAllReduce");
     return;
@@ -105,6 +111,7 @@ void NcclCommunicator::all_reduce(const Collective& call) {
 }
 
 void NcclCommunicator::reduce_scatter(const Collective& call) {
+  if (copied_on_one_rank(size_, call)) return;
   const cudaStream_t stream = stream_of(call);
   if (call.dtype == DType::kF32) {
     checked(ncclReduceScatter(call.send, call.recv, call.count, ncclFloat32, nccl_op(call.op), nccl_, stream),
