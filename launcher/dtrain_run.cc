@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "launcher/launch_plan.h"
+#include "launcher/task_wrapper.h"
 #include "runtime/core/cli.h"
 #include "runtime/core/error.h"
 #include "runtime/core/main_guard.h"
@@ -82,6 +83,7 @@ int run(int argc, char** argv) {
       ("H", core::po::value<std::string>(), "hosts and slots: node1:4,node2:4")
       ("hostfile", core::po::value<std::string>(), "Open MPI hostfile: one 'host slots=N' per line")
       ("mpi-args", core::po::value<std::string>(), "extra mpirun options, split at spaces")
+      ("as-task", "run PROGRAM as one srun task (dtrain-run adds it under srun; see task_wrapper.h)")
       ("dry-run", "print the command instead of running it")
       ("verbose", "print the command before running it");
   const int split = program_start(argc, argv, options);
@@ -111,6 +113,7 @@ int run(int argc, char** argv) {
   const int first = split < argc && std::string(argv[split]) == "--" ? split + 1 : split;
   for (int i = first; i < argc; ++i) request.program.push_back(argv[i]);
   if (!request.program.empty()) request.program[0] = resolve_program(request.program[0]);
+  if (cli.values.count("as-task")) return run_as_task(request.program);
 
   LaunchEnvironment environment;
   for (char** e = environ; *e != nullptr; ++e) {
@@ -119,6 +122,7 @@ int run(int argc, char** argv) {
     if (eq != std::string::npos) environment.variables[entry.substr(0, eq)] = entry.substr(eq + 1);
   }
   environment.root = geteuid() == 0;
+  environment.dtrain_run_path = fs::read_symlink("/proc/self/exe").string();
   if (environment.variables.count("SLURM_JOB_ID")) {
     environment.srun_available = on_path("srun");
     environment.srun_supports_pmix = environment.srun_available && srun_supports_pmix();

@@ -78,7 +78,8 @@ LaunchPlan plan_launch(const LaunchRequest& request, const LaunchEnvironment& en
     if (environment.srun_available && environment.srun_supports_pmix) {
       plan.mode = "slurm-srun";
       // srun exports the whole environment by default, so nothing needs forwarding.
-      plan.argv = {"srun", "--mpi=pmix", "--ntasks", std::to_string(np), "--kill-on-bad-exit=1"};
+      plan.argv = {"srun", "--mpi=pmix", "--ntasks", std::to_string(np), "--kill-on-bad-exit=1",
+                   environment.dtrain_run_path, "--as-task", "--"};
     } else {
       plan.mode = "slurm-mpirun";
       add_mpirun_common(environment, np, plan.argv);

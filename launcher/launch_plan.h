@@ -8,7 +8,8 @@
 //  - single node (no -H, no hostfile, no Slurm): localhost with -np slots.
 //  - inside a Slurm allocation (SLURM_JOB_ID set, no -H or hostfile): srun --mpi=pmix over the
 //    allocation's tasks when srun supports PMIx, else mpirun, which reads the allocation itself;
-//    -np defaults to SLURM_NTASKS.
+//    -np defaults to SLURM_NTASKS. Under srun each task runs as `dtrain-run --as-task -- PROGRAM`
+//    (task_wrapper.h: the job's exit status stays the failed rank's).
 #include <map>
 #include <string>
 #include <vector>
@@ -31,6 +32,7 @@ struct LaunchEnvironment {
   bool root = false;
   bool srun_available = false;
   bool srun_supports_pmix = false;
+  std::string dtrain_run_path;  // this dtrain-run, which wraps each task under srun
 };
 
 struct LaunchPlan {

@@ -13,6 +13,8 @@ packages=(
   libturbojpeg0-dev libjpeg62-turbo-dev
   zlib1g-dev
   dataset-fashion-mnist
+  iproute2                                  # cluster/sim: network namespaces, bridge, tc
+  munge slurmctld slurmd slurm-client       # the real-Slurm test (tests/cluster/slurm_test.sh)
 )
 
 missing=()

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <ostream>
@@ -37,7 +38,8 @@ std::vector<size_t> awkward_counts() {
   return {0, 1, 2, 3, n - 1, 7919, 1000003, (size_t{1} << 20) + 3};
 }
 
-// "mpi-ring", "mpi", "hierarchical/k" (k ranks per simulated node; uneven allowed).
+// "mpi-ring", "mpi", "hierarchical" with k ranks per simulated node (uneven allowed), or with
+// k = 0 the nodes MPI reports: one on a single host, several under cluster/sim or a real cluster.
 struct BackendSpec {
   std::string name;
   int ranks_per_node = 0;
@@ -58,6 +60,11 @@ Fixture make(const BackendSpec& spec) {
     f.ctx = std::make_unique<core::RankContext>(MPI_COMM_WORLD, core::NodeLayout{spec.ranks_per_node, true});
   } else {
     f.ctx = std::make_unique<core::RankContext>(MPI_COMM_WORLD, core::NodeLayout{});
+    // The multi-node runs (tests/cluster) say how many nodes they launched on, so a launch that
+    // quietly landed on one host cannot pass as a cross-node test.
+    if (const char* nodes = std::getenv("DTRAIN_TEST_EXPECT_NODES")) {
+      EXPECT_EQ(f.ctx->topology().node_count, std::atoi(nodes)) << "nodes seen by MPI";
+    }
   }
   RingTuning tuning;
   tuning.segment_bytes = 64 * 1024;  // several segments per chunk even at moderate counts
@@ -267,14 +274,15 @@ std::string param_name(const testing::TestParamInfo<Param>& info) {
 
 INSTANTIATE_TEST_SUITE_P(
     Matrix, Collectives,
-    testing::Combine(testing::Values(BackendSpec{"mpi-ring", 0}, BackendSpec{"mpi", 0}, BackendSpec{"hierarchical", 1},
-                                     BackendSpec{"hierarchical", 2}),
+    testing::Combine(testing::Values(BackendSpec{"mpi-ring", 0}, BackendSpec{"mpi", 0}, BackendSpec{"hierarchical", 0},
+                                     BackendSpec{"hierarchical", 1}, BackendSpec{"hierarchical", 2}),
                      testing::Values(DType::kF32, DType::kF16, DType::kBF16), testing::Bool()),
     param_name);
 
 INSTANTIATE_TEST_SUITE_P(Backends, CommunicatorBehaviour,
                          testing::Values(BackendSpec{"mpi-ring", 0}, BackendSpec{"mpi", 0},
-                                         BackendSpec{"hierarchical", 1}, BackendSpec{"hierarchical", 2}),
+                                         BackendSpec{"hierarchical", 0}, BackendSpec{"hierarchical", 1},
+                                         BackendSpec{"hierarchical", 2}),
                          [](const testing::TestParamInfo<BackendSpec>& p) { return identifier(spec_label(p.param)); });
 
 TEST(Factory, AutoPicksByNodesAndGpus) {

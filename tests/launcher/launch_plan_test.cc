@@ -120,9 +120,11 @@ TEST(LaunchPlan, InsideSlurmUsesSrunWithPmixOrMpirunAndDefaultsNpToTheTasks) {
   env.variables = {{"SLURM_JOB_ID", "42"}, {"SLURM_NTASKS", "8"}, {"DTRAIN_LOG_LEVEL", "info"}};
   env.srun_available = true;
   env.srun_supports_pmix = true;
+  env.dtrain_run_path = "/opt/dtrain/bin/dtrain-run";
   LaunchPlan plan = plan_launch(r, env);
   EXPECT_EQ(plan.mode, "slurm-srun");
-  EXPECT_EQ(plan.argv, (Argv{"srun", "--mpi=pmix", "--ntasks", "8", "--kill-on-bad-exit=1", "/bin/prog", "--x"}));
+  EXPECT_EQ(plan.argv, (Argv{"srun", "--mpi=pmix", "--ntasks", "8", "--kill-on-bad-exit=1", "/opt/dtrain/bin/dtrain-run",
+                               "--as-task", "--", "/bin/prog", "--x"}));
   env.srun_supports_pmix = false;
   plan = plan_launch(r, env);
   EXPECT_EQ(plan.mode, "slurm-mpirun");

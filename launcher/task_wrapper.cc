@@ -1,0 +1,83 @@
+#include "launcher/task_wrapper.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "runtime/core/error.h"
+
+namespace dtrain::launcher {
+namespace {
+
+volatile sig_atomic_t child_pid = 0;
+volatile sig_atomic_t forwarded_stop_signal = 0;
+
+bool is_stop_signal(int signal_number) {
+  return signal_number == SIGTERM || signal_number == SIGINT || signal_number == SIGHUP || signal_number == SIGKILL;
+}
+
+void forward_signal(int signal_number) {
+  if (is_stop_signal(signal_number)) forwarded_stop_signal = signal_number;
+  if (child_pid > 0) kill(child_pid, signal_number);
+}
+
+// The signals a job scheduler or a user sends to a job: stop requests, and the user signals
+// Slurm's --signal delivers ahead of a time limit. All go on to the program.
+constexpr int kForwardedSignals[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGCONT};
+
+}  // namespace
+
+int run_as_task(const std::vector<std::string>& program) {
+  DTRAIN_USAGE_CHECK(!program.empty()) << "dtrain-run --as-task: no program given";
+  struct sigaction action {};
+  action.sa_handler = forward_signal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  // Installed before the fork, so a signal that arrives while the child starts is not lost: the
+  // child resets them to the default before exec.
+  constexpr size_t kCount = sizeof(kForwardedSignals) / sizeof(kForwardedSignals[0]);
+  struct sigaction previous[kCount] {};
+  for (size_t i = 0; i < kCount; ++i) sigaction(kForwardedSignals[i], &action, &previous[i]);
+  forwarded_stop_signal = 0;
+
+  const pid_t pid = fork();
+  DTRAIN_CHECK(pid >= 0) << "dtrain-run --as-task: fork failed: " << std::strerror(errno);
+  if (pid == 0) {
+    struct sigaction default_action {};
+    default_action.sa_handler = SIG_DFL;
+    for (const int s : kForwardedSignals) sigaction(s, &default_action, nullptr);
+    std::vector<char*> args;
+    for (const std::string& a : program) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execvp(args[0], args.data());
+    std::fprintf(stderr, "dtrain-run --as-task: cannot start %s: %s\n", args[0], std::strerror(errno));
+    _exit(127);
+  }
+  child_pid = pid;
+
+  int status = 0;
+  int waited = 0;
+  while ((waited = waitpid(pid, &status, 0)) < 0 && errno == EINTR) {
+  }
+  const int wait_error = errno;
+  child_pid = 0;
+  for (size_t i = 0; i < kCount; ++i) sigaction(kForwardedSignals[i], &previous[i], nullptr);
+  DTRAIN_CHECK(waited == pid) << "dtrain-run --as-task: waitpid failed: " << std::strerror(wait_error);
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  const int signal_number = WTERMSIG(status);
+  if (forwarded_stop_signal != 0 && is_stop_signal(signal_number)) {
+    const char* rank = std::getenv("SLURM_PROCID");
+    std::fprintf(stderr, "dtrain-run: rank %s stopped by signal %d (%s): the job is being ended from outside\n",
+                 rank != nullptr ? rank : "?", signal_number, strsignal(signal_number));
+    return kStoppedFromOutsideStatus;
+  }
+  return 128 + signal_number;
+}
+
+}  // namespace dtrain::launcher
