@@ -29,8 +29,10 @@ Backend parse_backend(std::string_view text, std::string_view source) {
 
 Backend resolve_backend(Backend requested, const core::Topology& topology, bool gpus) {
   if (requested != Backend::kAuto) return requested;
-  if (!gpus) return Backend::kMpiRing;
-  return topology.node_count > 1 ? Backend::kHierarchical : Backend::kNccl;
+  // Across nodes the hierarchical scheme sends each byte over the network once per node instead of
+  // once per rank boundary; measured on cluster/sim, CPU ranks too (bench/results/*_cpu/sim_*).
+  if (topology.node_count > 1) return Backend::kHierarchical;
+  return gpus ? Backend::kNccl : Backend::kMpiRing;
 }
 
 std::unique_ptr<Communicator> make_communicator(Backend requested, const core::RankContext& ctx, bool gpus) {

@@ -1,6 +1,6 @@
 #pragma once
 // Choosing and creating a communicator for the world of a RankContext.
-//   auto: one node with GPUs -> nccl; several nodes with GPUs -> hierarchical; CPU -> mpi-ring.
+//   auto: several nodes -> hierarchical; one node with GPUs -> nccl; one CPU node -> mpi-ring.
 #include <memory>
 #include <string_view>
 

@@ -290,7 +290,7 @@ TEST(Factory, AutoPicksByNodesAndGpus) {
   core::Topology two_nodes;
   two_nodes.node_count = 2;
   EXPECT_EQ(resolve_backend(Backend::kAuto, one_node, false), Backend::kMpiRing);
-  EXPECT_EQ(resolve_backend(Backend::kAuto, two_nodes, false), Backend::kMpiRing);
+  EXPECT_EQ(resolve_backend(Backend::kAuto, two_nodes, false), Backend::kHierarchical);
   EXPECT_EQ(resolve_backend(Backend::kAuto, one_node, true), Backend::kNccl);
   EXPECT_EQ(resolve_backend(Backend::kAuto, two_nodes, true), Backend::kHierarchical);
   EXPECT_EQ(resolve_backend(Backend::kMpi, two_nodes, true), Backend::kMpi);

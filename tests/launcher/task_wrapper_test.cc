@@ -1,8 +1,9 @@
 // dtrain-run --as-task: the task's exit status is the program's own, except that a stop signal
 // passed on from outside (srun ending the step after another task failed) becomes status 1.
+#include "launcher/task_wrapper.h"
+
 #include <gtest/gtest.h>
 
-#include "launcher/task_wrapper.h"
 #include "runtime/core/error.h"
 
 namespace dtrain::launcher {

@@ -1,0 +1,75 @@
+#pragma once
+// 2-D convolution on the GPU through cuDNN: forward, backward data and backward filter, in the two
+// numerics dtrain trains with: fp32 NCHW (the reference; TF32 tensor cores allowed or not) and
+// bf16 NHWC (the fast path; fp32 accumulation).
+//
+// The algorithm of each pass is chosen once per shape by measurement (cudnnFind...Ex) and kept in
+// a process-wide cache, so every layer of the same shape, and every later step, reuses it without
+// measuring again. Workspaces come from the device's caching allocator on the layer's stream.
+// The first call of a shape measures (and so synchronizes the stream); later calls only queue work.
+#include <cudnn.h>
+
+#include <cstddef>
+#include <string>
+
+#include "runtime/core/caching_allocator.h"
+
+namespace dtrain::models::cuda {
+
+enum class ConvNumerics {
+  kFp32Nchw,  // fp32 tensors, NCHW activations, KCRS filters
+  kBf16Nhwc,  // bf16 tensors, NHWC activations, KRSC filters, fp32 accumulation
+};
+
+struct ConvGeometry {
+  int batch = 0, in_channels = 0, height = 0, width = 0;
+  int out_channels = 0, kernel = 0, stride = 1, pad = 0;
+  int out_height() const { return (height + 2 * pad - kernel) / stride + 1; }
+  int out_width() const { return (width + 2 * pad - kernel) / stride + 1; }
+  std::string describe() const;  // "N=.. C=.. HxW=.. -> K=.. RxS=.. stride .. pad .."
+};
+
+class CudnnConv2d {
+ public:
+  // allow_tf32 matters for kFp32Nchw only (off: exact fp32 FMA kernels).
+  CudnnConv2d(cudnnHandle_t handle, const ConvGeometry& geometry, ConvNumerics numerics, bool allow_tf32,
+              core::CachingAllocator& allocator);
+  ~CudnnConv2d();
+  CudnnConv2d(const CudnnConv2d&) = delete;
+  CudnnConv2d& operator=(const CudnnConv2d&) = delete;
+
+  // Device pointers in the layout and type of `numerics`; work is queued on the handle's stream.
+  void forward(const void* x, const void* w, void* y);
+  void backward_data(const void* dy, const void* w, void* dx);
+  // Writes (does not add to) dw.
+  void backward_filter(const void* x, const void* dy, void* dw);
+
+  const ConvGeometry& geometry() const { return geometry_; }
+  // How many passes this process has measured with cudnnFind (each shape and pass once).
+  static size_t measurements_made();
+
+ private:
+  struct Pass {
+    bool chosen = false;
+    int algorithm = 0;
+    size_t workspace_bytes = 0;
+  };
+  template <typename Perf, typename Find>
+  void choose(Pass& pass, cudnnConvolutionDescriptor_t desc, int pass_index, const char* name, Find find);
+  void* workspace(size_t bytes);
+  void release_workspace(void* ptr);
+
+  cudnnHandle_t handle_;
+  ConvGeometry geometry_;
+  ConvNumerics numerics_;
+  bool allow_tf32_;
+  core::CachingAllocator& allocator_;
+  cudnnTensorDescriptor_t x_desc_ = nullptr, y_desc_ = nullptr;
+  cudnnFilterDescriptor_t w_desc_ = nullptr;
+  // One convolution descriptor per pass: each pass's algorithm runs with the math type it was
+  // measured with, and the passes' choices differ.
+  cudnnConvolutionDescriptor_t forward_desc_ = nullptr, backward_data_desc_ = nullptr, backward_filter_desc_ = nullptr;
+  Pass forward_, backward_data_, backward_filter_;
+};
+
+}  // namespace dtrain::models::cuda
