@@ -1,0 +1,52 @@
+#pragma once
+// Batch normalization on the GPU, with the fusions ResNet needs: BN, BN + ReLU, and
+// BN + residual add + ReLU in one pass over the activations, forward and backward.
+// Semantics are those of the CPU reference (models/cpu/batch_norm.h, PyTorch's): batch statistics
+// with the biased variance for normalizing, the unbiased one for the running variance, eps inside
+// the square root. Activations are fp32 NCHW or bf16 NHWC (core::bfloat16 on the host side);
+// gamma, beta, statistics and parameter gradients are fp32.
+//
+// Statistics are reduced in two levels, both deterministic: blocks of rows write per-channel
+// partials (count, mean, centred sum of squares; merged with Chan's formula, so no cancellation),
+// and one thread per channel merges the partials in double. Work is queued on `stream`; scratch
+// comes from `scratch` (the device caching allocator), tagged with that stream.
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "runtime/core/caching_allocator.h"
+
+namespace dtrain::models::cuda {
+
+struct BatchNormDims {
+  int batch = 1;
+  int channels = 1;
+  int64_t spatial = 1;         // H * W
+  bool channels_last = false;  // NHWC (else NCHW)
+  double eps = 1e-5;
+  double momentum = 0.1;
+};
+
+// y = act(bn(x) [+ residual]); act is ReLU when relu. residual may be null. Writes saved_mean and
+// saved_inv_std for backward and updates running_mean / running_var.
+template <typename T>
+void batch_norm_forward_train(cudaStream_t stream, const BatchNormDims& dims, const T* x, const float* gamma,
+                              const float* beta, const T* residual, bool relu, T* y, float* saved_mean,
+                              float* saved_inv_std, float* running_mean, float* running_var,
+                              core::CachingAllocator& scratch);
+
+// Inference: normalizes with the running statistics.
+template <typename T>
+void batch_norm_forward_eval(cudaStream_t stream, const BatchNormDims& dims, const T* x, const float* gamma,
+                             const float* beta, const float* running_mean, const float* running_var, const T* residual,
+                             bool relu, T* y, core::CachingAllocator& scratch);
+
+// Backward of forward_train. y is the forward output (its sign is the ReLU mask; null when !relu).
+// Writes dx, dgamma and dbeta, and dresidual (the gradient reaching the residual input, i.e. dy
+// through the ReLU) when it is not null.
+template <typename T>
+void batch_norm_backward(cudaStream_t stream, const BatchNormDims& dims, const T* x, const T* y, const T* dy,
+                         const float* gamma, const float* saved_mean, const float* saved_inv_std, bool relu, T* dx,
+                         T* dresidual, float* dgamma, float* dbeta, core::CachingAllocator& scratch);
+
+}  // namespace dtrain::models::cuda

@@ -1,0 +1,276 @@
+// GPU batch norm (models/cuda/batch_norm) against the float64 CPU reference (models/cpu/batch_norm
+// instantiated for double) on fresh random inputs: BN, BN + ReLU and BN + residual add + ReLU,
+// forward (output, saved and running statistics), backward (dx, dgamma, dbeta, dresidual) and
+// eval; fp32 NCHW within 1e-4 and bf16 NHWC within 2e-2, relative to |want| + the RMS of the output.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "models/cpu/batch_norm.h"
+#include "runtime/core/dtype.h"
+#include "runtime/core/gpu_binding.h"
+
+#if DTRAIN_WITH_CUDA
+#include <cuda_runtime_api.h>
+
+#include "models/cuda/batch_norm.h"
+#include "runtime/core/cuda/cuda_check.h"
+#include "runtime/core/cuda/device_allocator.h"
+#endif
+
+namespace dtrain::models {
+namespace {
+
+#if DTRAIN_WITH_CUDA
+struct Case {
+  int batch, channels, height, width;
+  bool bf16_nhwc, relu, residual;
+};
+
+// Logical NCHW index -> storage index of the case's layout.
+size_t storage_index(const Case& c, size_t logical) {
+  if (!c.bf16_nhwc) return logical;
+  const size_t s = static_cast<size_t>(c.height) * c.width;
+  const size_t n = logical / (c.channels * s), ch = logical / s % c.channels, p = logical % s;
+  return (n * s + p) * c.channels + ch;
+}
+
+// Device array of activations in the case's type and layout, filled from logical NCHW doubles
+// (rounded to the type; `values` gets the rounded values back, so the reference sees them).
+class Activations {
+ public:
+  Activations(const Case& c, std::vector<double>& values) : c_(c), count_(values.size()) {
+    DTRAIN_CUDA_CHECK(cudaMalloc(&data_, count_ * element_size()));
+    std::vector<unsigned char> host(count_ * element_size());
+    for (size_t i = 0; i < count_; ++i) {
+      const size_t at = storage_index(c, i);
+      if (c.bf16_nhwc) {
+        const core::bfloat16 b = core::to_bfloat16(static_cast<float>(values[i]));
+        std::memcpy(&host[2 * at], &b, 2);
+        values[i] = core::to_float(b);
+      } else {
+        const float f = static_cast<float>(values[i]);
+        std::memcpy(&host[4 * at], &f, 4);
+        values[i] = f;
+      }
+    }
+    DTRAIN_CUDA_CHECK(cudaMemcpy(data_, host.data(), host.size(), cudaMemcpyHostToDevice));
+  }
+  ~Activations() { cudaFree(data_); }
+  Activations(const Activations&) = delete;
+  Activations& operator=(const Activations&) = delete;
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(data_);
+  }
+  std::vector<double> logical() const {  // back to NCHW doubles
+    std::vector<unsigned char> host(count_ * element_size());
+    DTRAIN_CUDA_CHECK(cudaMemcpy(host.data(), data_, host.size(), cudaMemcpyDeviceToHost));
+    std::vector<double> out(count_);
+    for (size_t i = 0; i < count_; ++i) {
+      const size_t at = storage_index(c_, i);
+      if (c_.bf16_nhwc) {
+        core::bfloat16 b;
+        std::memcpy(&b, &host[2 * at], 2);
+        out[i] = core::to_float(b);
+      } else {
+        float f;
+        std::memcpy(&f, &host[4 * at], 4);
+        out[i] = f;
+      }
+    }
+    return out;
+  }
+
+ private:
+  size_t element_size() const { return c_.bf16_nhwc ? 2 : 4; }
+  Case c_;
+  size_t count_;
+  void* data_ = nullptr;
+};
+
+class Floats {  // a device fp32 vector
+ public:
+  explicit Floats(const std::vector<double>& values) : count_(values.size()) {
+    DTRAIN_CUDA_CHECK(cudaMalloc(&data_, count_ * sizeof(float)));
+    std::vector<float> host(values.begin(), values.end());
+    DTRAIN_CUDA_CHECK(cudaMemcpy(data_, host.data(), count_ * sizeof(float), cudaMemcpyHostToDevice));
+  }
+  ~Floats() { cudaFree(data_); }
+  Floats(const Floats&) = delete;
+  Floats& operator=(const Floats&) = delete;
+  float* get() const { return data_; }
+  std::vector<double> values() const {
+    std::vector<float> host(count_);
+    DTRAIN_CUDA_CHECK(cudaMemcpy(host.data(), data_, count_ * sizeof(float), cudaMemcpyDeviceToHost));
+    return {host.begin(), host.end()};
+  }
+
+ private:
+  size_t count_;
+  float* data_ = nullptr;
+};
+
+std::vector<double> random_values(size_t n, double lo, double hi, std::mt19937_64& rng) {
+  std::uniform_real_distribution<double> u(lo, hi);
+  std::vector<double> v(n);
+  for (double& x : v) x = u(rng);
+  return v;
+}
+
+void expect_close(const std::vector<double>& got, const std::vector<double>& want, double tolerance,
+                  const std::string& what) {
+  double rms = 0;
+  for (double w : want) rms += w * w;
+  rms = std::sqrt(rms / std::max<size_t>(want.size(), 1));
+  size_t wrong = 0, first = 0;
+  double worst = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double error = std::fabs(got[i] - want[i]) / (std::fabs(want[i]) + rms + 1e-30);
+    worst = std::max(worst, error);
+    if (!(error <= tolerance) && wrong++ == 0) first = i;
+  }
+  EXPECT_EQ(wrong, 0u) << what << ": " << wrong << " of " << want.size() << " off; first " << first << ": got "
+                       << got[first] << ", want " << want[first];
+  std::printf("  %-60s worst %.2e (bound %.0e)\n", what.c_str(), worst, tolerance);
+}
+
+class BatchNormGpuTest : public testing::TestWithParam<Case> {
+ protected:
+  void SetUp() override {
+    if (core::detail::runtime_visible_gpus().empty()) GTEST_SKIP() << "no GPU visible to the CUDA runtime";
+    DTRAIN_CUDA_CHECK(cudaSetDevice(0));
+    DTRAIN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  }
+  void TearDown() override {
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  }
+  cudaStream_t stream_ = nullptr;
+};
+
+template <typename T>
+void run_case(const Case& c, cudaStream_t stream) {
+  std::mt19937_64 rng(std::random_device{}());
+  const size_t spatial = static_cast<size_t>(c.height) * c.width;
+  const size_t n = static_cast<size_t>(c.batch) * c.channels * spatial;
+  const double tolerance = c.bf16_nhwc ? 2e-2 : 1e-4;
+  const std::string label =
+      (c.bf16_nhwc ? "bf16 NHWC" : "fp32 NCHW") + std::string(c.relu ? " relu" : "") + (c.residual ? " +residual" : "");
+  // Inputs off-centre (mean 3), as activations often are: a one-pass variance would lose digits.
+  std::vector<double> x = random_values(n, 2.0, 4.0, rng), dy = random_values(n, -1.0, 1.0, rng);
+  std::vector<double> residual = random_values(n, -1.0, 1.0, rng);
+  const std::vector<double> gamma = random_values(c.channels, 0.5, 1.5, rng),
+                            beta = random_values(c.channels, -0.5, 0.5, rng);
+  std::vector<double> running_mean = random_values(c.channels, -0.1, 0.1, rng),
+                      running_var = random_values(c.channels, 0.5, 1.5, rng);
+  const Activations x_dev(c, x), dy_dev(c, dy), residual_dev(c, residual);
+  std::vector<double> zeros(n, 0.0);
+  Activations y_dev(c, zeros), dx_dev(c, zeros), dres_dev(c, zeros);
+  Floats gamma_dev(gamma), beta_dev(beta), rmean_dev(running_mean), rvar_dev(running_var);
+  std::vector<double> channel_zeros(c.channels, 0.0);
+  Floats saved_mean_dev(channel_zeros), saved_inv_std_dev(channel_zeros), dgamma_dev(channel_zeros),
+      dbeta_dev(channel_zeros);
+
+  cuda::BatchNormDims dims{c.batch, c.channels, static_cast<int64_t>(spatial), c.bf16_nhwc, 1e-5, 0.1};
+  core::CachingAllocator& allocator = core::device_caching_allocator(0);
+  cuda::batch_norm_forward_train<T>(
+      stream, dims, x_dev.as<T>(), gamma_dev.get(), beta_dev.get(), c.residual ? residual_dev.as<T>() : nullptr, c.relu,
+      y_dev.as<T>(), saved_mean_dev.get(), saved_inv_std_dev.get(), rmean_dev.get(), rvar_dev.get(), allocator);
+  cuda::batch_norm_backward<T>(stream, dims, x_dev.as<T>(), c.relu ? y_dev.as<T>() : nullptr, dy_dev.as<T>(),
+                               gamma_dev.get(), saved_mean_dev.get(), saved_inv_std_dev.get(), c.relu, dx_dev.as<T>(),
+                               c.residual ? dres_dev.as<T>() : nullptr, dgamma_dev.get(), dbeta_dev.get(), allocator);
+  DTRAIN_CUDA_CHECK(cudaStreamSynchronize(stream));
+
+  // Reference: the CPU kernels in double, then the residual and ReLU.
+  cpu::BatchNormShape shape{c.batch, c.channels, static_cast<int64_t>(spatial), 1e-5, 0.1};
+  std::vector<double> bn(n), mean(c.channels), inv_std(c.channels);
+  std::vector<double> ref_rmean = running_mean, ref_rvar = running_var;
+  cpu::batch_norm_forward_train<double>(shape, x.data(), gamma.data(), beta.data(), bn.data(), mean.data(),
+                                        inv_std.data(), ref_rmean.data(), ref_rvar.data());
+  std::vector<double> y = bn;
+  for (size_t i = 0; i < n; ++i) {
+    if (c.residual) y[i] += residual[i];
+    if (c.relu) y[i] = std::max(y[i], 0.0);
+  }
+  const std::vector<double> y_got = y_dev.logical();
+  expect_close(y_got, y, tolerance, "forward y " + label);
+  expect_close(saved_mean_dev.values(), mean, 1e-5, "saved mean " + label);
+  expect_close(saved_inv_std_dev.values(), inv_std, 1e-5, "saved inv std " + label);
+  expect_close(rmean_dev.values(), ref_rmean, 1e-5, "running mean " + label);
+  expect_close(rvar_dev.values(), ref_rvar, 1e-5, "running var " + label);
+
+  // The ReLU mask is the device forward's (a value rounded across zero must not count as an error).
+  std::vector<double> dy_masked = dy;
+  for (size_t i = 0; i < n; ++i) {
+    if (c.relu && !(y_got[i] > 0)) dy_masked[i] = 0;
+  }
+  std::vector<double> dx(n), dgamma(c.channels), dbeta(c.channels);
+  cpu::batch_norm_backward<double>(shape, x.data(), dy_masked.data(), gamma.data(), mean.data(), inv_std.data(),
+                                   dx.data(), dgamma.data(), dbeta.data());
+  expect_close(dx_dev.logical(), dx, tolerance, "backward dx " + label);
+  expect_close(dgamma_dev.values(), dgamma, tolerance, "backward dgamma " + label);
+  expect_close(dbeta_dev.values(), dbeta, tolerance, "backward dbeta " + label);
+  if (c.residual) expect_close(dres_dev.logical(), dy_masked, tolerance, "backward dresidual " + label);
+
+  // Eval with the (updated) running statistics.
+  cuda::batch_norm_forward_eval<T>(stream, dims, x_dev.as<T>(), gamma_dev.get(), beta_dev.get(), rmean_dev.get(),
+                                   rvar_dev.get(), c.residual ? residual_dev.as<T>() : nullptr, c.relu, y_dev.as<T>(),
+                                   allocator);
+  DTRAIN_CUDA_CHECK(cudaStreamSynchronize(stream));
+  std::vector<double> y_eval(n);
+  cpu::batch_norm_forward_eval<double>(shape, x.data(), gamma.data(), beta.data(), ref_rmean.data(), ref_rvar.data(),
+                                       y_eval.data());
+  for (size_t i = 0; i < n; ++i) {
+    if (c.residual) y_eval[i] += residual[i];
+    if (c.relu) y_eval[i] = std::max(y_eval[i], 0.0);
+  }
+  expect_close(y_dev.logical(), y_eval, tolerance, "eval y " + label);
+}
+
+TEST_P(BatchNormGpuTest, MatchesFloat64Reference) {
+  const Case& c = GetParam();
+  if (c.bf16_nhwc) {
+    run_case<core::bfloat16>(c, stream_);
+  } else {
+    run_case<float>(c, stream_);
+  }
+}
+
+std::vector<Case> cases() {
+  // Channel counts below, at and above a 32-channel block, odd spatial sizes, one large reduction.
+  const std::vector<Case> shapes = {{2, 3, 5, 7}, {4, 32, 6, 6}, {3, 45, 9, 11}, {8, 64, 28, 28}, {1, 130, 3, 3}};
+  std::vector<Case> all;
+  for (const Case& s : shapes) {
+    for (bool bf16 : {false, true}) {
+      all.push_back({s.batch, s.channels, s.height, s.width, bf16, false, false});
+      all.push_back({s.batch, s.channels, s.height, s.width, bf16, true, false});
+      all.push_back({s.batch, s.channels, s.height, s.width, bf16, true, true});
+    }
+  }
+  return all;
+}
+
+std::string case_name(const testing::TestParamInfo<Case>& info) {
+  const Case& c = info.param;
+  std::ostringstream name;
+  name << "n" << c.batch << "c" << c.channels << "h" << c.height << "w" << c.width
+       << (c.bf16_nhwc ? "_bf16_nhwc" : "_fp32_nchw") << (c.relu ? "_relu" : "") << (c.residual ? "_add" : "");
+  return name.str();
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, BatchNormGpuTest, testing::ValuesIn(cases()), case_name);
+
+#else
+TEST(BatchNormGpuTest, NeedsCuda) {
+  GTEST_SKIP() << "built without CUDA (DTRAIN_CUDA=OFF or toolkit not found)";
+}
+#endif
+
+}  // namespace
+}  // namespace dtrain::models
