@@ -1,0 +1,63 @@
+#include <cuda_bf16.h>
+
+#include <algorithm>
+
+#include "runtime/core/cuda/cuda_check.h"
+#include "runtime/train/cuda/sgd_update.h"
+
+namespace dtrain::train::cuda {
+namespace {
+
+__device__ inline float load(const float* p, size_t i) { return p[i]; }
+__device__ inline float load(const __nv_bfloat16* p, size_t i) { return __bfloat162float(p[i]); }
+
+template <typename T> struct DeviceType { using type = T; };
+template <> struct DeviceType<core::bfloat16> { using type = __nv_bfloat16; };
+
+// The weight decay of element i: the first range whose end is past i (binary search; the table is
+// a few hundred entries and stays in cache).
+__device__ inline float decay_of(uint64_t i, const DecayRangeEnd* ranges, int count) {
+  int lo = 0, hi = count - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi) / 2;
+    if (ranges[mid].end > i) {
+      hi = mid;
+    } else {
+      lo = mid + 1;
+    }
+  }
+  return ranges[lo].weight_decay;
+}
+
+template <typename G>
+__global__ void sgd_kernel(SgdStep s, const G* __restrict__ grads) {
+  __nv_bfloat16* copy = reinterpret_cast<__nv_bfloat16*>(s.params_bf16);
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < s.count; i += size_t{gridDim.x} * blockDim.x) {
+    const float p = s.params[i];
+    // Written as the host loop writes it (no fused multiply-add), so both give the same floats.
+    const float g = __fadd_rn(load(grads, i), __fmul_rn(decay_of(i, s.ranges, s.range_count), p));
+    const float buf = __fadd_rn(__fmul_rn(s.mu, s.momentum[i]), g);
+    s.momentum[i] = buf;
+    const float d = s.nesterov ? __fadd_rn(g, __fmul_rn(s.mu, buf)) : buf;
+    const float updated = __fsub_rn(p, __fmul_rn(s.lr, d));
+    s.params[i] = updated;
+    if (copy != nullptr) copy[i] = __float2bfloat16_rn(updated);
+  }
+}
+
+}  // namespace
+
+template <typename G>
+void sgd_update(cudaStream_t stream, const SgdStep& step, const G* grads) {
+  DTRAIN_CHECK(step.range_count > 0 || step.count == 0) << "sgd_update: no decay ranges";
+  if (step.count == 0) return;
+  constexpr int kThreads = 256;
+  const int blocks = static_cast<int>(std::min<size_t>((step.count + kThreads - 1) / kThreads, 132 * 16));
+  sgd_kernel<<<blocks, kThreads, 0, stream>>>(step, reinterpret_cast<const typename DeviceType<G>::type*>(grads));
+  DTRAIN_CUDA_CHECK(cudaGetLastError()) << "sgd update kernel";
+}
+
+template void sgd_update<float>(cudaStream_t, const SgdStep&, const float*);
+template void sgd_update<core::bfloat16>(cudaStream_t, const SgdStep&, const core::bfloat16*);
+
+}  // namespace dtrain::train::cuda
