@@ -1,22 +1,16 @@
-#include <cuda_bf16.h>
-
 #include <algorithm>
 
 #include "models/cuda/batch_norm.h"
+#include "runtime/core/buffer.h"
 #include "runtime/core/cuda/cuda_check.h"
-#include "runtime/core/dtype.h"
+#include "runtime/core/cuda/device_elements.cuh"
 
 namespace dtrain::models::cuda {
 namespace {
 
-// Host-side types to device types: core::bfloat16 has the bits of __nv_bfloat16.
-template <typename T> struct DeviceType { using type = T; };
-template <> struct DeviceType<core::bfloat16> { using type = __nv_bfloat16; };
-
-__device__ inline float load(const float* p, int64_t i) { return p[i]; }
-__device__ inline float load(const __nv_bfloat16* p, int64_t i) { return __bfloat162float(p[i]); }
-__device__ inline void store(float* p, int64_t i, float v) { p[i] = v; }
-__device__ inline void store(__nv_bfloat16* p, int64_t i, float v) { p[i] = __float2bfloat16_rn(v); }
+using core::cuda::DeviceTypeOf;
+using core::cuda::load;
+using core::cuda::store;
 
 // Rows are the (n, h, w) positions: M = batch * spatial of them per channel. Element (row, c):
 // NHWC: row * C + c. NCHW: (n * C + c) * S + s with n = row / S, s = row % S.
@@ -33,23 +27,26 @@ struct Indexer {
   }
 };
 
-// Block shape for per-channel reductions: 32 channels x 8 row-lanes for NHWC (the 32 threads of a
-// warp read 32 adjacent channels), 1 channel x 256 row-lanes for NCHW (adjacent rows are adjacent).
+// The launch of a per-channel reduction over the rows. Block shape: 32 channels x 8 row-lanes for
+// NHWC (the 32 threads of a warp read 32 adjacent channels), 1 channel x 256 row-lanes for NCHW
+// (adjacent rows are adjacent). Row blocks: enough blocks in all to fill the GPU, each with at
+// least a few hundred rows.
 constexpr int kThreads = 256;
-struct ReduceShape {
+struct ReductionLaunch {
+  Indexer ix;
+  int64_t rows;
   int channels_per_block;
-  int row_lanes;
+  int row_blocks;
+  dim3 grid() const { return dim3((ix.channels + channels_per_block - 1) / channels_per_block, row_blocks); }
 };
-ReduceShape reduce_shape(const BatchNormDims& d) {
-  return d.channels_last ? ReduceShape{32, kThreads / 32} : ReduceShape{1, kThreads};
-}
-// Row blocks: enough blocks in all to fill the GPU, each with at least a few hundred rows.
-int row_blocks(const BatchNormDims& d) {
-  const ReduceShape s = reduce_shape(d);
-  const int64_t rows = int64_t{d.batch} * d.spatial;
-  const int channel_blocks = (d.channels + s.channels_per_block - 1) / s.channels_per_block;
+ReductionLaunch reduction_launch(const BatchNormDims& d) {
+  ReductionLaunch launch{{d.channels, d.spatial, d.channels_last}, int64_t{d.batch} * d.spatial,
+                         d.channels_last ? 32 : 1, 1};
+  const int row_lanes = kThreads / launch.channels_per_block;
+  const int channel_blocks = static_cast<int>(launch.grid().x);
   const int64_t want = std::max<int64_t>(1, 1024 / channel_blocks);
-  return static_cast<int>(std::clamp<int64_t>(rows / (s.row_lanes * 16), 1, want));
+  launch.row_blocks = static_cast<int>(std::clamp<int64_t>(launch.rows / (row_lanes * 16), 1, want));
+  return launch;
 }
 
 struct Moments {  // count, mean, centred sum of squares
@@ -224,24 +221,6 @@ int elementwise_blocks(int64_t n) {
   return static_cast<int>(std::clamp<int64_t>((n + kThreads - 1) / kThreads, 1, 132 * 16));
 }
 
-// Scratch of `bytes` on `stream`, given back when the scope ends (reuse is ordered on the stream).
-class Scratch {
- public:
-  Scratch(core::CachingAllocator& allocator, cudaStream_t stream, size_t bytes)
-      : allocator_(allocator), ptr_(allocator.allocate(bytes, reinterpret_cast<uintptr_t>(stream))) {}
-  ~Scratch() { allocator_.release(ptr_); }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  template <typename U>
-  U* as(size_t offset_bytes = 0) const {
-    return reinterpret_cast<U*>(static_cast<char*>(ptr_) + offset_bytes);
-  }
-
- private:
-  core::CachingAllocator& allocator_;
-  void* ptr_;
-};
-
 void check_dims(const BatchNormDims& d) {
   DTRAIN_CHECK(d.batch > 0 && d.channels > 0 && d.spatial > 0 && d.eps > 0)
       << "batch norm: bad dims N=" << d.batch << " C=" << d.channels << " HxW=" << d.spatial << " eps=" << d.eps;
@@ -249,94 +228,86 @@ void check_dims(const BatchNormDims& d) {
 
 }  // namespace
 
+// Per-call scratch (partials, per-channel coefficients) is a device Buffer on `stream`: it comes
+// from the caching allocator, and its reuse after release is ordered on the same stream.
 template <typename T>
 void batch_norm_forward_train(cudaStream_t stream, const BatchNormDims& d, const T* x_host_type, const float* gamma,
                               const float* beta, const T* residual_host_type, bool relu, T* y_host_type,
-                              float* saved_mean, float* saved_inv_std, float* running_mean, float* running_var,
-                              core::CachingAllocator& allocator) {
-  using D = typename DeviceType<T>::type;
+                              float* saved_mean, float* saved_inv_std, float* running_mean, float* running_var) {
+  using D = DeviceTypeOf<T>;
   check_dims(d);
   const D* x = reinterpret_cast<const D*>(x_host_type);
-  const D* residual = reinterpret_cast<const D*>(residual_host_type);
-  D* y = reinterpret_cast<D*>(y_host_type);
-  const Indexer ix{d.channels, d.spatial, d.channels_last};
-  const int64_t rows = int64_t{d.batch} * d.spatial;
-  const ReduceShape shape = reduce_shape(d);
-  const int blocks_r = row_blocks(d);
-  const dim3 grid((d.channels + shape.channels_per_block - 1) / shape.channels_per_block, blocks_r);
-  const size_t partial_bytes = sizeof(Moments) * size_t(blocks_r) * d.channels;
-  Scratch scratch(allocator, stream, partial_bytes + 2 * sizeof(float) * d.channels);
-  Moments* partials = scratch.as<Moments>();
-  float* scale = scratch.as<float>(partial_bytes);
+  const ReductionLaunch launch = reduction_launch(d);
+  const size_t partial_bytes = sizeof(Moments) * size_t(launch.row_blocks) * d.channels;
+  core::Buffer scratch(core::MemoryKind::kDevice, partial_bytes + 2 * sizeof(float) * d.channels, stream);
+  Moments* partials = static_cast<Moments*>(scratch.data());
+  float* scale = reinterpret_cast<float*>(static_cast<char*>(scratch.data()) + partial_bytes);
   float* shift = scale + d.channels;
-  partial_moments_kernel<<<grid, kThreads, 0, stream>>>(ix, rows, shape.channels_per_block, x, partials);
+  partial_moments_kernel<<<launch.grid(), kThreads, 0, stream>>>(launch.ix, launch.rows, launch.channels_per_block,
+                                                                  x, partials);
   finalize_forward_kernel<<<(d.channels + 127) / 128, 128, 0, stream>>>(
-      d.channels, blocks_r, partials, gamma, beta, d.eps, d.momentum, saved_mean, saved_inv_std, running_mean,
-      running_var, scale, shift);
-  const int64_t n = rows * d.channels;
-  apply_kernel<<<elementwise_blocks(n), kThreads, 0, stream>>>(ix, n, x, scale, shift, residual, relu, y);
+      d.channels, launch.row_blocks, partials, gamma, beta, d.eps, d.momentum, saved_mean, saved_inv_std,
+      running_mean, running_var, scale, shift);
+  const int64_t n = launch.rows * d.channels;
+  apply_kernel<<<elementwise_blocks(n), kThreads, 0, stream>>>(launch.ix, n, x, scale, shift,
+                                                               reinterpret_cast<const D*>(residual_host_type), relu,
+                                                               reinterpret_cast<D*>(y_host_type));
   DTRAIN_CUDA_CHECK(cudaGetLastError()) << "batch norm forward kernels";
 }
 
 template <typename T>
 void batch_norm_forward_eval(cudaStream_t stream, const BatchNormDims& d, const T* x_host_type, const float* gamma,
                              const float* beta, const float* running_mean, const float* running_var,
-                             const T* residual_host_type, bool relu, T* y_host_type, core::CachingAllocator& allocator) {
-  using D = typename DeviceType<T>::type;
+                             const T* residual_host_type, bool relu, T* y_host_type) {
+  using D = DeviceTypeOf<T>;
   check_dims(d);
-  const Indexer ix{d.channels, d.spatial, d.channels_last};
-  Scratch scratch(allocator, stream, 2 * sizeof(float) * d.channels);
-  float* scale = scratch.as<float>();
+  core::Buffer scratch(core::MemoryKind::kDevice, 2 * sizeof(float) * d.channels, stream);
+  float* scale = static_cast<float*>(scratch.data());
   float* shift = scale + d.channels;
   eval_coefficients_kernel<<<(d.channels + 127) / 128, 128, 0, stream>>>(d.channels, gamma, beta, running_mean,
                                                                          running_var, d.eps, scale, shift);
   const int64_t n = int64_t{d.batch} * d.spatial * d.channels;
   apply_kernel<<<elementwise_blocks(n), kThreads, 0, stream>>>(
-      ix, n, reinterpret_cast<const D*>(x_host_type), scale, shift, reinterpret_cast<const D*>(residual_host_type),
-      relu, reinterpret_cast<D*>(y_host_type));
+      Indexer{d.channels, d.spatial, d.channels_last}, n, reinterpret_cast<const D*>(x_host_type), scale, shift,
+      reinterpret_cast<const D*>(residual_host_type), relu, reinterpret_cast<D*>(y_host_type));
   DTRAIN_CUDA_CHECK(cudaGetLastError()) << "batch norm eval kernels";
 }
 
 template <typename T>
 void batch_norm_backward(cudaStream_t stream, const BatchNormDims& d, const T* x_host_type, const T* y_host_type,
                          const T* dy_host_type, const float* gamma, const float* saved_mean, const float* saved_inv_std,
-                         bool relu, T* dx_host_type, T* dresidual_host_type, float* dgamma, float* dbeta,
-                         core::CachingAllocator& allocator) {
-  using D = typename DeviceType<T>::type;
+                         bool relu, T* dx_host_type, T* dresidual_host_type, float* dgamma, float* dbeta) {
+  using D = DeviceTypeOf<T>;
   check_dims(d);
   DTRAIN_CHECK(!relu || y_host_type != nullptr) << "batch norm backward with ReLU needs the forward output";
   const D* x = reinterpret_cast<const D*>(x_host_type);
   const D* y = reinterpret_cast<const D*>(y_host_type);
   const D* dy = reinterpret_cast<const D*>(dy_host_type);
-  const Indexer ix{d.channels, d.spatial, d.channels_last};
-  const int64_t rows = int64_t{d.batch} * d.spatial;
-  const ReduceShape shape = reduce_shape(d);
-  const int blocks_r = row_blocks(d);
-  const dim3 grid((d.channels + shape.channels_per_block - 1) / shape.channels_per_block, blocks_r);
-  const size_t partial_bytes = sizeof(float2) * size_t(blocks_r) * d.channels;
-  Scratch scratch(allocator, stream, partial_bytes + 3 * sizeof(float) * d.channels);
-  float2* partials = scratch.as<float2>();
-  float* coefficients = scratch.as<float>(partial_bytes);
-  backward_partials_kernel<<<grid, kThreads, 0, stream>>>(ix, rows, shape.channels_per_block, x, y, dy, relu,
-                                                          saved_mean, saved_inv_std, partials);
+  const ReductionLaunch launch = reduction_launch(d);
+  const size_t partial_bytes = sizeof(float2) * size_t(launch.row_blocks) * d.channels;
+  core::Buffer scratch(core::MemoryKind::kDevice, partial_bytes + 3 * sizeof(float) * d.channels, stream);
+  float2* partials = static_cast<float2*>(scratch.data());
+  float* coefficients = reinterpret_cast<float*>(static_cast<char*>(scratch.data()) + partial_bytes);
+  backward_partials_kernel<<<launch.grid(), kThreads, 0, stream>>>(launch.ix, launch.rows,
+                                                                    launch.channels_per_block, x, y, dy, relu,
+                                                                    saved_mean, saved_inv_std, partials);
   finalize_backward_kernel<<<(d.channels + 127) / 128, 128, 0, stream>>>(
-      d.channels, blocks_r, static_cast<double>(rows), partials, gamma, saved_inv_std, dgamma, dbeta, coefficients);
-  const int64_t n = rows * d.channels;
+      d.channels, launch.row_blocks, static_cast<double>(launch.rows), partials, gamma, saved_inv_std, dgamma, dbeta,
+      coefficients);
+  const int64_t n = launch.rows * d.channels;
   backward_apply_kernel<<<elementwise_blocks(n), kThreads, 0, stream>>>(
-      ix, n, x, y, dy, relu, saved_mean, saved_inv_std, coefficients, reinterpret_cast<D*>(dx_host_type),
+      launch.ix, n, x, y, dy, relu, saved_mean, saved_inv_std, coefficients, reinterpret_cast<D*>(dx_host_type),
       reinterpret_cast<D*>(dresidual_host_type));
   DTRAIN_CUDA_CHECK(cudaGetLastError()) << "batch norm backward kernels";
 }
 
 #define DTRAIN_INSTANTIATE(T)                                                                                       \
   template void batch_norm_forward_train<T>(cudaStream_t, const BatchNormDims&, const T*, const float*,            \
-                                            const float*, const T*, bool, T*, float*, float*, float*, float*,      \
-                                            core::CachingAllocator&);                                               \
+                                            const float*, const T*, bool, T*, float*, float*, float*, float*);     \
   template void batch_norm_forward_eval<T>(cudaStream_t, const BatchNormDims&, const T*, const float*, const float*, \
-                                           const float*, const float*, const T*, bool, T*, core::CachingAllocator&); \
+                                           const float*, const float*, const T*, bool, T*);                        \
   template void batch_norm_backward<T>(cudaStream_t, const BatchNormDims&, const T*, const T*, const T*,           \
-                                       const float*, const float*, const float*, bool, T*, T*, float*, float*,     \
-                                       core::CachingAllocator&);
+                                       const float*, const float*, const float*, bool, T*, T*, float*, float*);
 DTRAIN_INSTANTIATE(float)
 DTRAIN_INSTANTIATE(core::bfloat16)
 #undef DTRAIN_INSTANTIATE

@@ -8,13 +8,11 @@
 //
 // Statistics are reduced in two levels, both deterministic: blocks of rows write per-channel
 // partials (count, mean, centred sum of squares; merged with Chan's formula, so no cancellation),
-// and one thread per channel merges the partials in double. Work is queued on `stream`; scratch
-// comes from `scratch` (the device caching allocator), tagged with that stream.
+// and one thread per channel merges the partials in double. Work is queued on `stream`; scratch is
+// a device Buffer on that stream (the current device's caching allocator).
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
-
-#include "runtime/core/caching_allocator.h"
 
 namespace dtrain::models::cuda {
 
@@ -32,14 +30,13 @@ struct BatchNormDims {
 template <typename T>
 void batch_norm_forward_train(cudaStream_t stream, const BatchNormDims& dims, const T* x, const float* gamma,
                               const float* beta, const T* residual, bool relu, T* y, float* saved_mean,
-                              float* saved_inv_std, float* running_mean, float* running_var,
-                              core::CachingAllocator& scratch);
+                              float* saved_inv_std, float* running_mean, float* running_var);
 
 // Inference: normalizes with the running statistics.
 template <typename T>
 void batch_norm_forward_eval(cudaStream_t stream, const BatchNormDims& dims, const T* x, const float* gamma,
                              const float* beta, const float* running_mean, const float* running_var, const T* residual,
-                             bool relu, T* y, core::CachingAllocator& scratch);
+                             bool relu, T* y);
 
 // Backward of forward_train. y is the forward output (its sign is the ReLU mask; null when !relu).
 // Writes dx, dgamma and dbeta, and dresidual (the gradient reaching the residual input, i.e. dy
@@ -47,6 +44,6 @@ void batch_norm_forward_eval(cudaStream_t stream, const BatchNormDims& dims, con
 template <typename T>
 void batch_norm_backward(cudaStream_t stream, const BatchNormDims& dims, const T* x, const T* y, const T* dy,
                          const float* gamma, const float* saved_mean, const float* saved_inv_std, bool relu, T* dx,
-                         T* dresidual, float* dgamma, float* dbeta, core::CachingAllocator& scratch);
+                         T* dresidual, float* dgamma, float* dbeta);
 
 }  // namespace dtrain::models::cuda

@@ -75,9 +75,8 @@ std::string ConvGeometry::describe() const {
   return s.str();
 }
 
-CudnnConv2d::CudnnConv2d(cudnnHandle_t handle, const ConvGeometry& geometry, ConvNumerics numerics, bool allow_tf32,
-                         core::CachingAllocator& allocator)
-    : handle_(handle), geometry_(geometry), numerics_(numerics), allow_tf32_(allow_tf32), allocator_(allocator) {
+CudnnConv2d::CudnnConv2d(cudnnHandle_t handle, const ConvGeometry& geometry, ConvNumerics numerics, bool allow_tf32)
+    : handle_(handle), geometry_(geometry), numerics_(numerics), allow_tf32_(allow_tf32) {
   const ConvGeometry& g = geometry_;
   DTRAIN_CHECK(g.batch > 0 && g.in_channels > 0 && g.height > 0 && g.width > 0 && g.out_channels > 0 && g.kernel > 0 &&
                g.stride > 0 && g.pad >= 0 && g.out_height() > 0 && g.out_width() > 0)
@@ -113,17 +112,14 @@ CudnnConv2d::~CudnnConv2d() {
   cudnnDestroyTensorDescriptor(x_desc_);
 }
 
-void* CudnnConv2d::workspace(size_t bytes) {
+// A device Buffer on the handle's stream. It goes back to the cache when the pass returns: the
+// allocator hands it out again only for work on the same stream, which runs after the convolution.
+core::Buffer CudnnConv2d::workspace(size_t bytes) const {
   cudaStream_t stream = nullptr;
   DTRAIN_CUDNN_CHECK(cudnnGetStream(handle_, &stream));
-  return allocator_.allocate(bytes, reinterpret_cast<core::CachingAllocator::StreamTag>(stream));
+  return core::Buffer(core::MemoryKind::kDevice, bytes, stream);
 }
 
-// The block goes back to the cache at once: the allocator hands it out again only for work on the
-// same stream, which runs after the convolution that used it.
-void CudnnConv2d::release_workspace(void* ptr) {
-  allocator_.release(ptr);
-}
 // On a pass's first use: the cached choice for this shape, or a measurement of every algorithm with
 // cudnnFind...Ex on the caller's real buffers (which the real call then overwrites). The measuring
 // workspace is a plain cudaMalloc, freed at once: find synchronizes anyway, and a block that large
@@ -159,12 +155,11 @@ void CudnnConv2d::forward(const void* x, const void* w, void* y) {
                                                       count, results, space, limit);
       });
   const float one = 1.0f, zero = 0.0f;
-  void* space = workspace(forward_.workspace_bytes);
+  core::Buffer space = workspace(forward_.workspace_bytes);
   DTRAIN_CUDNN_CHECK(cudnnConvolutionForward(handle_, &one, x_desc_, x, w_desc_, w, forward_desc_,
-                                             static_cast<cudnnConvolutionFwdAlgo_t>(forward_.algorithm), space,
+                                             static_cast<cudnnConvolutionFwdAlgo_t>(forward_.algorithm), space.data(),
                                              forward_.workspace_bytes, &zero, y_desc_, y))
       << "convolution forward " << geometry_.describe();
-  release_workspace(space);
 }
 
 void CudnnConv2d::backward_data(const void* dy, const void* w, void* dx) {
@@ -175,12 +170,11 @@ void CudnnConv2d::backward_data(const void* dy, const void* w, void* dx) {
                                                   16, count, results, space, limit);
                                             });
   const float one = 1.0f, zero = 0.0f;
-  void* space = workspace(backward_data_.workspace_bytes);
+  core::Buffer space = workspace(backward_data_.workspace_bytes);
   DTRAIN_CUDNN_CHECK(cudnnConvolutionBackwardData(handle_, &one, w_desc_, w, y_desc_, dy, backward_data_desc_,
                                                   static_cast<cudnnConvolutionBwdDataAlgo_t>(backward_data_.algorithm),
-                                                  space, backward_data_.workspace_bytes, &zero, x_desc_, dx))
+                                                  space.data(), backward_data_.workspace_bytes, &zero, x_desc_, dx))
       << "convolution backward data " << geometry_.describe();
-  release_workspace(space);
 }
 
 void CudnnConv2d::backward_filter(const void* x, const void* dy, void* dw) {
@@ -191,13 +185,12 @@ void CudnnConv2d::backward_filter(const void* x, const void* dy, void* dw) {
                                                     dw, 16, count, results, space, limit);
                                               });
   const float one = 1.0f, zero = 0.0f;
-  void* space = workspace(backward_filter_.workspace_bytes);
+  core::Buffer space = workspace(backward_filter_.workspace_bytes);
   DTRAIN_CUDNN_CHECK(
       cudnnConvolutionBackwardFilter(handle_, &one, x_desc_, x, y_desc_, dy, backward_filter_desc_,
-                                     static_cast<cudnnConvolutionBwdFilterAlgo_t>(backward_filter_.algorithm), space,
-                                     backward_filter_.workspace_bytes, &zero, w_desc_, dw))
+                                     static_cast<cudnnConvolutionBwdFilterAlgo_t>(backward_filter_.algorithm),
+                                     space.data(), backward_filter_.workspace_bytes, &zero, w_desc_, dw))
       << "convolution backward filter " << geometry_.describe();
-  release_workspace(space);
 }
 
 }  // namespace dtrain::models::cuda

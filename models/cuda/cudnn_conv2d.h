@@ -5,14 +5,14 @@
 //
 // The algorithm of each pass is chosen once per shape by measurement (cudnnFind...Ex) and kept in
 // a process-wide cache, so every layer of the same shape, and every later step, reuses it without
-// measuring again. Workspaces come from the device's caching allocator on the layer's stream.
+// measuring again. Workspaces are device Buffers (the caching allocator) on the handle's stream.
 // The first call of a shape measures (and so synchronizes the stream); later calls only queue work.
 #include <cudnn.h>
 
 #include <cstddef>
 #include <string>
 
-#include "runtime/core/caching_allocator.h"
+#include "runtime/core/buffer.h"
 
 namespace dtrain::models::cuda {
 
@@ -32,8 +32,7 @@ struct ConvGeometry {
 class CudnnConv2d {
  public:
   // allow_tf32 matters for kFp32Nchw only (off: exact fp32 FMA kernels).
-  CudnnConv2d(cudnnHandle_t handle, const ConvGeometry& geometry, ConvNumerics numerics, bool allow_tf32,
-              core::CachingAllocator& allocator);
+  CudnnConv2d(cudnnHandle_t handle, const ConvGeometry& geometry, ConvNumerics numerics, bool allow_tf32);
   ~CudnnConv2d();
   CudnnConv2d(const CudnnConv2d&) = delete;
   CudnnConv2d& operator=(const CudnnConv2d&) = delete;
@@ -56,14 +55,12 @@ class CudnnConv2d {
   };
   template <typename Perf, typename Find>
   void choose(Pass& pass, cudnnConvolutionDescriptor_t desc, int pass_index, const char* name, Find find);
-  void* workspace(size_t bytes);
-  void release_workspace(void* ptr);
+  core::Buffer workspace(size_t bytes) const;
 
   cudnnHandle_t handle_;
   ConvGeometry geometry_;
   ConvNumerics numerics_;
   bool allow_tf32_;
-  core::CachingAllocator& allocator_;
   cudnnTensorDescriptor_t x_desc_ = nullptr, y_desc_ = nullptr;
   cudnnFilterDescriptor_t w_desc_ = nullptr;
   // One convolution descriptor per pass: each pass's algorithm runs with the math type it was

@@ -1,19 +1,14 @@
-#include <cuda_bf16.h>
-
 #include "models/cuda/softmax_cross_entropy.h"
+#include "runtime/core/buffer.h"
 #include "runtime/core/cuda/cuda_check.h"
-#include "runtime/core/dtype.h"
+#include "runtime/core/cuda/device_elements.cuh"
 
 namespace dtrain::models::cuda {
 namespace {
 
-template <typename T> struct DeviceType { using type = T; };
-template <> struct DeviceType<core::bfloat16> { using type = __nv_bfloat16; };
-
-__device__ inline float load(const float* p, int64_t i) { return p[i]; }
-__device__ inline float load(const __nv_bfloat16* p, int64_t i) { return __bfloat162float(p[i]); }
-__device__ inline void store(float* p, int64_t i, float v) { p[i] = v; }
-__device__ inline void store(__nv_bfloat16* p, int64_t i, float v) { p[i] = __float2bfloat16_rn(v); }
+using core::cuda::DeviceTypeOf;
+using core::cuda::load;
+using core::cuda::store;
 
 constexpr int kThreads = 256;
 
@@ -112,25 +107,24 @@ __global__ void mean_kernel(int batch, const float* __restrict__ row_loss, const
 
 template <typename T>
 void softmax_cross_entropy(cudaStream_t stream, int batch, int classes, const T* logits, const int32_t* labels,
-                           float smoothing, T* dlogits, LossOutputs out, core::CachingAllocator& allocator) {
-  using D = typename DeviceType<T>::type;
+                           float smoothing, T* dlogits, LossOutputs out) {
+  using D = DeviceTypeOf<T>;
   DTRAIN_CHECK(batch > 0 && classes > 0 && smoothing >= 0 && smoothing < 1)
       << "softmax cross-entropy: batch " << batch << ", classes " << classes << ", smoothing " << smoothing;
   DTRAIN_CHECK(out.mean_loss != nullptr) << "softmax cross-entropy needs a device scalar for the loss";
-  const auto tag = reinterpret_cast<uintptr_t>(stream);
-  void* scratch = allocator.allocate(size_t(batch) * (sizeof(float) + sizeof(int32_t)), tag);
-  float* row_loss = static_cast<float*>(scratch);
+  // Row results in a device Buffer on `stream`: its reuse after release is ordered on that stream.
+  core::Buffer scratch(core::MemoryKind::kDevice, size_t(batch) * (sizeof(float) + sizeof(int32_t)), stream);
+  float* row_loss = static_cast<float*>(scratch.data());
   int32_t* row_hit = reinterpret_cast<int32_t*>(row_loss + batch);
   row_kernel<<<batch, kThreads, 0, stream>>>(batch, classes, reinterpret_cast<const D*>(logits), labels, smoothing,
                                              reinterpret_cast<D*>(dlogits), row_loss, row_hit);
   mean_kernel<<<1, kThreads, 0, stream>>>(batch, row_loss, row_hit, out.mean_loss, out.top1_hits);
-  allocator.release(scratch);  // reuse is ordered on this stream
   DTRAIN_CUDA_CHECK(cudaGetLastError()) << "softmax cross-entropy kernels";
 }
 
 template void softmax_cross_entropy<float>(cudaStream_t, int, int, const float*, const int32_t*, float, float*,
-                                           LossOutputs, core::CachingAllocator&);
+                                           LossOutputs);
 template void softmax_cross_entropy<core::bfloat16>(cudaStream_t, int, int, const core::bfloat16*, const int32_t*,
-                                                    float, core::bfloat16*, LossOutputs, core::CachingAllocator&);
+                                                    float, core::bfloat16*, LossOutputs);
 
 }  // namespace dtrain::models::cuda

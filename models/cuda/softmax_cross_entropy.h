@@ -9,7 +9,7 @@
 
 #include <cstdint>
 
-#include "runtime/core/caching_allocator.h"
+#include "runtime/core/dtype.h"
 
 namespace dtrain::models::cuda {
 
@@ -22,6 +22,6 @@ struct LossOutputs {
 // out of bounds.
 template <typename T>
 void softmax_cross_entropy(cudaStream_t stream, int batch, int classes, const T* logits, const int32_t* labels,
-                           float smoothing, T* dlogits, LossOutputs out, core::CachingAllocator& scratch);
+                           float smoothing, T* dlogits, LossOutputs out);
 
 }  // namespace dtrain::models::cuda

@@ -21,7 +21,7 @@
 
 #include "models/cuda/batch_norm.h"
 #include "runtime/core/cuda/cuda_check.h"
-#include "runtime/core/cuda/device_allocator.h"
+#include "tests/support/device_vector.h"
 #endif
 
 namespace dtrain::models {
@@ -45,35 +45,15 @@ size_t storage_index(const Case& c, size_t logical) {
 // (rounded to the type; `values` gets the rounded values back, so the reference sees them).
 class Activations {
  public:
-  Activations(const Case& c, std::vector<double>& values) : c_(c), count_(values.size()) {
-    DTRAIN_CUDA_CHECK(cudaMalloc(&data_, count_ * element_size()));
-    std::vector<unsigned char> host(count_ * element_size());
-    for (size_t i = 0; i < count_; ++i) {
-      const size_t at = storage_index(c, i);
-      if (c.bf16_nhwc) {
-        const core::bfloat16 b = core::to_bfloat16(static_cast<float>(values[i]));
-        std::memcpy(&host[2 * at], &b, 2);
-        values[i] = core::to_float(b);
-      } else {
-        const float f = static_cast<float>(values[i]);
-        std::memcpy(&host[4 * at], &f, 4);
-        values[i] = f;
-      }
-    }
-    DTRAIN_CUDA_CHECK(cudaMemcpy(data_, host.data(), host.size(), cudaMemcpyHostToDevice));
-  }
-  ~Activations() { cudaFree(data_); }
-  Activations(const Activations&) = delete;
-  Activations& operator=(const Activations&) = delete;
+  Activations(const Case& c, std::vector<double>& values) : c_(c), device_(encode(c, values)) {}
   template <typename T>
   T* as() const {
-    return static_cast<T*>(data_);
+    return reinterpret_cast<T*>(device_.get());
   }
   std::vector<double> logical() const {  // back to NCHW doubles
-    std::vector<unsigned char> host(count_ * element_size());
-    DTRAIN_CUDA_CHECK(cudaMemcpy(host.data(), data_, host.size(), cudaMemcpyDeviceToHost));
-    std::vector<double> out(count_);
-    for (size_t i = 0; i < count_; ++i) {
+    const std::vector<unsigned char> host = device_.to_host();
+    std::vector<double> out(host.size() / element_size(c_));
+    for (size_t i = 0; i < out.size(); ++i) {
       const size_t at = storage_index(c_, i);
       if (c_.bf16_nhwc) {
         core::bfloat16 b;
@@ -89,33 +69,36 @@ class Activations {
   }
 
  private:
-  size_t element_size() const { return c_.bf16_nhwc ? 2 : 4; }
+  static size_t element_size(const Case& c) { return c.bf16_nhwc ? 2 : 4; }
+  static std::vector<unsigned char> encode(const Case& c, std::vector<double>& values) {
+    std::vector<unsigned char> host(values.size() * element_size(c));
+    for (size_t i = 0; i < values.size(); ++i) {
+      const size_t at = storage_index(c, i);
+      if (c.bf16_nhwc) {
+        const core::bfloat16 b = core::to_bfloat16(static_cast<float>(values[i]));
+        std::memcpy(&host[2 * at], &b, 2);
+        values[i] = core::to_float(b);
+      } else {
+        const float f = static_cast<float>(values[i]);
+        std::memcpy(&host[4 * at], &f, 4);
+        values[i] = f;
+      }
+    }
+    return host;
+  }
   Case c_;
-  size_t count_;
-  void* data_ = nullptr;
+  test::DeviceVector<unsigned char> device_;
 };
 
-class Floats {  // a device fp32 vector
- public:
-  explicit Floats(const std::vector<double>& values) : count_(values.size()) {
-    DTRAIN_CUDA_CHECK(cudaMalloc(&data_, count_ * sizeof(float)));
-    std::vector<float> host(values.begin(), values.end());
-    DTRAIN_CUDA_CHECK(cudaMemcpy(data_, host.data(), count_ * sizeof(float), cudaMemcpyHostToDevice));
-  }
-  ~Floats() { cudaFree(data_); }
-  Floats(const Floats&) = delete;
-  Floats& operator=(const Floats&) = delete;
-  float* get() const { return data_; }
-  std::vector<double> values() const {
-    std::vector<float> host(count_);
-    DTRAIN_CUDA_CHECK(cudaMemcpy(host.data(), data_, count_ * sizeof(float), cudaMemcpyDeviceToHost));
-    return {host.begin(), host.end()};
-  }
-
- private:
-  size_t count_;
-  float* data_ = nullptr;
-};
+// fp32 device vectors (parameters, statistics) from and back to the doubles the reference uses.
+using Floats = test::DeviceVector<float>;
+std::vector<float> floats(const std::vector<double>& v) {
+  return {v.begin(), v.end()};
+}
+std::vector<double> doubles(const Floats& device) {
+  const std::vector<float> host = device.to_host();
+  return {host.begin(), host.end()};
+}
 
 std::vector<double> random_values(size_t n, double lo, double hi, std::mt19937_64& rng) {
   std::uniform_real_distribution<double> u(lo, hi);
@@ -172,19 +155,18 @@ void run_case(const Case& c, cudaStream_t stream) {
   const Activations x_dev(c, x), dy_dev(c, dy), residual_dev(c, residual);
   std::vector<double> zeros(n, 0.0);
   Activations y_dev(c, zeros), dx_dev(c, zeros), dres_dev(c, zeros);
-  Floats gamma_dev(gamma), beta_dev(beta), rmean_dev(running_mean), rvar_dev(running_var);
-  std::vector<double> channel_zeros(c.channels, 0.0);
-  Floats saved_mean_dev(channel_zeros), saved_inv_std_dev(channel_zeros), dgamma_dev(channel_zeros),
-      dbeta_dev(channel_zeros);
+  Floats gamma_dev(floats(gamma)), beta_dev(floats(beta)), rmean_dev(floats(running_mean)),
+      rvar_dev(floats(running_var));
+  const size_t channels = static_cast<size_t>(c.channels);
+  Floats saved_mean_dev(channels), saved_inv_std_dev(channels), dgamma_dev(channels), dbeta_dev(channels);
 
   cuda::BatchNormDims dims{c.batch, c.channels, static_cast<int64_t>(spatial), c.bf16_nhwc, 1e-5, 0.1};
-  core::CachingAllocator& allocator = core::device_caching_allocator(0);
-  cuda::batch_norm_forward_train<T>(
-      stream, dims, x_dev.as<T>(), gamma_dev.get(), beta_dev.get(), c.residual ? residual_dev.as<T>() : nullptr, c.relu,
-      y_dev.as<T>(), saved_mean_dev.get(), saved_inv_std_dev.get(), rmean_dev.get(), rvar_dev.get(), allocator);
+  cuda::batch_norm_forward_train<T>(stream, dims, x_dev.as<T>(), gamma_dev.get(), beta_dev.get(),
+                                    c.residual ? residual_dev.as<T>() : nullptr, c.relu, y_dev.as<T>(),
+                                    saved_mean_dev.get(), saved_inv_std_dev.get(), rmean_dev.get(), rvar_dev.get());
   cuda::batch_norm_backward<T>(stream, dims, x_dev.as<T>(), c.relu ? y_dev.as<T>() : nullptr, dy_dev.as<T>(),
                                gamma_dev.get(), saved_mean_dev.get(), saved_inv_std_dev.get(), c.relu, dx_dev.as<T>(),
-                               c.residual ? dres_dev.as<T>() : nullptr, dgamma_dev.get(), dbeta_dev.get(), allocator);
+                               c.residual ? dres_dev.as<T>() : nullptr, dgamma_dev.get(), dbeta_dev.get());
   DTRAIN_CUDA_CHECK(cudaStreamSynchronize(stream));
 
   // Reference: the CPU kernels in double, then the residual and ReLU.
@@ -200,10 +182,10 @@ void run_case(const Case& c, cudaStream_t stream) {
   }
   const std::vector<double> y_got = y_dev.logical();
   expect_close(y_got, y, tolerance, "forward y " + label);
-  expect_close(saved_mean_dev.values(), mean, 1e-5, "saved mean " + label);
-  expect_close(saved_inv_std_dev.values(), inv_std, 1e-5, "saved inv std " + label);
-  expect_close(rmean_dev.values(), ref_rmean, 1e-5, "running mean " + label);
-  expect_close(rvar_dev.values(), ref_rvar, 1e-5, "running var " + label);
+  expect_close(doubles(saved_mean_dev), mean, 1e-5, "saved mean " + label);
+  expect_close(doubles(saved_inv_std_dev), inv_std, 1e-5, "saved inv std " + label);
+  expect_close(doubles(rmean_dev), ref_rmean, 1e-5, "running mean " + label);
+  expect_close(doubles(rvar_dev), ref_rvar, 1e-5, "running var " + label);
 
   // The ReLU mask is the device forward's (a value rounded across zero must not count as an error).
   std::vector<double> dy_masked = dy;
@@ -214,14 +196,13 @@ void run_case(const Case& c, cudaStream_t stream) {
   cpu::batch_norm_backward<double>(shape, x.data(), dy_masked.data(), gamma.data(), mean.data(), inv_std.data(),
                                    dx.data(), dgamma.data(), dbeta.data());
   expect_close(dx_dev.logical(), dx, tolerance, "backward dx " + label);
-  expect_close(dgamma_dev.values(), dgamma, tolerance, "backward dgamma " + label);
-  expect_close(dbeta_dev.values(), dbeta, tolerance, "backward dbeta " + label);
+  expect_close(doubles(dgamma_dev), dgamma, tolerance, "backward dgamma " + label);
+  expect_close(doubles(dbeta_dev), dbeta, tolerance, "backward dbeta " + label);
   if (c.residual) expect_close(dres_dev.logical(), dy_masked, tolerance, "backward dresidual " + label);
 
   // Eval with the (updated) running statistics.
   cuda::batch_norm_forward_eval<T>(stream, dims, x_dev.as<T>(), gamma_dev.get(), beta_dev.get(), rmean_dev.get(),
-                                   rvar_dev.get(), c.residual ? residual_dev.as<T>() : nullptr, c.relu, y_dev.as<T>(),
-                                   allocator);
+                                   rvar_dev.get(), c.residual ? residual_dev.as<T>() : nullptr, c.relu, y_dev.as<T>());
   DTRAIN_CUDA_CHECK(cudaStreamSynchronize(stream));
   std::vector<double> y_eval(n);
   cpu::batch_norm_forward_eval<double>(shape, x.data(), gamma.data(), beta.data(), ref_rmean.data(), ref_rvar.data(),

@@ -22,7 +22,7 @@
 
 #include "models/cuda/cudnn_conv2d.h"
 #include "runtime/core/cuda/cuda_check.h"
-#include "runtime/core/cuda/device_allocator.h"
+#include "tests/support/device_vector.h"
 #endif
 
 namespace dtrain::models {
@@ -118,26 +118,7 @@ double element(const std::vector<unsigned char>& bytes, size_t i, bool bf16) {
   return f;
 }
 
-class DeviceArray {
- public:
-  explicit DeviceArray(const std::vector<unsigned char>& host) : bytes_(host.size()) {
-    DTRAIN_CUDA_CHECK(cudaMalloc(&data_, bytes_));
-    DTRAIN_CUDA_CHECK(cudaMemcpy(data_, host.data(), bytes_, cudaMemcpyHostToDevice));
-  }
-  ~DeviceArray() { cudaFree(data_); }
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-  void* get() const { return data_; }
-  std::vector<unsigned char> to_host() const {
-    std::vector<unsigned char> host(bytes_);
-    DTRAIN_CUDA_CHECK(cudaMemcpy(host.data(), data_, bytes_, cudaMemcpyDeviceToHost));
-    return host;
-  }
-
- private:
-  void* data_ = nullptr;
-  size_t bytes_;
-};
+using DeviceBytes = test::DeviceVector<unsigned char>;
 
 void expect_close(const std::vector<unsigned char>& got, const std::vector<double>& want,
                   const std::vector<double>& magnitude, bool bf16, double tolerance, const std::string& what) {
@@ -183,8 +164,8 @@ TEST_P(CudnnConv2dTest, ForwardAndBackwardMatchFloat64Reference) {
                    dy = random_tensor(y_count, bf16, rng);
   const Reference want = reference(g, bf16, x.values, w.values, dy.values);
 
-  DeviceArray dx_dev(x.bytes), x_dev(x.bytes), w_dev(w.bytes), dw_dev(w.bytes), dy_dev(dy.bytes), y_dev(dy.bytes);
-  cuda::CudnnConv2d conv(handle_, g, c.numerics, c.allow_tf32, core::device_caching_allocator(0));
+  DeviceBytes dx_dev(x.bytes), x_dev(x.bytes), w_dev(w.bytes), dw_dev(w.bytes), dy_dev(dy.bytes), y_dev(dy.bytes);
+  cuda::CudnnConv2d conv(handle_, g, c.numerics, c.allow_tf32);
   for (int step = 0; step < 2; ++step) {  // the second step runs on the cached algorithms
     conv.forward(x_dev.get(), w_dev.get(), y_dev.get());
     conv.backward_data(dy_dev.get(), w_dev.get(), dx_dev.get());
@@ -211,11 +192,11 @@ TEST_P(CudnnConv2dTest, ASecondLayerOfTheSameShapeReusesTheMeasuredAlgorithms) {
       random_tensor(static_cast<size_t>(g.out_channels) * g.in_channels * g.kernel * g.kernel, bf16, rng);
   const HostTensor y =
       random_tensor(static_cast<size_t>(g.batch) * g.out_channels * g.out_height() * g.out_width(), bf16, rng);
-  DeviceArray x_dev(x.bytes), w_dev(w.bytes), y_dev(y.bytes);
-  cuda::CudnnConv2d first(handle_, g, c.numerics, c.allow_tf32, core::device_caching_allocator(0));
+  DeviceBytes x_dev(x.bytes), w_dev(w.bytes), y_dev(y.bytes);
+  cuda::CudnnConv2d first(handle_, g, c.numerics, c.allow_tf32);
   first.forward(x_dev.get(), w_dev.get(), y_dev.get());
   const size_t measured = cuda::CudnnConv2d::measurements_made();
-  cuda::CudnnConv2d second(handle_, g, c.numerics, c.allow_tf32, core::device_caching_allocator(0));
+  cuda::CudnnConv2d second(handle_, g, c.numerics, c.allow_tf32);
   second.forward(x_dev.get(), w_dev.get(), y_dev.get());
   DTRAIN_CUDA_CHECK(cudaStreamSynchronize(stream_));
   EXPECT_EQ(cuda::CudnnConv2d::measurements_made(), measured);

@@ -7,9 +7,9 @@
 #include <cstring>
 #include <random>
 #include <sstream>
+#include <string>
 #include <type_traits>
 #include <utility>
-#include <string>
 #include <vector>
 
 #include "models/cpu/softmax_cross_entropy.h"
@@ -21,7 +21,7 @@
 
 #include "models/cuda/softmax_cross_entropy.h"
 #include "runtime/core/cuda/cuda_check.h"
-#include "runtime/core/cuda/device_allocator.h"
+#include "tests/support/device_vector.h"
 #endif
 
 namespace dtrain::models {
@@ -64,29 +64,15 @@ void run_case(const Case& c, bool bad_label) {
   for (int32_t& l : labels) l = std::uniform_int_distribution<int32_t>(0, c.classes - 1)(rng);
   if (bad_label) labels[c.batch / 2] = c.classes;
 
-  T *logits_dev = nullptr, *dlogits_dev = nullptr;
-  int32_t *labels_dev = nullptr, *hits_dev = nullptr;
-  float* loss_dev = nullptr;
-  DTRAIN_CUDA_CHECK(cudaMalloc(&logits_dev, n * sizeof(T)));
-  DTRAIN_CUDA_CHECK(cudaMalloc(&dlogits_dev, n * sizeof(T)));
-  DTRAIN_CUDA_CHECK(cudaMalloc(&labels_dev, c.batch * sizeof(int32_t)));
-  DTRAIN_CUDA_CHECK(cudaMalloc(&hits_dev, sizeof(int32_t)));
-  DTRAIN_CUDA_CHECK(cudaMalloc(&loss_dev, sizeof(float)));
-  DTRAIN_CUDA_CHECK(cudaMemcpy(logits_dev, logits.data(), n * sizeof(T), cudaMemcpyHostToDevice));
-  DTRAIN_CUDA_CHECK(cudaMemcpy(labels_dev, labels.data(), c.batch * sizeof(int32_t), cudaMemcpyHostToDevice));
-  cuda::softmax_cross_entropy<T>(nullptr, c.batch, c.classes, logits_dev, labels_dev, static_cast<float>(c.smoothing),
-                                 dlogits_dev, {loss_dev, hits_dev}, core::device_caching_allocator(0));
+  const test::DeviceVector<T> logits_dev(logits), dlogits_dev(n);
+  const test::DeviceVector<int32_t> labels_dev(labels), hits_dev(1);
+  const test::DeviceVector<float> loss_dev(1);
+  cuda::softmax_cross_entropy<T>(nullptr, c.batch, c.classes, logits_dev.get(), labels_dev.get(),
+                                 static_cast<float>(c.smoothing), dlogits_dev.get(), {loss_dev.get(), hits_dev.get()});
   DTRAIN_CUDA_CHECK(cudaDeviceSynchronize());
-  float loss = 0;
-  int32_t hits = 0;
-  std::vector<T> dlogits(n);
-  DTRAIN_CUDA_CHECK(cudaMemcpy(&loss, loss_dev, sizeof(float), cudaMemcpyDeviceToHost));
-  DTRAIN_CUDA_CHECK(cudaMemcpy(&hits, hits_dev, sizeof(int32_t), cudaMemcpyDeviceToHost));
-  DTRAIN_CUDA_CHECK(cudaMemcpy(dlogits.data(), dlogits_dev, n * sizeof(T), cudaMemcpyDeviceToHost));
-  for (void* p : {static_cast<void*>(logits_dev), static_cast<void*>(dlogits_dev), static_cast<void*>(labels_dev),
-                  static_cast<void*>(hits_dev), static_cast<void*>(loss_dev)}) {
-    cudaFree(p);
-  }
+  const float loss = loss_dev.to_host()[0];
+  const int32_t hits = hits_dev.to_host()[0];
+  const std::vector<T> dlogits = dlogits_dev.to_host();
   if (bad_label) {
     EXPECT_TRUE(std::isnan(loss)) << "a label out of range must poison the loss, got " << loss;
     return;

@@ -19,25 +19,14 @@
 #include "runtime/core/cuda/cuda_check.h"
 #include "runtime/train/cuda/normalize_images.h"
 #include "runtime/train/cuda/sgd_update.h"
+#include "tests/support/device_vector.h"
 #endif
 
 namespace dtrain::train {
 namespace {
 
 #if DTRAIN_WITH_CUDA
-template <typename T>
-T* to_device(const std::vector<T>& host) {
-  T* p = nullptr;
-  DTRAIN_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(host.size(), 1) * sizeof(T)));
-  DTRAIN_CUDA_CHECK(cudaMemcpy(p, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
-  return p;
-}
-template <typename T>
-std::vector<T> to_host(const T* p, size_t n) {
-  std::vector<T> host(n);
-  DTRAIN_CUDA_CHECK(cudaMemcpy(host.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
-  return host;
-}
+using test::DeviceVector;
 
 class StepKernelsGpuTest : public testing::Test {
  protected:
@@ -65,10 +54,9 @@ void check_sgd(bool nesterov, bool bf16_grads) {
   std::vector<float> params(count);
   for (float& p : params) p = u(rng);
   std::vector<double> exact_params(params.begin(), params.end()), exact_momentum(count, 0.0);
-  float* params_dev = to_device(params);
-  float* momentum_dev = to_device(std::vector<float>(count, 0.0f));
-  cuda::DecayRangeEnd* ends_dev = to_device(ends);
-  core::bfloat16* copy_dev = to_device(std::vector<core::bfloat16>(count));
+  const DeviceVector<float> params_dev(params), momentum_dev(count);
+  const DeviceVector<cuda::DecayRangeEnd> ends_dev(ends);
+  const DeviceVector<core::bfloat16> copy_dev(count);
   for (int step = 0; step < 3; ++step) {
     const float lr = 0.1f * (step + 1);
     std::vector<float> grads(count);
@@ -80,18 +68,17 @@ void check_sgd(bool nesterov, bool bf16_grads) {
         grads[i] = core::to_float(grads_bf16[i]);
       }
     }
-    cuda::SgdStep s{count, params_dev, momentum_dev, ends_dev, static_cast<int>(ends.size()),
-                    lr,    0.9f,       nesterov,     copy_dev};
+    const cuda::SgdStep s{
+        count, params_dev.get(), momentum_dev.get(), ends_dev.get(), static_cast<int>(ends.size()), lr,
+        0.9f,  nesterov,         copy_dev.get()};
     if (bf16_grads) {
-      core::bfloat16* g = to_device(grads_bf16);
-      cuda::sgd_update(nullptr, s, g);
+      const DeviceVector<core::bfloat16> g(grads_bf16);
+      cuda::sgd_update(nullptr, s, g.get());
       DTRAIN_CUDA_CHECK(cudaDeviceSynchronize());
-      cudaFree(g);
     } else {
-      float* g = to_device(grads);
-      cuda::sgd_update(nullptr, s, g);
+      const DeviceVector<float> g(grads);
+      cuda::sgd_update(nullptr, s, g.get());
       DTRAIN_CUDA_CHECK(cudaDeviceSynchronize());
-      cudaFree(g);
     }
     host.step(params.data(), grads.data(), lr);
     size_t r = 0;
@@ -102,8 +89,8 @@ void check_sgd(bool nesterov, bool bf16_grads) {
       exact_params[i] -= lr * (nesterov ? g + 0.9 * exact_momentum[i] : exact_momentum[i]);
     }
   }
-  const std::vector<float> got = to_host(params_dev, count);
-  const std::vector<core::bfloat16> copy = to_host(copy_dev, count);
+  const std::vector<float> got = params_dev.to_host();
+  const std::vector<core::bfloat16> copy = copy_dev.to_host();
   size_t not_bitwise = 0, not_close = 0, bad_copy = 0;
   for (size_t i = 0; i < count; ++i) {
     not_bitwise += std::memcmp(&got[i], &params[i], sizeof(float)) != 0;
@@ -113,10 +100,6 @@ void check_sgd(bool nesterov, bool bf16_grads) {
   EXPECT_EQ(not_bitwise, 0u) << "elements differing from the host Sgd";
   EXPECT_EQ(not_close, 0u) << "elements off the float64 reference";
   EXPECT_EQ(bad_copy, 0u) << "bf16 copies that are not the rounded master weight";
-  for (void* p : {static_cast<void*>(params_dev), static_cast<void*>(momentum_dev), static_cast<void*>(ends_dev),
-                  static_cast<void*>(copy_dev)}) {
-    cudaFree(p);
-  }
 }
 
 TEST_F(StepKernelsGpuTest, SgdMatchesHostAndFloat64) {
@@ -139,14 +122,14 @@ TEST_F(StepKernelsGpuTest, NormalizeImagesMatchesTheHostNormalize) {
   std::vector<float> host_nchw(pixels.size()), host_nhwc(pixels.size());
   normalize_batch(pixels.data(), 5, shape, mean, std_dev, PixelLayout::kNchw, host_nchw.data());
   normalize_batch(pixels.data(), 5, shape, mean, std_dev, PixelLayout::kNhwc, host_nhwc.data());
-  uint8_t* pixels_dev = to_device(pixels);
-  float* nchw_dev = to_device(std::vector<float>(pixels.size()));
-  core::bfloat16* nhwc_dev = to_device(std::vector<core::bfloat16>(pixels.size()));
-  cuda::normalize_images_nchw_f32(nullptr, dims, pixels_dev, mean, std_dev, nchw_dev);
-  cuda::normalize_images_nhwc_bf16(nullptr, dims, pixels_dev, mean, std_dev, nhwc_dev);
+  const DeviceVector<uint8_t> pixels_dev(pixels);
+  const DeviceVector<float> nchw_dev(pixels.size());
+  const DeviceVector<core::bfloat16> nhwc_dev(pixels.size());
+  cuda::normalize_images_nchw_f32(nullptr, dims, pixels_dev.get(), mean, std_dev, nchw_dev.get());
+  cuda::normalize_images_nhwc_bf16(nullptr, dims, pixels_dev.get(), mean, std_dev, nhwc_dev.get());
   DTRAIN_CUDA_CHECK(cudaDeviceSynchronize());
-  const std::vector<float> nchw = to_host(nchw_dev, pixels.size());
-  const std::vector<core::bfloat16> nhwc = to_host(nhwc_dev, pixels.size());
+  const std::vector<float> nchw = nchw_dev.to_host();
+  const std::vector<core::bfloat16> nhwc = nhwc_dev.to_host();
   size_t f32_wrong = 0, bf16_wrong = 0, off_exact = 0;
   const size_t plane = 13 * 17;
   for (size_t i = 0; i < pixels.size(); ++i) {
@@ -160,9 +143,6 @@ TEST_F(StepKernelsGpuTest, NormalizeImagesMatchesTheHostNormalize) {
   EXPECT_EQ(f32_wrong, 0u) << "fp32 NCHW elements differing from normalize_batch";
   EXPECT_EQ(bf16_wrong, 0u) << "bf16 NHWC elements that are not normalize_batch's value rounded";
   EXPECT_EQ(off_exact, 0u) << "fp32 elements off the float64 value";
-  cudaFree(pixels_dev);
-  cudaFree(nchw_dev);
-  cudaFree(nhwc_dev);
 }
 
 #else

@@ -1,18 +1,14 @@
-#include <cuda_bf16.h>
-
 #include <algorithm>
 
 #include "runtime/core/cuda/cuda_check.h"
+#include "runtime/core/cuda/device_elements.cuh"
 #include "runtime/train/cuda/sgd_update.h"
 
 namespace dtrain::train::cuda {
 namespace {
 
-__device__ inline float load(const float* p, size_t i) { return p[i]; }
-__device__ inline float load(const __nv_bfloat16* p, size_t i) { return __bfloat162float(p[i]); }
-
-template <typename T> struct DeviceType { using type = T; };
-template <> struct DeviceType<core::bfloat16> { using type = __nv_bfloat16; };
+using core::cuda::DeviceTypeOf;
+using core::cuda::load;
 
 // The weight decay of element i: the first range whose end is past i (binary search; the table is
 // a few hundred entries and stays in cache).
@@ -53,7 +49,7 @@ void sgd_update(cudaStream_t stream, const SgdStep& step, const G* grads) {
   if (step.count == 0) return;
   constexpr int kThreads = 256;
   const int blocks = static_cast<int>(std::min<size_t>((step.count + kThreads - 1) / kThreads, 132 * 16));
-  sgd_kernel<<<blocks, kThreads, 0, stream>>>(step, reinterpret_cast<const typename DeviceType<G>::type*>(grads));
+  sgd_kernel<<<blocks, kThreads, 0, stream>>>(step, reinterpret_cast<const DeviceTypeOf<G>*>(grads));
   DTRAIN_CUDA_CHECK(cudaGetLastError()) << "sgd update kernel";
 }
 

@@ -1,0 +1,37 @@
+#pragma once
+// Element access for kernels over the activation types, fp32 and bf16: loads widen to float,
+// stores round to nearest even once. core::bfloat16 (the host-side type in our interfaces) has the
+// bits of __nv_bfloat16; DeviceType maps one to the other for the kernels.
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "runtime/core/dtype.h"
+
+namespace dtrain::core::cuda {
+
+template <typename T>
+struct DeviceType {
+  using type = T;
+};
+template <>
+struct DeviceType<bfloat16> {
+  using type = __nv_bfloat16;
+};
+template <typename T>
+using DeviceTypeOf = typename DeviceType<T>::type;
+
+__device__ inline float load(const float* p, int64_t i) {
+  return p[i];
+}
+__device__ inline float load(const __nv_bfloat16* p, int64_t i) {
+  return __bfloat162float(p[i]);
+}
+__device__ inline void store(float* p, int64_t i, float v) {
+  p[i] = v;
+}
+__device__ inline void store(__nv_bfloat16* p, int64_t i, float v) {
+  p[i] = __float2bfloat16_rn(v);
+}
+
+}  // namespace dtrain::core::cuda
