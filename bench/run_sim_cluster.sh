@@ -9,7 +9,8 @@ cd "$(dirname "$0")/.."
 rates=("$@")
 ((${#rates[@]})) || rates=(10gbit 1gbit unshaped)
 bench=$PWD/build/bin/dtrain-bench-allreduce
-state=/run/dtrain-sim
+source cluster/sim/common.sh
+state=$sim_state_dir
 trap 'cluster/sim/down >/dev/null 2>&1 || true' EXIT
 
 for rate in "${rates[@]}"; do

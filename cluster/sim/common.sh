@@ -15,9 +15,3 @@ sim_require_root() {
   [[ $(id -u) -eq 0 ]] || sim_die "needs root (network namespaces, bridge, tc); run it with sudo"
   command -v ip >/dev/null || sim_die "the 'ip' command (Debian package iproute2) is not installed"
 }
-
-# The nodes that up created, in order, one per line.
-sim_nodes() {
-  [[ -f $sim_state_dir/nodes ]] || sim_die "no simulated cluster is up (no $sim_state_dir/nodes); run cluster/sim/up N first"
-  cat "$sim_state_dir/nodes"
-}

@@ -15,7 +15,8 @@ command -v ip >/dev/null || skip "no 'ip' command (iproute2)"
 ip netns add dtrain-sim-probe 2>/dev/null || skip "this host does not allow network namespaces (ip netns add failed)"
 ip netns del dtrain-sim-probe
 
-state=/run/dtrain-sim
+source "$sim/common.sh"
+state=$sim_state_dir
 if [[ -f $state/owner && $(cat "$state/owner") == ctest ]]; then "$sim/down"; fi  # left by a killed run
 "$sim/up" 2 --slots 2
 trap '"$sim/down" >/dev/null' EXIT
@@ -33,7 +34,7 @@ for r in "0  node1" "1  node1" "2  node2" "3  node2"; do
 done
 
 echo "== hierarchical all-reduce across the link"
-bytes_into_node2() { cat /sys/class/net/dtsim-node2/statistics/tx_bytes; }
+bytes_into_node2() { cat "/sys/class/net/$(sim_veth node2)/statistics/tx_bytes"; }
 before=$(bytes_into_node2)
 # 18 matrix cases (3 dtypes x in/out of place x 3 collectives) and 3 behaviour tests.
 out=$(DTRAIN_TEST_EXPECT_NODES=2 "${run[@]}" "$bin/dtrain-comm-mpi-tests" --gtest_color=no \
