@@ -2,13 +2,11 @@
 // once, to nearest even, as the host path in host_reduce.cc does), scale fp32, and the ring's
 // add-and-scale (the same arithmetic as host_reduce.cc's add_scaled, so results are bitwise equal).
 // Memory-bound: grid-stride loops over the buffer, one element per thread per iteration.
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
 #include <algorithm>
 
 #include "comm/cuda/convert_kernels.cuh"
 #include "runtime/core/cuda/cuda_check.h"
+#include "runtime/core/cuda/device_elements.cuh"
 
 namespace dtrain::comm::cuda {
 namespace {
@@ -20,31 +18,20 @@ int blocks_for(size_t n) {
   return static_cast<int>(std::min<size_t>((n + kThreads - 1) / kThreads, 132 * 32));
 }
 
-template <typename T>
-__device__ float to_f32(T v);
-template <>
-__device__ float to_f32<__half>(__half v) { return __half2float(v); }
-template <>
-__device__ float to_f32<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
-
-template <typename T>
-__device__ T from_f32(float v);
-template <>
-__device__ __half from_f32<__half>(float v) { return __float2half_rn(v); }
-template <>
-__device__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+using core::cuda::load;
+using core::cuda::store;
 
 template <typename T>
 __global__ void widen_kernel(const T* __restrict__ src, float* __restrict__ dst, size_t n) {
   for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n; i += size_t{gridDim.x} * blockDim.x) {
-    dst[i] = to_f32(src[i]);
+    dst[i] = load(src, i);
   }
 }
 
 template <typename T>
 __global__ void narrow_kernel(const float* __restrict__ src, float scale, T* __restrict__ dst, size_t n) {
   for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n; i += size_t{gridDim.x} * blockDim.x) {
-    dst[i] = from_f32<T>(src[i] * scale);
+    store(dst, i, src[i] * scale);
   }
 }
 

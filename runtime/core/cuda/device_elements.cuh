@@ -1,8 +1,9 @@
 #pragma once
-// Element access for kernels over the activation types, fp32 and bf16: loads widen to float,
-// stores round to nearest even once. core::bfloat16 (the host-side type in our interfaces) has the
-// bits of __nv_bfloat16; DeviceType maps one to the other for the kernels.
+// Element access for kernels over fp32, bf16 and fp16 buffers: loads widen to float, stores round
+// to nearest even once. core::bfloat16 (the host-side type in our interfaces) has the bits of
+// __nv_bfloat16; DeviceType maps one to the other for the kernels.
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <cstdint>
 
@@ -21,17 +22,13 @@ struct DeviceType<bfloat16> {
 template <typename T>
 using DeviceTypeOf = typename DeviceType<T>::type;
 
-__device__ inline float load(const float* p, int64_t i) {
-  return p[i];
-}
-__device__ inline float load(const __nv_bfloat16* p, int64_t i) {
-  return __bfloat162float(p[i]);
-}
-__device__ inline void store(float* p, int64_t i, float v) {
-  p[i] = v;
-}
-__device__ inline void store(__nv_bfloat16* p, int64_t i, float v) {
-  p[i] = __float2bfloat16_rn(v);
-}
+// clang-format off
+__device__ inline float load(const float* p, int64_t i) { return p[i]; }
+__device__ inline float load(const __nv_bfloat16* p, int64_t i) { return __bfloat162float(p[i]); }
+__device__ inline float load(const __half* p, int64_t i) { return __half2float(p[i]); }
+__device__ inline void store(float* p, int64_t i, float v) { p[i] = v; }
+__device__ inline void store(__nv_bfloat16* p, int64_t i, float v) { p[i] = __float2bfloat16_rn(v); }
+__device__ inline void store(__half* p, int64_t i, float v) { p[i] = __float2half_rn(v); }
+// clang-format on
 
 }  // namespace dtrain::core::cuda
