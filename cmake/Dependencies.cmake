@@ -27,6 +27,8 @@ dtrain_report("GoogleTest" "${GTest_VERSION}")
 
 # --- OpenBLAS (CPU sgemm for im2col convolutions) --------------------------------------------
 set(BLA_VENDOR OpenBLAS)
+# Static for the GPU machines, which lack libopenblas (it needs libgfortran, also linked statically).
+set(BLA_STATIC ${DTRAIN_STATIC_DEPS})
 find_package(BLAS REQUIRED)
 find_path(DTRAIN_CBLAS_INCLUDE_DIR cblas.h
   PATH_SUFFIXES openblas-pthread openblas x86_64-linux-gnu/openblas-pthread x86_64-linux-gnu)
@@ -36,6 +38,15 @@ endif()
 add_library(dtrain_blas INTERFACE)
 add_library(dtrain::blas ALIAS dtrain_blas)
 target_link_libraries(dtrain_blas INTERFACE ${BLAS_LIBRARIES})
+if(DTRAIN_STATIC_DEPS)
+  find_package(Threads REQUIRED)
+  find_library(DTRAIN_GFORTRAN_STATIC NAMES libgfortran.a HINTS ${CMAKE_CXX_IMPLICIT_LINK_DIRECTORIES})
+  find_library(DTRAIN_QUADMATH_STATIC NAMES libquadmath.a HINTS ${CMAKE_CXX_IMPLICIT_LINK_DIRECTORIES})
+  if(NOT DTRAIN_GFORTRAN_STATIC OR NOT DTRAIN_QUADMATH_STATIC)
+    message(FATAL_ERROR "DTRAIN_STATIC_DEPS links OpenBLAS statically and needs libgfortran.a and libquadmath.a (gfortran)")
+  endif()
+  target_link_libraries(dtrain_blas INTERFACE ${DTRAIN_GFORTRAN_STATIC} ${DTRAIN_QUADMATH_STATIC} Threads::Threads)
+endif()
 target_include_directories(dtrain_blas SYSTEM INTERFACE ${DTRAIN_CBLAS_INCLUDE_DIR})
 dtrain_report("OpenBLAS" "${BLAS_LIBRARIES} (cblas.h in ${DTRAIN_CBLAS_INCLUDE_DIR})")
 

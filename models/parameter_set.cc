@@ -39,6 +39,21 @@ void ParameterSet::finalize() {
   finalized_ = true;
 }
 
+namespace {
+
+int index_of(const std::vector<ParamSlot>& slots, const std::string& name, const char* what) {
+  for (size_t i = 0; i < slots.size(); ++i) {
+    if (slots[i].name == name) return static_cast<int>(i);
+  }
+  DTRAIN_FAIL() << "no " << what << " named " << name << " in the model";
+}
+
+}  // namespace
+
+int ParameterSet::find(const std::string& name) const { return index_of(slots_, name, "parameter"); }
+
+int ParameterSet::find_state(const std::string& name) const { return index_of(state_slots_, name, "state"); }
+
 float* ParameterSet::param(int id) {
   DTRAIN_CHECK(finalized_) << "parameters used before finalize()";
   return params_.data<float>() + slot(id).offset;

@@ -44,6 +44,10 @@ class ParameterSet {
   float* state(int id);
   const ParamSlot& slot(int id) const { return slots_.at(static_cast<size_t>(id)); }
   const std::vector<ParamSlot>& slots() const { return slots_; }
+  // The id of the parameter (or state) registered under `name`; an Error naming it if none is.
+  int find(const std::string& name) const;
+  int find_state(const std::string& name) const;
+  const ParamSlot& state_slot(int id) const { return state_slots_.at(static_cast<size_t>(id)); }
 
   // Backward reports each parameter's gradient as soon as it is written, so a gradient
   // synchronizer can start on completed buckets: listener(begin, end) gets the flat element range.

@@ -101,7 +101,9 @@ struct Builder {
   }
 };
 
-std::vector<int> stage_blocks(const ResNetConfig& c, bool* bottleneck) {
+}  // namespace
+
+std::vector<int> resnet_stage_blocks(const ResNetConfig& c, bool* bottleneck) {
   if (!c.blocks_per_stage.empty()) {
     *bottleneck = c.bottleneck;
     return c.blocks_per_stage;
@@ -116,11 +118,10 @@ std::vector<int> stage_blocks(const ResNetConfig& c, bool* bottleneck) {
   }
 }
 
-}  // namespace
 
 void validate(const ResNetConfig& c) {
   bool bottleneck = false;
-  const std::vector<int> blocks = stage_blocks(c, &bottleneck);
+  const std::vector<int> blocks = resnet_stage_blocks(c, &bottleneck);
   DTRAIN_USAGE_CHECK(!blocks.empty() && blocks.size() <= 4) << "a ResNet has 1 to 4 stages";
   for (int b : blocks) DTRAIN_USAGE_CHECK(b > 0) << "every ResNet stage needs at least one block";
   DTRAIN_USAGE_CHECK(c.num_classes > 0 && c.in_channels > 0 && c.width > 0)
@@ -130,7 +131,7 @@ void validate(const ResNetConfig& c) {
 ResNet::ResNet(const ResNetConfig& config) : config_(config), body_(std::make_unique<Sequential>()) {
   validate(config_);
   bool bottleneck = false;
-  const std::vector<int> blocks = stage_blocks(config_, &bottleneck);
+  const std::vector<int> blocks = resnet_stage_blocks(config_, &bottleneck);
   Builder build{params_, config_.zero_init_residual, config_.batch_norm};
   const int w = config_.width;
   if (config_.small_input) {

@@ -43,6 +43,9 @@ class ResNet final : public Module {
   std::unique_ptr<Sequential> body_;
 };
 
+// Blocks per stage for the config's depth (or its custom stages); sets *bottleneck to the block type.
+std::vector<int> resnet_stage_blocks(const ResNetConfig& config, bool* bottleneck);
+
 // UsageError for an unsupported depth or a bad shape.
 void validate(const ResNetConfig& config);
 

@@ -1,4 +1,7 @@
 #include <algorithm>
+#include <cstdint>
+#include <initializer_list>
+#include <type_traits>
 
 #include "models/cuda/batch_norm.h"
 #include "runtime/core/buffer.h"
@@ -91,26 +94,46 @@ __global__ void partial_moments_kernel(Indexer ix, int64_t rows, int channels_pe
   if (lane_r == 0 && c < ix.channels) partials[blockIdx.y * int64_t{ix.channels} + c] = shared[threadIdx.x];
 }
 
-// One thread per channel: merges the partials in double, then the affine form of the
-// normalization: y = x * scale + shift.
+// The finalize kernels: a block is 32 channels x 8 lanes; each lane merges every 8th row block's
+// partials in double, then the 8 lanes merge in a fixed tree (deterministic).
+constexpr int kFinalizeChannels = 32, kFinalizeLanes = 8;
+
+struct MomentsD {
+  double n, mean, m2;
+};
+__device__ inline MomentsD merge(MomentsD a, MomentsD b) {
+  const double n = a.n + b.n;
+  if (b.n == 0) return a;
+  if (a.n == 0) return b;
+  const double delta = b.mean - a.mean;
+  return {n, a.mean + delta * b.n / n, a.m2 + b.m2 + delta * delta * a.n * b.n / n};
+}
+
+// Merges the partials, then the affine form of the normalization: y = x * scale + shift.
 __global__ void finalize_forward_kernel(int channels, int row_blocks, const Moments* __restrict__ partials,
                                         const float* __restrict__ gamma, const float* __restrict__ beta, double eps,
                                         double momentum, float* __restrict__ saved_mean,
                                         float* __restrict__ saved_inv_std, float* __restrict__ running_mean,
                                         float* __restrict__ running_var, float* __restrict__ scale,
                                         float* __restrict__ shift) {
-  const int c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= channels) return;
-  double n = 0, mean = 0, m2 = 0;
-  for (int b = 0; b < row_blocks; ++b) {
-    const Moments p = partials[int64_t{b} * channels + c];
-    if (p.n == 0) continue;
-    const double total = n + p.n;
-    const double delta = p.mean - mean;
-    mean += delta * p.n / total;
-    m2 += p.m2 + delta * delta * n * p.n / total;
-    n = total;
+  const int lane_c = threadIdx.x % kFinalizeChannels, lane_r = threadIdx.x / kFinalizeChannels;
+  const int c = blockIdx.x * kFinalizeChannels + lane_c;
+  MomentsD m{0, 0, 0};
+  if (c < channels) {
+    for (int b = lane_r; b < row_blocks; b += kFinalizeLanes) {
+      const Moments p = partials[int64_t{b} * channels + c];
+      m = merge(m, MomentsD{p.n, p.mean, p.m2});
+    }
   }
+  __shared__ MomentsD shared[kFinalizeChannels * kFinalizeLanes];
+  shared[threadIdx.x] = m;
+  __syncthreads();
+  for (int stride = kFinalizeLanes / 2; stride > 0; stride /= 2) {
+    if (lane_r < stride) shared[threadIdx.x] = merge(shared[threadIdx.x], shared[threadIdx.x + stride * kFinalizeChannels]);
+    __syncthreads();
+  }
+  if (lane_r != 0 || c >= channels) return;
+  const double n = shared[threadIdx.x].n, mean = shared[threadIdx.x].mean, m2 = shared[threadIdx.x].m2;
   const double var = m2 / n;
   const double inv_std = 1.0 / sqrt(var + eps);
   saved_mean[c] = static_cast<float>(mean);
@@ -183,23 +206,39 @@ __global__ void backward_partials_kernel(Indexer ix, int64_t rows, int channels_
 
 // dgamma = sum(dy' * xhat), dbeta = sum(dy'); dx = k * (dy' - (dbeta + xhat * dgamma) / M) with
 // k = gamma * inv_std, written as dx = dy' * k - (a + xhat * b) with a, b per channel.
+// coefficients: k[C], then a[C], then b[C].
 __global__ void finalize_backward_kernel(int channels, int row_blocks, double rows, const float2* __restrict__ partials,
                                          const float* __restrict__ gamma, const float* __restrict__ inv_std,
                                          float* __restrict__ dgamma, float* __restrict__ dbeta,
                                          float* __restrict__ coefficients) {
-  const int c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= channels) return;
+  const int lane_c = threadIdx.x % kFinalizeChannels, lane_r = threadIdx.x / kFinalizeChannels;
+  const int c = blockIdx.x * kFinalizeChannels + lane_c;
   double sum_dy = 0, sum_dy_xhat = 0;
-  for (int b = 0; b < row_blocks; ++b) {
-    sum_dy += partials[int64_t{b} * channels + c].x;
-    sum_dy_xhat += partials[int64_t{b} * channels + c].y;
+  if (c < channels) {
+    for (int b = lane_r; b < row_blocks; b += kFinalizeLanes) {
+      sum_dy += partials[int64_t{b} * channels + c].x;
+      sum_dy_xhat += partials[int64_t{b} * channels + c].y;
+    }
   }
+  __shared__ double2 shared[kFinalizeChannels * kFinalizeLanes];
+  shared[threadIdx.x] = make_double2(sum_dy, sum_dy_xhat);
+  __syncthreads();
+  for (int stride = kFinalizeLanes / 2; stride > 0; stride /= 2) {
+    if (lane_r < stride) {
+      shared[threadIdx.x].x += shared[threadIdx.x + stride * kFinalizeChannels].x;
+      shared[threadIdx.x].y += shared[threadIdx.x + stride * kFinalizeChannels].y;
+    }
+    __syncthreads();
+  }
+  if (lane_r != 0 || c >= channels) return;
+  sum_dy = shared[threadIdx.x].x;
+  sum_dy_xhat = shared[threadIdx.x].y;
   dgamma[c] = static_cast<float>(sum_dy_xhat);
   dbeta[c] = static_cast<float>(sum_dy);
   const double k = static_cast<double>(gamma[c]) * inv_std[c];
-  coefficients[3 * c] = static_cast<float>(k);
-  coefficients[3 * c + 1] = static_cast<float>(k * sum_dy / rows);
-  coefficients[3 * c + 2] = static_cast<float>(k * sum_dy_xhat / rows);
+  coefficients[c] = static_cast<float>(k);
+  coefficients[channels + c] = static_cast<float>(k * sum_dy / rows);
+  coefficients[2 * channels + c] = static_cast<float>(k * sum_dy_xhat / rows);
 }
 
 template <typename T>
@@ -213,7 +252,210 @@ __global__ void backward_apply_kernel(Indexer ix, int64_t n, const T* __restrict
     if (relu && !(load(y, i) > 0.0f)) g = 0.0f;
     if (dresidual != nullptr) store(dresidual, i, g);
     const float xhat = (load(x, i) - mean[c]) * inv_std[c];
-    store(dx, i, g * coefficients[3 * c] - coefficients[3 * c + 1] - xhat * coefficients[3 * c + 2]);
+    store(dx, i, g * coefficients[c] - coefficients[ix.channels + c] - xhat * coefficients[2 * ix.channels + c]);
+  }
+}
+
+// --- The bf16 NHWC fast path: 8 channels (16 bytes) per thread and load ---------------------
+// Taken when C is a multiple of 8 and every tensor is 16-byte aligned (always, for tensors from
+// the caching allocator); the same math as the kernels above, a vector at a time.
+constexpr int kVec = 8;
+
+__device__ inline void load8(const __nv_bfloat16* p, int64_t i, float out[kVec]) {
+  const uint4 raw = *reinterpret_cast<const uint4*>(p + i);
+  const auto* pairs = reinterpret_cast<const __nv_bfloat162*>(&raw);
+#pragma unroll
+  for (int k = 0; k < kVec / 2; ++k) {
+    const float2 f = __bfloat1622float2(pairs[k]);
+    out[2 * k] = f.x;
+    out[2 * k + 1] = f.y;
+  }
+}
+
+__device__ inline void store8(__nv_bfloat16* p, int64_t i, const float in[kVec]) {
+  uint4 raw;
+  auto* pairs = reinterpret_cast<__nv_bfloat162*>(&raw);
+#pragma unroll
+  for (int k = 0; k < kVec / 2; ++k) pairs[k] = __floats2bfloat162_rn(in[2 * k], in[2 * k + 1]);
+  *reinterpret_cast<uint4*>(p + i) = raw;
+}
+
+__device__ inline void load8(const float* p, int c, float out[kVec]) {
+  const float4 a = __ldg(reinterpret_cast<const float4*>(p + c)), b = __ldg(reinterpret_cast<const float4*>(p + c) + 1);
+  out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w, out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
+}
+
+// Block: `groups` 8-channel groups x (256 / groups) row lanes; groups is a power of two.
+struct VecLaunch {
+  int channels;
+  int64_t rows;
+  int groups;
+  int row_blocks;
+  dim3 grid() const { return dim3((channels / kVec + groups - 1) / groups, row_blocks); }
+};
+VecLaunch vec_launch(const BatchNormDims& d) {
+  VecLaunch launch{d.channels, int64_t{d.batch} * d.spatial, 1, 1};
+  while (launch.groups * 2 <= std::min(d.channels / kVec, 32)) launch.groups *= 2;
+  const int lanes = kThreads / launch.groups;
+  // (Also computed for channel counts the vector path does not take: no division by a zero grid.)
+  const int64_t want = std::max<int64_t>(1, 528 / std::max(1u, launch.grid().x));
+  launch.row_blocks = static_cast<int>(std::clamp<int64_t>(launch.rows / (lanes * 8), 1, want));
+  return launch;
+}
+
+__global__ void partial_moments_vec_kernel(int channels, int64_t rows, int groups, const __nv_bfloat16* __restrict__ x,
+                                           Moments* __restrict__ partials) {
+  const int lane_g = threadIdx.x % groups, lane_r = threadIdx.x / groups, lanes = blockDim.x / groups;
+  const int c0 = (blockIdx.x * groups + lane_g) * kVec;
+  float n = 0, mean[kVec] = {}, m2[kVec] = {};
+  if (c0 < channels) {
+    for (int64_t r = blockIdx.y * int64_t{lanes} + lane_r; r < rows; r += int64_t{gridDim.y} * lanes) {
+      float v[kVec];
+      load8(x, r * channels + c0, v);
+      n += 1;
+      const float inv_n = 1.0f / n;
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) {
+        const float delta = v[k] - mean[k];
+        mean[k] += delta * inv_n;
+        m2[k] += delta * (v[k] - mean[k]);
+      }
+    }
+  }
+  __shared__ float shared_n[kThreads];
+  __shared__ float shared_mean[kVec][kThreads], shared_m2[kVec][kThreads];
+  shared_n[threadIdx.x] = n;
+#pragma unroll
+  for (int k = 0; k < kVec; ++k) shared_mean[k][threadIdx.x] = mean[k], shared_m2[k][threadIdx.x] = m2[k];
+  __syncthreads();
+  for (int stride = lanes / 2; stride > 0; stride /= 2) {
+    if (lane_r < stride) {
+      const int other = threadIdx.x + stride * groups;
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) {
+        const Moments m = merge(Moments{shared_n[threadIdx.x], shared_mean[k][threadIdx.x], shared_m2[k][threadIdx.x]},
+                                Moments{shared_n[other], shared_mean[k][other], shared_m2[k][other]});
+        shared_mean[k][threadIdx.x] = m.mean;
+        shared_m2[k][threadIdx.x] = m.m2;
+      }
+      shared_n[threadIdx.x] += shared_n[other];
+    }
+    __syncthreads();
+  }
+  if (lane_r != 0 || c0 >= channels) return;
+#pragma unroll
+  for (int k = 0; k < kVec; ++k) {
+    partials[blockIdx.y * int64_t{channels} + c0 + k] =
+        Moments{shared_n[threadIdx.x], shared_mean[k][threadIdx.x], shared_m2[k][threadIdx.x]};
+  }
+}
+
+__global__ void apply_vec_kernel(int channels, int64_t vectors, const __nv_bfloat16* __restrict__ x,
+                                 const float* __restrict__ scale, const float* __restrict__ shift,
+                                 const __nv_bfloat16* __restrict__ residual, bool relu, __nv_bfloat16* __restrict__ y) {
+  for (int64_t v = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; v < vectors; v += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t i = v * kVec;
+    const int c0 = static_cast<int>(i % channels);
+    float xs[kVec], a[kVec], b[kVec], r[kVec] = {};
+    load8(x, i, xs);
+    load8(scale, c0, a);
+    load8(shift, c0, b);
+    if (residual != nullptr) load8(residual, i, r);
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) {
+      const float out = xs[k] * a[k] + b[k] + r[k];
+      xs[k] = relu ? fmaxf(out, 0.0f) : out;
+    }
+    store8(y, i, xs);
+  }
+}
+
+__global__ void backward_partials_vec_kernel(int channels, int64_t rows, int groups,
+                                             const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ y,
+                                             const __nv_bfloat16* __restrict__ dy, bool relu,
+                                             const float* __restrict__ mean, const float* __restrict__ inv_std,
+                                             float2* __restrict__ partials) {
+  const int lane_g = threadIdx.x % groups, lane_r = threadIdx.x / groups, lanes = blockDim.x / groups;
+  const int c0 = (blockIdx.x * groups + lane_g) * kVec;
+  float sum_dy[kVec] = {}, sum_dy_xhat[kVec] = {};
+  if (c0 < channels) {
+    float mu[kVec], is[kVec];
+    load8(mean, c0, mu);
+    load8(inv_std, c0, is);
+    for (int64_t r = blockIdx.y * int64_t{lanes} + lane_r; r < rows; r += int64_t{gridDim.y} * lanes) {
+      const int64_t i = r * channels + c0;
+      float g[kVec], xs[kVec], ys[kVec];
+      load8(dy, i, g);
+      load8(x, i, xs);
+      if (relu) load8(y, i, ys);
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) {
+        const float gk = relu && !(ys[k] > 0.0f) ? 0.0f : g[k];
+        sum_dy[k] += gk;
+        sum_dy_xhat[k] += gk * (xs[k] - mu[k]) * is[k];
+      }
+    }
+  }
+  __shared__ float shared_dy[kVec][kThreads], shared_dy_xhat[kVec][kThreads];
+#pragma unroll
+  for (int k = 0; k < kVec; ++k) shared_dy[k][threadIdx.x] = sum_dy[k], shared_dy_xhat[k][threadIdx.x] = sum_dy_xhat[k];
+  __syncthreads();
+  for (int stride = lanes / 2; stride > 0; stride /= 2) {
+    if (lane_r < stride) {
+      const int other = threadIdx.x + stride * groups;
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) {
+        shared_dy[k][threadIdx.x] += shared_dy[k][other];
+        shared_dy_xhat[k][threadIdx.x] += shared_dy_xhat[k][other];
+      }
+    }
+    __syncthreads();
+  }
+  if (lane_r != 0 || c0 >= channels) return;
+#pragma unroll
+  for (int k = 0; k < kVec; ++k) {
+    partials[blockIdx.y * int64_t{channels} + c0 + k] = make_float2(shared_dy[k][threadIdx.x], shared_dy_xhat[k][threadIdx.x]);
+  }
+}
+
+__global__ void backward_apply_vec_kernel(int channels, int64_t vectors, const __nv_bfloat16* __restrict__ x,
+                                          const __nv_bfloat16* __restrict__ y, const __nv_bfloat16* __restrict__ dy,
+                                          bool relu, const float* __restrict__ mean, const float* __restrict__ inv_std,
+                                          const float* __restrict__ coefficients, __nv_bfloat16* __restrict__ dx,
+                                          __nv_bfloat16* __restrict__ dresidual) {
+  for (int64_t v = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; v < vectors; v += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t i = v * kVec;
+    const int c0 = static_cast<int>(i % channels);
+    float g[kVec], xs[kVec], ys[kVec], mu[kVec], is[kVec], k_[kVec], a[kVec], b[kVec];
+    load8(dy, i, g);
+    load8(x, i, xs);
+    if (relu) load8(y, i, ys);
+    load8(mean, c0, mu);
+    load8(inv_std, c0, is);
+    load8(coefficients, c0, k_);
+    load8(coefficients + channels, c0, a);
+    load8(coefficients + 2 * channels, c0, b);
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) {
+      if (relu && !(ys[k] > 0.0f)) g[k] = 0.0f;
+    }
+    if (dresidual != nullptr) store8(dresidual, i, g);
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) xs[k] = g[k] * k_[k] - a[k] - (xs[k] - mu[k]) * is[k] * b[k];
+    store8(dx, i, xs);
+  }
+}
+
+template <typename D>
+bool vector_path(const BatchNormDims& d, std::initializer_list<const void*> pointers) {
+  if constexpr (!std::is_same_v<D, __nv_bfloat16>) {
+    return false;
+  } else {
+    if (!d.channels_last || d.channels % kVec != 0) return false;
+    for (const void* p : pointers) {
+      if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
+    }
+    return true;
   }
 }
 
@@ -238,20 +480,36 @@ void batch_norm_forward_train(cudaStream_t stream, const BatchNormDims& d, const
   check_dims(d);
   const D* x = reinterpret_cast<const D*>(x_host_type);
   const ReductionLaunch launch = reduction_launch(d);
-  const size_t partial_bytes = sizeof(Moments) * size_t(launch.row_blocks) * d.channels;
-  core::Buffer scratch(core::MemoryKind::kDevice, partial_bytes + 2 * sizeof(float) * d.channels, stream);
-  Moments* partials = static_cast<Moments*>(scratch.data());
-  float* scale = reinterpret_cast<float*>(static_cast<char*>(scratch.data()) + partial_bytes);
+  const VecLaunch vec = vec_launch(d);
+  const bool vectorized = vector_path<D>(d, {x, residual_host_type, y_host_type});
+  const int row_blocks = vectorized ? vec.row_blocks : launch.row_blocks;
+  // Scale and shift first (16-byte aligned for the vector loads), then the partials.
+  const size_t coefficient_bytes = (2 * sizeof(float) * d.channels + 15) / 16 * 16;
+  core::Buffer scratch(core::MemoryKind::kDevice, coefficient_bytes + sizeof(Moments) * size_t(row_blocks) * d.channels,
+                       stream);
+  float* scale = static_cast<float*>(scratch.data());
   float* shift = scale + d.channels;
-  partial_moments_kernel<<<launch.grid(), kThreads, 0, stream>>>(launch.ix, launch.rows, launch.channels_per_block,
-                                                                  x, partials);
-  finalize_forward_kernel<<<(d.channels + 127) / 128, 128, 0, stream>>>(
-      d.channels, launch.row_blocks, partials, gamma, beta, d.eps, d.momentum, saved_mean, saved_inv_std,
+  Moments* partials = reinterpret_cast<Moments*>(static_cast<char*>(scratch.data()) + coefficient_bytes);
+  if (vectorized) {
+    partial_moments_vec_kernel<<<vec.grid(), kThreads, 0, stream>>>(d.channels, vec.rows, vec.groups,
+                                                                     reinterpret_cast<const __nv_bfloat16*>(x), partials);
+  } else {
+    partial_moments_kernel<<<launch.grid(), kThreads, 0, stream>>>(launch.ix, launch.rows, launch.channels_per_block,
+                                                                    x, partials);
+  }
+  finalize_forward_kernel<<<(d.channels + kFinalizeChannels - 1) / kFinalizeChannels, kFinalizeChannels * kFinalizeLanes, 0, stream>>>(
+      d.channels, row_blocks, partials, gamma, beta, d.eps, d.momentum, saved_mean, saved_inv_std,
       running_mean, running_var, scale, shift);
   const int64_t n = launch.rows * d.channels;
-  apply_kernel<<<elementwise_blocks(n), kThreads, 0, stream>>>(launch.ix, n, x, scale, shift,
-                                                               reinterpret_cast<const D*>(residual_host_type), relu,
-                                                               reinterpret_cast<D*>(y_host_type));
+  if (vectorized) {
+    apply_vec_kernel<<<elementwise_blocks(n / kVec), kThreads, 0, stream>>>(
+        d.channels, n / kVec, reinterpret_cast<const __nv_bfloat16*>(x), scale, shift,
+        reinterpret_cast<const __nv_bfloat16*>(residual_host_type), relu, reinterpret_cast<__nv_bfloat16*>(y_host_type));
+  } else {
+    apply_kernel<<<elementwise_blocks(n), kThreads, 0, stream>>>(launch.ix, n, x, scale, shift,
+                                                                 reinterpret_cast<const D*>(residual_host_type), relu,
+                                                                 reinterpret_cast<D*>(y_host_type));
+  }
   DTRAIN_CUDA_CHECK(cudaGetLastError()) << "batch norm forward kernels";
 }
 
@@ -267,6 +525,13 @@ void batch_norm_forward_eval(cudaStream_t stream, const BatchNormDims& d, const 
   eval_coefficients_kernel<<<(d.channels + 127) / 128, 128, 0, stream>>>(d.channels, gamma, beta, running_mean,
                                                                          running_var, d.eps, scale, shift);
   const int64_t n = int64_t{d.batch} * d.spatial * d.channels;
+  if (vector_path<D>(d, {x_host_type, residual_host_type, y_host_type, shift})) {
+    apply_vec_kernel<<<elementwise_blocks(n / kVec), kThreads, 0, stream>>>(
+        d.channels, n / kVec, reinterpret_cast<const __nv_bfloat16*>(x_host_type), scale, shift,
+        reinterpret_cast<const __nv_bfloat16*>(residual_host_type), relu, reinterpret_cast<__nv_bfloat16*>(y_host_type));
+    DTRAIN_CUDA_CHECK(cudaGetLastError()) << "batch norm eval kernels";
+    return;
+  }
   apply_kernel<<<elementwise_blocks(n), kThreads, 0, stream>>>(
       Indexer{d.channels, d.spatial, d.channels_last}, n, reinterpret_cast<const D*>(x_host_type), scale, shift,
       reinterpret_cast<const D*>(residual_host_type), relu, reinterpret_cast<D*>(y_host_type));
@@ -284,17 +549,38 @@ void batch_norm_backward(cudaStream_t stream, const BatchNormDims& d, const T* x
   const D* y = reinterpret_cast<const D*>(y_host_type);
   const D* dy = reinterpret_cast<const D*>(dy_host_type);
   const ReductionLaunch launch = reduction_launch(d);
-  const size_t partial_bytes = sizeof(float2) * size_t(launch.row_blocks) * d.channels;
-  core::Buffer scratch(core::MemoryKind::kDevice, partial_bytes + 3 * sizeof(float) * d.channels, stream);
-  float2* partials = static_cast<float2*>(scratch.data());
-  float* coefficients = reinterpret_cast<float*>(static_cast<char*>(scratch.data()) + partial_bytes);
-  backward_partials_kernel<<<launch.grid(), kThreads, 0, stream>>>(launch.ix, launch.rows,
-                                                                    launch.channels_per_block, x, y, dy, relu,
-                                                                    saved_mean, saved_inv_std, partials);
-  finalize_backward_kernel<<<(d.channels + 127) / 128, 128, 0, stream>>>(
-      d.channels, launch.row_blocks, static_cast<double>(launch.rows), partials, gamma, saved_inv_std, dgamma, dbeta,
+  const VecLaunch vec = vec_launch(d);
+  const bool vectorized =
+      vector_path<D>(d, {x, y, dy, dx_host_type, dresidual_host_type, saved_mean, saved_inv_std});
+  const int row_blocks = vectorized ? vec.row_blocks : launch.row_blocks;
+  // Coefficients first (16-byte aligned for the vector loads), then the partials.
+  const size_t coefficient_bytes = (3 * sizeof(float) * d.channels + 15) / 16 * 16;
+  core::Buffer scratch(core::MemoryKind::kDevice, coefficient_bytes + sizeof(float2) * size_t(row_blocks) * d.channels,
+                       stream);
+  float* coefficients = static_cast<float*>(scratch.data());
+  float2* partials = reinterpret_cast<float2*>(static_cast<char*>(scratch.data()) + coefficient_bytes);
+  if (vectorized) {
+    backward_partials_vec_kernel<<<vec.grid(), kThreads, 0, stream>>>(
+        d.channels, vec.rows, vec.groups, reinterpret_cast<const __nv_bfloat16*>(x),
+        reinterpret_cast<const __nv_bfloat16*>(y), reinterpret_cast<const __nv_bfloat16*>(dy), relu, saved_mean,
+        saved_inv_std, partials);
+  } else {
+    backward_partials_kernel<<<launch.grid(), kThreads, 0, stream>>>(launch.ix, launch.rows,
+                                                                      launch.channels_per_block, x, y, dy, relu,
+                                                                      saved_mean, saved_inv_std, partials);
+  }
+  finalize_backward_kernel<<<(d.channels + kFinalizeChannels - 1) / kFinalizeChannels, kFinalizeChannels * kFinalizeLanes, 0, stream>>>(
+      d.channels, row_blocks, static_cast<double>(launch.rows), partials, gamma, saved_inv_std, dgamma, dbeta,
       coefficients);
   const int64_t n = launch.rows * d.channels;
+  if (vectorized) {
+    backward_apply_vec_kernel<<<elementwise_blocks(n / kVec), kThreads, 0, stream>>>(
+        d.channels, n / kVec, reinterpret_cast<const __nv_bfloat16*>(x), reinterpret_cast<const __nv_bfloat16*>(y),
+        reinterpret_cast<const __nv_bfloat16*>(dy), relu, saved_mean, saved_inv_std, coefficients,
+        reinterpret_cast<__nv_bfloat16*>(dx_host_type), reinterpret_cast<__nv_bfloat16*>(dresidual_host_type));
+    DTRAIN_CUDA_CHECK(cudaGetLastError()) << "batch norm backward kernels";
+    return;
+  }
   backward_apply_kernel<<<elementwise_blocks(n), kThreads, 0, stream>>>(
       launch.ix, n, x, y, dy, relu, saved_mean, saved_inv_std, coefficients, reinterpret_cast<D*>(dx_host_type),
       reinterpret_cast<D*>(dresidual_host_type));

@@ -162,18 +162,28 @@ void CudnnConv2d::forward(const void* x, const void* w, void* y) {
       << "convolution forward " << geometry_.describe();
 }
 
-void CudnnConv2d::backward_data(const void* dy, const void* w, void* dx) {
+void CudnnConv2d::backward_data(const void* dy, const void* w, void* dx, bool accumulate) {
+  // Measuring writes the output; when dx already holds a gradient to add to, measure elsewhere.
+  core::Buffer measuring_output;
+  void* measured_dx = dx;
+  if (accumulate && !backward_data_.chosen) {
+    const size_t element_bytes = numerics_ == ConvNumerics::kBf16Nhwc ? 2 : 4;
+    measuring_output = core::Buffer(core::MemoryKind::kDevice,
+                                    element_bytes * geometry_.batch * geometry_.in_channels * geometry_.height *
+                                        geometry_.width);
+    measured_dx = measuring_output.data();
+  }
   choose<cudnnConvolutionBwdDataAlgoPerf_t>(backward_data_, backward_data_desc_, 1, "backward-data",
                                             [&](auto* results, int* count, void* space, size_t limit) {
                                               return cudnnFindConvolutionBackwardDataAlgorithmEx(
-                                                  handle_, w_desc_, w, y_desc_, dy, backward_data_desc_, x_desc_, dx,
-                                                  16, count, results, space, limit);
+                                                  handle_, w_desc_, w, y_desc_, dy, backward_data_desc_, x_desc_,
+                                                  measured_dx, 16, count, results, space, limit);
                                             });
-  const float one = 1.0f, zero = 0.0f;
+  const float one = 1.0f, beta = accumulate ? 1.0f : 0.0f;
   core::Buffer space = workspace(backward_data_.workspace_bytes);
   DTRAIN_CUDNN_CHECK(cudnnConvolutionBackwardData(handle_, &one, w_desc_, w, y_desc_, dy, backward_data_desc_,
                                                   static_cast<cudnnConvolutionBwdDataAlgo_t>(backward_data_.algorithm),
-                                                  space.data(), backward_data_.workspace_bytes, &zero, x_desc_, dx))
+                                                  space.data(), backward_data_.workspace_bytes, &beta, x_desc_, dx))
       << "convolution backward data " << geometry_.describe();
 }
 

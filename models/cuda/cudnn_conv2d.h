@@ -39,7 +39,9 @@ class CudnnConv2d {
 
   // Device pointers in the layout and type of `numerics`; work is queued on the handle's stream.
   void forward(const void* x, const void* w, void* y);
-  void backward_data(const void* dy, const void* w, void* dx);
+  // Writes dx, or adds to it when accumulate (a residual block's two input gradients, without an
+  // add kernel).
+  void backward_data(const void* dy, const void* w, void* dx, bool accumulate = false);
   // Writes (does not add to) dw.
   void backward_filter(const void* x, const void* dy, void* dw);
 

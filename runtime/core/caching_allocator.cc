@@ -83,6 +83,11 @@ void CachingAllocator::release_cached_locked() {
   stats_.bytes_cached = 0;
 }
 
+void CachingAllocator::reset_peak() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.peak_bytes_in_use = stats_.bytes_in_use;
+}
+
 AllocatorStats CachingAllocator::stats() const {
   std::lock_guard lock(mutex_);
   return stats_;

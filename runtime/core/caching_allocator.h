@@ -54,6 +54,8 @@ class CachingAllocator {
   void empty_cache();
 
   AllocatorStats stats() const;
+  // Starts a new peak from what is in use now (a benchmark's per-run peak).
+  void reset_peak();
   static size_t round_size(size_t bytes);
 
  private:

@@ -1,8 +1,27 @@
 #include "runtime/train/sgd.h"
 
+#include <algorithm>
+
 #include "runtime/core/error.h"
 
 namespace dtrain::train {
+
+std::vector<DecayRange> decay_ranges(const models::ParameterSet& params, float weight_decay, bool exempt_norm_and_bias) {
+  std::vector<DecayRange> ranges;
+  std::vector<models::ParamSlot> slots = params.slots();
+  std::sort(slots.begin(), slots.end(), [](const auto& a, const auto& b) { return a.offset < b.offset; });
+  for (const models::ParamSlot& s : slots) {
+    const bool exempt = exempt_norm_and_bias && s.kind != models::ParamKind::kWeight;
+    const float wd = exempt ? 0.0f : weight_decay;
+    const auto begin = static_cast<size_t>(s.offset), end = static_cast<size_t>(s.offset + s.numel);
+    if (!ranges.empty() && ranges.back().weight_decay == wd) {
+      ranges.back().end = end;  // merge runs with the same decay: fewer, longer loops
+    } else {
+      ranges.push_back(DecayRange{begin, end, wd});
+    }
+  }
+  return ranges;
+}
 
 Sgd::Sgd(size_t count, std::vector<DecayRange> ranges, SgdOptions options)
     : ranges_(std::move(ranges)), options_(options), momentum_(count, 0.0f) {

@@ -9,6 +9,8 @@
 #include <cstddef>
 #include <vector>
 
+#include "models/parameter_set.h"
+
 namespace dtrain::train {
 
 struct SgdOptions {
@@ -23,6 +25,10 @@ struct DecayRange {
   size_t end = 0;
   float weight_decay = 0;
 };
+
+// The decay ranges of a model's flat buffer, in offset order, runs of equal decay merged: weight
+// decay on every parameter, or (exempt_norm_and_bias) only on conv and linear weights.
+std::vector<DecayRange> decay_ranges(const models::ParameterSet& params, float weight_decay, bool exempt_norm_and_bias);
 
 class Sgd {
  public:

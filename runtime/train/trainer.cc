@@ -36,22 +36,6 @@ models::ResNetConfig model_config(const TrainConfig& c, const Dataset& data) {
   return m;
 }
 
-std::vector<DecayRange> decay_ranges(const models::ParameterSet& params, const TrainConfig& c) {
-  std::vector<DecayRange> ranges;
-  std::vector<models::ParamSlot> slots = params.slots();
-  std::sort(slots.begin(), slots.end(), [](const auto& a, const auto& b) { return a.offset < b.offset; });
-  for (const models::ParamSlot& s : slots) {
-    const bool exempt = c.exclude_norm_and_bias_from_decay() && s.kind != models::ParamKind::kWeight;
-    const float wd = exempt ? 0.0f : static_cast<float>(c.weight_decay());
-    const auto begin = static_cast<size_t>(s.offset), end = static_cast<size_t>(s.offset + s.numel);
-    if (!ranges.empty() && ranges.back().weight_decay == wd) {
-      ranges.back().end = end;  // merge runs with the same decay: fewer, longer loops
-    } else {
-      ranges.push_back(DecayRange{begin, end, wd});
-    }
-  }
-  return ranges;
-}
 
 }  // namespace
 
@@ -125,7 +109,7 @@ Trainer::Trainer(const TrainConfig& config, const core::RankContext& ctx)
   params.set_gradient_listener([this](int64_t begin, int64_t end) {
     parts_->sync->mark_ready(static_cast<size_t>(begin), static_cast<size_t>(end));
   });
-  p.sgd = std::make_unique<Sgd>(static_cast<size_t>(params.parameter_count()), decay_ranges(params, config_),
+  p.sgd = std::make_unique<Sgd>(static_cast<size_t>(params.parameter_count()), decay_ranges(params, static_cast<float>(config_.weight_decay()), config_.exclude_norm_and_bias_from_decay()),
                                 SgdOptions{config_.momentum(), config_.weight_decay(), config_.nesterov()});
 
   LrScheduleOptions lr;

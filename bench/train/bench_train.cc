@@ -1,0 +1,303 @@
+// dtrain-bench-train: ResNet training throughput on synthetic ImageNet-shaped data, one rank per
+// GPU. For each world size asked (--world-sizes, default 1 and the whole job), the first k ranks
+// train together: warm-up steps, then measured steps timed by CUDA events on the compute stream
+// (the host never waits inside the loop). Prints images/sec per GPU and in total (median step,
+// warm-up excluded), step time, speedup and efficiency against the 1-GPU run, and peak GPU memory;
+// --json writes one object per world size.
+#include <mpi.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "comm/factory.h"
+#include "runtime/core/buffer.h"
+#include "runtime/core/cli.h"
+#include "runtime/core/cuda/device_allocator.h"
+#include "runtime/core/cuda/stream.h"
+#include "runtime/core/error.h"
+#include "runtime/core/gpu_binding.h"
+#include "runtime/core/main_guard.h"
+#include "runtime/core/mpi_check.h"
+#include "runtime/core/mpi_scope.h"
+#include "runtime/core/process_identity.h"
+#include "runtime/core/rank_context.h"
+#include "runtime/train/cuda/gpu_train_step.h"
+
+namespace dtrain::bench {
+namespace {
+
+struct Options {
+  int batch = 256;
+  std::string precision = "bf16";
+  std::string layout;  // default: nhwc for bf16, nchw for fp32
+  int image_size = 224;
+  int depth = 50;
+  int classes = 1000;
+  int warmup = 20;
+  int steps = 50;
+  std::string world_sizes;  // "1,2"; default: 1 and the job's size
+  bool no_tf32 = false;
+  std::string backend = "auto";
+  double bucket_mib = 25;
+  double lr = 0.1;
+  std::string json;
+};
+
+Options parse(int argc, char** argv, bool* help) {
+  Options o;
+  core::po::options_description d("dtrain-bench-train options");
+  d.add_options()
+      ("batch", core::po::value(&o.batch)->default_value(o.batch), "images per GPU per step")
+      ("precision", core::po::value(&o.precision)->default_value(o.precision), "bf16 (fp32 master weights) or fp32")
+      ("layout", core::po::value(&o.layout), "nhwc (with bf16) or nchw (with fp32); default follows --precision")
+      ("image-size", core::po::value(&o.image_size)->default_value(o.image_size), "square input side")
+      ("depth", core::po::value(&o.depth)->default_value(o.depth), "ResNet depth: 18, 34, 50, 101, 152")
+      ("classes", core::po::value(&o.classes)->default_value(o.classes), "classifier outputs")
+      ("warmup", core::po::value(&o.warmup)->default_value(o.warmup), "steps run before measuring (excluded)")
+      ("steps", core::po::value(&o.steps)->default_value(o.steps), "measured steps")
+      ("world-sizes", core::po::value(&o.world_sizes), "comma-separated world sizes to run, e.g. 1,2 (default: 1 and all ranks)")
+      ("no-tf32", core::po::bool_switch(&o.no_tf32), "fp32: exact fp32 math, no TF32 tensor cores")
+      ("backend", core::po::value(&o.backend)->default_value(o.backend), "gradient all-reduce backend (auto, nccl, ...)")
+      ("bucket-mib", core::po::value(&o.bucket_mib)->default_value(o.bucket_mib), "gradient bucket size in MiB")
+      ("lr", core::po::value(&o.lr)->default_value(o.lr), "learning rate of the SGD steps")
+      ("json", core::po::value(&o.json), "also write the results to this JSON file");
+  const core::ParsedCommandLine parsed = core::parse_command_line(argc, argv, d);
+  if (parsed.help) {
+    std::printf("%s", core::usage("dtrain-bench-train", d).c_str());
+    *help = true;
+    return o;
+  }
+  if (o.layout.empty()) o.layout = o.precision == "fp32" ? "nchw" : "nhwc";
+  DTRAIN_USAGE_CHECK(o.precision == "bf16" || o.precision == "fp32")
+      << "--precision " << o.precision << ": expected bf16 or fp32";
+  DTRAIN_USAGE_CHECK((o.precision == "bf16" && o.layout == "nhwc") || (o.precision == "fp32" && o.layout == "nchw"))
+      << "--precision " << o.precision << " --layout " << o.layout
+      << ": the supported paths are bf16 nhwc (fast) and fp32 nchw (reference)";
+  DTRAIN_USAGE_CHECK(o.batch > 0) << "--batch " << o.batch << ": must be positive";
+  DTRAIN_USAGE_CHECK(o.image_size >= 32) << "--image-size " << o.image_size << ": must be at least 32";
+  DTRAIN_USAGE_CHECK(o.classes > 0) << "--classes " << o.classes << ": must be positive";
+  DTRAIN_USAGE_CHECK(o.warmup >= 0) << "--warmup " << o.warmup << ": must not be negative";
+  DTRAIN_USAGE_CHECK(o.steps > 0) << "--steps " << o.steps << ": must be positive";
+  DTRAIN_USAGE_CHECK(o.bucket_mib > 0) << "--bucket-mib " << o.bucket_mib << ": must be positive";
+  return o;
+}
+
+std::vector<int> world_sizes(const std::string& text, int world) {
+  std::vector<int> sizes;
+  if (text.empty()) {
+    sizes.push_back(1);
+    if (world > 1) sizes.push_back(world);
+    return sizes;
+  }
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    int k = 0;
+    try {
+      size_t used = 0;
+      k = std::stoi(item, &used);
+      DTRAIN_USAGE_CHECK(used == item.size()) << "--world-sizes " << text << ": '" << item << "' is not a number";
+    } catch (const std::logic_error&) {
+      DTRAIN_USAGE_FAIL() << "--world-sizes " << text << ": '" << item << "' is not a number";
+    }
+    DTRAIN_USAGE_CHECK(k >= 1 && k <= world)
+        << "--world-sizes " << text << ": " << k << " is not between 1 and the job's " << world << " ranks";
+    sizes.push_back(k);
+  }
+  DTRAIN_USAGE_CHECK(!sizes.empty()) << "--world-sizes is empty";
+  return sizes;
+}
+
+struct Row {
+  int world_size = 0;
+  double step_ms = 0;       // median, slowest rank
+  double per_gpu = 0;       // images/sec
+  double total = 0;
+  double efficiency = NAN;  // against the 1-GPU row, when there is one
+  double speedup = NAN;
+  size_t peak_mem = 0;      // largest over the ranks
+  float loss = 0;
+  int overlapped_buckets = 0, buckets = 0;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Two fixed batches of random pixels and labels in page-locked memory, alternated.
+struct SyntheticBatches {
+  core::Buffer images[2], labels[2];
+  SyntheticBatches(const Options& o, int rank) {
+    std::mt19937_64 rng(1234 + static_cast<uint64_t>(rank));
+    const size_t pixels = size_t{3} * o.batch * o.image_size * o.image_size;
+    for (int b = 0; b < 2; ++b) {
+      images[b] = core::Buffer(core::MemoryKind::kPinnedHost, pixels);
+      labels[b] = core::Buffer(core::MemoryKind::kPinnedHost, sizeof(int32_t) * o.batch);
+      auto* p = static_cast<uint8_t*>(images[b].data());
+      for (size_t i = 0; i < pixels; ++i) p[i] = static_cast<uint8_t>(rng() >> 56);
+      auto* l = static_cast<int32_t*>(labels[b].data());
+      for (int i = 0; i < o.batch; ++i) l[i] = static_cast<int32_t>(rng() % static_cast<uint64_t>(o.classes));
+    }
+  }
+};
+
+Row run_world(const Options& o, int k, const core::RankContext& world_ctx, int device,
+              const SyntheticBatches& data) {
+  const int rank = world_ctx.topology().world_rank;
+  const bool member = rank < k;
+  MPI_Comm sub = MPI_COMM_NULL;
+  DTRAIN_MPI_CHECK(MPI_Comm_split(world_ctx.world(), member ? 0 : MPI_UNDEFINED, rank, &sub));
+  Row row;
+  row.world_size = k;
+  if (member) {
+    const core::RankContext ctx = core::RankContext::from_environment(sub);
+    std::unique_ptr<comm::Communicator> comm;
+    if (k > 1) comm = comm::make_communicator(comm::parse_backend(o.backend, "--backend"), ctx, true);
+    train::cuda::GpuStepOptions step_options;
+    step_options.model.depth = o.depth;
+    step_options.model.num_classes = o.classes;
+    step_options.numerics =
+        o.precision == "bf16" ? models::cuda::ConvNumerics::kBf16Nhwc : models::cuda::ConvNumerics::kFp32Nchw;
+    step_options.allow_tf32 = !o.no_tf32;
+    step_options.batch = o.batch;
+    step_options.height = step_options.width = o.image_size;
+    step_options.bucket_bytes = static_cast<size_t>(o.bucket_mib * 1048576.0);
+    core::device_caching_allocator(device).reset_peak();
+    train::cuda::GpuTrainStep step(step_options, comm.get(), device);
+    std::vector<core::CudaEvent> marks;
+    for (int i = 0; i <= o.warmup + o.steps; ++i) marks.emplace_back(true);
+    const cudaStream_t stream = step.context().stream();
+    marks[0].record(stream);
+    for (int i = 0; i < o.warmup + o.steps; ++i) {
+      step.run(static_cast<const uint8_t*>(data.images[i % 2].data()),
+               static_cast<const int32_t*>(data.labels[i % 2].data()), static_cast<float>(o.lr));
+      marks[i + 1].record(stream);
+    }
+    step.synchronize();
+    std::vector<double> times;
+    for (int i = o.warmup; i < o.warmup + o.steps; ++i) times.push_back(marks[i + 1].elapsed_ms_since(marks[i]));
+    double step_ms = median(times);
+    DTRAIN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &step_ms, 1, MPI_DOUBLE, MPI_MAX, sub));
+    unsigned long long peak = core::device_caching_allocator(device).stats().peak_bytes_in_use;
+    DTRAIN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &peak, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, sub));
+    row.step_ms = step_ms;
+    row.per_gpu = o.batch / (step_ms / 1000.0);
+    row.total = row.per_gpu * k;
+    row.peak_mem = peak;
+    row.loss = step.last_result().mean_loss;
+    row.overlapped_buckets = step.buckets_during_backward();
+    DTRAIN_CHECK(std::isfinite(row.loss)) << "rank " << rank << ": the loss is " << row.loss
+                                          << " after " << o.warmup + o.steps << " steps at world size " << k;
+    MPI_Comm_free(&sub);
+  }
+  DTRAIN_MPI_CHECK(MPI_Barrier(world_ctx.world()));
+  return row;
+}
+
+std::string today() {
+  const std::time_t now = std::time(nullptr);
+  char text[32];
+  std::strftime(text, sizeof(text), "%Y-%m-%d", std::gmtime(&now));
+  return text;
+}
+
+std::string number_or_null(double v, const char* format) {
+  if (!std::isfinite(v)) return "null";
+  char text[64];
+  std::snprintf(text, sizeof(text), format, v);
+  return text;
+}
+
+void write_json(const std::string& path, const Options& o, const std::string& gpu, const std::string& command,
+                const std::vector<Row>& rows) {
+  std::ostringstream j;
+  j << "[\n";
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
+    j << "  {\"model\": \"resnet" << o.depth << "\", \"precision\": \"" << o.precision << "\", \"layout\": \""
+      << o.layout << "\", \"batch_per_gpu\": " << o.batch << ", \"world_size\": " << r.world_size
+      << ", \"gpu_name\": \"" << gpu << "\", \"img_per_sec_total\": " << number_or_null(r.total, "%.1f")
+      << ", \"img_per_sec_per_gpu\": " << number_or_null(r.per_gpu, "%.1f")
+      << ", \"step_ms_median\": " << number_or_null(r.step_ms, "%.3f")
+      << ", \"efficiency\": " << number_or_null(r.efficiency, "%.4f") << ", \"peak_mem_bytes\": " << r.peak_mem
+      << ", \"image_size\": " << o.image_size << ", \"warmup_steps\": " << o.warmup
+      << ", \"measured_steps\": " << o.steps << ", \"tf32\": " << (o.precision == "fp32" && !o.no_tf32 ? "true" : "false")
+      << ", \"host\": \"" << core::process_identity().host << "\", \"date\": \"" << today()
+      << "\", \"command\": \"" << command << "\"}" << (i + 1 < rows.size() ? "," : "") << "\n";
+  }
+  j << "]\n";
+  // Written beside the target and renamed into place: never a half-written file.
+  const std::string temp = path + ".tmp";
+  {
+    std::ofstream out(temp);
+    DTRAIN_USAGE_CHECK(out.good()) << "--json " << path << ": cannot write " << temp;
+    out << j.str();
+    out.close();
+    DTRAIN_USAGE_CHECK(out.good()) << "--json " << path << ": write failed";
+  }
+  std::filesystem::rename(temp, path);
+}
+
+int bench_main(int argc, char** argv) {
+  std::string command;
+  for (int i = 0; i < argc; ++i) {
+    if (i > 0) command += ' ';
+    command += argv[i];
+  }
+  bool help = false;
+  const Options o = parse(argc, argv, &help);
+  if (help) return 0;
+
+  core::MpiScope mpi(&argc, &argv);
+  const core::RankContext ctx = core::RankContext::from_environment();
+  const core::GpuBinding binding = core::bind_gpu(ctx, false);
+  DTRAIN_USAGE_CHECK(!binding.cpu_mode && !binding.device.simulated)
+      << "dtrain-bench-train measures the GPU path and no GPU is visible on host " << core::process_identity().host;
+  const core::Topology& t = ctx.topology();
+  const bool root = t.world_rank == 0;
+  const std::vector<int> sizes = world_sizes(o.world_sizes, t.world_size);
+  if (root) {
+    std::printf("# dtrain-bench-train: ResNet-%d, %s %s, batch %d per GPU, %dx%d, %d warm-up + %d measured steps, "
+                "%s\n# %s\n#\n",
+                o.depth, o.precision.c_str(), o.layout.c_str(), o.batch, o.image_size, o.image_size, o.warmup,
+                o.steps, binding.device.name.c_str(), command.c_str());
+    std::printf("# %5s %12s %12s %10s %8s %10s %12s %10s %9s\n", "GPUs", "img/s/GPU", "img/s total", "step(ms)",
+                "speedup", "efficiency", "peak mem(GB)", "loss", "overlap");
+    std::fflush(stdout);
+  }
+  const SyntheticBatches data(o, t.world_rank);
+  std::vector<Row> rows;
+  double single = NAN;
+  for (int k : sizes) {
+    Row r = run_world(o, k, ctx, binding.device.index, data);
+    if (k == 1) single = r.per_gpu;
+    r.speedup = r.total / single;
+    r.efficiency = r.per_gpu / single;
+    rows.push_back(r);
+    if (root) {
+      std::printf("  %5d %12.1f %12.1f %10.2f %8s %10s %12.2f %10.4f %9s\n", k, r.per_gpu, r.total, r.step_ms,
+                  number_or_null(r.speedup, "%.3f").c_str(), number_or_null(r.efficiency * 100, "%.1f%%").c_str(),
+                  r.peak_mem / 1e9, r.loss,
+                  k > 1 ? (std::to_string(r.overlapped_buckets) + " buckets").c_str() : "-");
+      std::fflush(stdout);
+    }
+  }
+  if (root && !o.json.empty()) write_json(o.json, o, binding.device.name, command, rows);
+  return 0;
+}
+
+}  // namespace
+}  // namespace dtrain::bench
+
+int main(int argc, char** argv) { return dtrain::core::run_main(argc, argv, dtrain::bench::bench_main); }

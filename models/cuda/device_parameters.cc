@@ -1,0 +1,88 @@
+#include "models/cuda/device_parameters.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "runtime/core/cuda/cuda_check.h"
+#include "runtime/core/error.h"
+
+namespace dtrain::models::cuda {
+namespace {
+
+// [K, C, R, S] <-> [K, R, S, C]; `to_krsc` picks the direction.
+void permute_filter(const core::Shape& kcrs, const float* src, float* dst, bool to_krsc) {
+  const int64_t k_n = kcrs[0], c_n = kcrs[1], rs_n = kcrs[2] * kcrs[3];
+  for (int64_t k = 0; k < k_n; ++k) {
+    for (int64_t c = 0; c < c_n; ++c) {
+      for (int64_t rs = 0; rs < rs_n; ++rs) {
+        const int64_t canonical = (k * c_n + c) * rs_n + rs, krsc = (k * rs_n + rs) * c_n + c;
+        if (to_krsc) {
+          dst[krsc] = src[canonical];
+        } else {
+          dst[canonical] = src[krsc];
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+DeviceParameters::DeviceParameters(ParameterSet& layout, const GpuContext& context)
+    : layout_(layout), context_(context) {
+  DTRAIN_CHECK(layout.finalized()) << "device parameters need a finalized parameter layout";
+  core::DeviceGuard on(context.device());
+  const size_t n = static_cast<size_t>(layout.parameter_count());
+  params_ = core::Buffer(core::MemoryKind::kDevice, n * sizeof(float));
+  grads_ = core::Buffer(core::MemoryKind::kDevice, n * sizeof(float));
+  state_ = core::Buffer(core::MemoryKind::kDevice, static_cast<size_t>(layout.state_count()) * sizeof(float));
+  if (context.bf16()) params_bf16_ = core::Buffer(core::MemoryKind::kDevice, n * sizeof(core::bfloat16));
+  DTRAIN_CUDA_CHECK(cudaMemset(grads_.data(), 0, grads_.bytes()));
+}
+
+bool DeviceParameters::transposed(int id) const {
+  return context_.channels_last() && layout_.slot(id).shape.size() == 4;
+}
+
+core::bfloat16* DeviceParameters::param_bf16(int id) {
+  DTRAIN_CHECK(context_.bf16()) << "a bf16 weight copy exists only in the bf16 numerics";
+  return params_bf16() + layout_.slot(id).offset;
+}
+
+void DeviceParameters::upload() {
+  core::DeviceGuard on(context_.device());
+  const size_t n = static_cast<size_t>(count());
+  std::vector<float> staged(layout_.params_flat(), layout_.params_flat() + n);
+  for (int id = 0; id < static_cast<int>(layout_.slots().size()); ++id) {
+    if (transposed(id)) permute_filter(layout_.slot(id).shape, layout_.param(id), staged.data() + layout_.slot(id).offset, true);
+  }
+  DTRAIN_CUDA_CHECK(cudaMemcpy(params_f32(), staged.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+  DTRAIN_CUDA_CHECK(cudaMemcpy(state_f32(), layout_.state_flat(), state_.bytes(), cudaMemcpyHostToDevice));
+  if (context_.bf16()) {
+    std::vector<core::bfloat16> narrow(n);
+    for (size_t i = 0; i < n; ++i) narrow[i] = core::to_bfloat16(staged[i]);
+    DTRAIN_CUDA_CHECK(cudaMemcpy(params_bf16(), narrow.data(), n * sizeof(core::bfloat16), cudaMemcpyHostToDevice));
+  }
+}
+
+void DeviceParameters::download(bool gradients) {
+  core::DeviceGuard on(context_.device());
+  DTRAIN_CUDA_CHECK(cudaStreamSynchronize(context_.stream()));
+  const size_t n = static_cast<size_t>(count());
+  std::vector<float> staged(n);
+  auto fetch = [&](const float* device, float* host) {
+    DTRAIN_CUDA_CHECK(cudaMemcpy(staged.data(), device, n * sizeof(float), cudaMemcpyDeviceToHost));
+    std::copy(staged.begin(), staged.end(), host);
+    for (int id = 0; id < static_cast<int>(layout_.slots().size()); ++id) {
+      const int64_t at = layout_.slot(id).offset;
+      if (transposed(id)) permute_filter(layout_.slot(id).shape, staged.data() + at, host + at, false);
+    }
+  };
+  fetch(params_f32(), layout_.params_flat());
+  if (gradients) fetch(grads_f32(), layout_.grads_flat());
+  DTRAIN_CUDA_CHECK(cudaMemcpy(layout_.state_flat(), state_f32(), state_.bytes(), cudaMemcpyDeviceToHost));
+}
+
+}  // namespace dtrain::models::cuda

@@ -1,0 +1,40 @@
+#pragma once
+// What every GPU layer of one model replica shares: the device, the compute stream, the cuDNN and
+// cuBLAS handles bound to that stream, and the numerics (fp32 NCHW, the reference, with TF32
+// allowed or not; or bf16 NHWC, the fast path). Activation tensors keep their logical NCHW shape
+// in either layout; channels_last() says how they are stored.
+#include <cublas_v2.h>
+#include <cudnn.h>
+
+#include "models/cuda/cudnn_conv2d.h"
+#include "runtime/core/cuda/stream.h"
+#include "runtime/core/dtype.h"
+
+namespace dtrain::models::cuda {
+
+class GpuContext {
+ public:
+  GpuContext(int device, ConvNumerics numerics, bool allow_tf32);
+  ~GpuContext();
+  GpuContext(const GpuContext&) = delete;
+  GpuContext& operator=(const GpuContext&) = delete;
+
+  int device() const { return stream_.device(); }
+  cudaStream_t stream() const { return stream_.get(); }
+  cudnnHandle_t cudnn() const { return cudnn_; }
+  cublasHandle_t cublas() const { return cublas_; }
+  ConvNumerics numerics() const { return numerics_; }
+  bool allow_tf32() const { return allow_tf32_; }
+  bool bf16() const { return numerics_ == ConvNumerics::kBf16Nhwc; }
+  bool channels_last() const { return bf16(); }
+  core::DType activation_dtype() const { return bf16() ? core::DType::kBF16 : core::DType::kF32; }
+
+ private:
+  core::CudaStream stream_;
+  cudnnHandle_t cudnn_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  ConvNumerics numerics_;
+  bool allow_tf32_;
+};
+
+}  // namespace dtrain::models::cuda

@@ -1,0 +1,177 @@
+#include "models/cuda/pooling.h"
+#include "runtime/core/cuda/cuda_check.h"
+#include "runtime/core/cuda/device_elements.cuh"
+
+namespace dtrain::models::cuda {
+namespace {
+
+using core::cuda::DeviceTypeOf;
+using core::cuda::load;
+using core::cuda::store;
+
+constexpr int kThreads = 256;
+
+unsigned blocks_for(int64_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
+
+// A storage index split into (image, channel, row, column), for either layout. Threads take
+// consecutive storage indices, so their loads and stores are coalesced in both layouts.
+struct Position {
+  int64_t n;
+  int c, h, w;
+};
+
+__device__ Position split(int64_t i, int channels, int height, int width, bool channels_last) {
+  if (channels_last) {
+    const int c = static_cast<int>(i % channels);
+    i /= channels;
+    const int w = static_cast<int>(i % width);
+    i /= width;
+    return {i / height, c, static_cast<int>(i % height), w};
+  }
+  const int w = static_cast<int>(i % width);
+  i /= width;
+  const int h = static_cast<int>(i % height);
+  i /= height;
+  return {i / channels, static_cast<int>(i % channels), h, w};
+}
+
+__device__ int64_t join(const Position& p, int channels, int height, int width, bool channels_last) {
+  return channels_last ? ((p.n * height + p.h) * width + p.w) * channels + p.c
+                       : ((p.n * channels + p.c) * height + p.h) * width + p.w;
+}
+
+template <typename T>
+__global__ void max_pool_forward_kernel(cpu::PoolShape s, int oh_n, int ow_n, bool channels_last,
+                                        const T* __restrict__ x, T* __restrict__ y, int32_t* __restrict__ argmax) {
+  const int64_t total = int64_t{s.batch} * s.channels * oh_n * ow_n;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total; i += int64_t{gridDim.x} * blockDim.x) {
+    const Position out = split(i, s.channels, oh_n, ow_n, channels_last);
+    float best = -INFINITY;
+    int32_t best_at = -1;
+    for (int r = 0; r < s.window; ++r) {
+      const int ih = out.h * s.stride - s.pad + r;
+      if (ih < 0 || ih >= s.in_h) continue;
+      for (int q = 0; q < s.window; ++q) {
+        const int iw = out.w * s.stride - s.pad + q;
+        if (iw < 0 || iw >= s.in_w) continue;
+        const float v = load(x, join({out.n, out.c, ih, iw}, s.channels, s.in_h, s.in_w, channels_last));
+        if (best_at < 0 || v > best) {
+          best = v;
+          best_at = ih * s.in_w + iw;
+        }
+      }
+    }
+    store(y, i, best);
+    argmax[i] = best_at;
+  }
+}
+
+// Each input element sums dy over the outputs whose window covers it and chose it.
+// (oh_n, ow_n: the output extents, computed on the host.)
+template <typename T>
+__global__ void max_pool_backward_kernel(cpu::PoolShape s, int oh_n, int ow_n, bool channels_last,
+                                         const T* __restrict__ dy, const int32_t* __restrict__ argmax,
+                                         T* __restrict__ dx) {
+  const int64_t total = int64_t{s.batch} * s.channels * s.in_h * s.in_w;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total; i += int64_t{gridDim.x} * blockDim.x) {
+    const Position in = split(i, s.channels, s.in_h, s.in_w, channels_last);
+    const int32_t self = in.h * s.in_w + in.w;
+    // Outputs oh with oh*stride - pad <= h < oh*stride - pad + window.
+    const int oh_first = max(0, (in.h + s.pad - s.window + s.stride) / s.stride);
+    const int oh_last = min(oh_n - 1, (in.h + s.pad) / s.stride);
+    const int ow_first = max(0, (in.w + s.pad - s.window + s.stride) / s.stride);
+    const int ow_last = min(ow_n - 1, (in.w + s.pad) / s.stride);
+    float sum = 0.0f;
+    for (int oh = oh_first; oh <= oh_last; ++oh) {
+      for (int ow = ow_first; ow <= ow_last; ++ow) {
+        const int64_t o = join({in.n, in.c, oh, ow}, s.channels, oh_n, ow_n, channels_last);
+        if (argmax[o] == self) sum += load(dy, o);
+      }
+    }
+    store(dx, i, sum);
+  }
+}
+
+// One thread per (image, channel); in NHWC neighbouring threads read neighbouring channels.
+template <typename T>
+__global__ void global_avg_pool_forward_kernel(int batch, int channels, int64_t spatial, bool channels_last,
+                                               const T* __restrict__ x, T* __restrict__ y) {
+  const int64_t total = int64_t{batch} * channels;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total; i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t n = i / channels, c = i % channels;
+    const int64_t base = channels_last ? n * spatial * channels + c : i * spatial;
+    const int64_t step = channels_last ? channels : 1;
+    float sum = 0.0f;
+    for (int64_t p = 0; p < spatial; ++p) sum += load(x, base + p * step);
+    store(y, i, sum / static_cast<float>(spatial));
+  }
+}
+
+template <typename T>
+__global__ void global_avg_pool_backward_kernel(int channels, int64_t spatial, int64_t total, bool channels_last,
+                                                const T* __restrict__ dy, T* __restrict__ dx) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total; i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t n = i / (channels * spatial);
+    const int64_t c = channels_last ? i % channels : i / spatial % channels;
+    store(dx, i, load(dy, n * channels + c) / static_cast<float>(spatial));
+  }
+}
+
+unsigned grid_for(int64_t n) { return blocks_for(n) < 65535u * 16 ? blocks_for(n) : 65535u * 16; }
+
+}  // namespace
+
+template <typename T>
+void max_pool_forward(cudaStream_t stream, const cpu::PoolShape& shape, bool channels_last, const T* x, T* y,
+                      int32_t* argmax) {
+  const int64_t n = int64_t{shape.batch} * shape.channels * shape.out_h() * shape.out_w();
+  if (n == 0) return;
+  using D = DeviceTypeOf<T>;
+  max_pool_forward_kernel<D><<<grid_for(n), kThreads, 0, stream>>>(
+      shape, shape.out_h(), shape.out_w(), channels_last, reinterpret_cast<const D*>(x), reinterpret_cast<D*>(y), argmax);
+  DTRAIN_CUDA_CHECK(cudaGetLastError()) << "max pool forward";
+}
+
+template <typename T>
+void max_pool_backward(cudaStream_t stream, const cpu::PoolShape& shape, bool channels_last, const T* dy,
+                       const int32_t* argmax, T* dx) {
+  const int64_t n = int64_t{shape.batch} * shape.channels * shape.in_h * shape.in_w;
+  if (n == 0) return;
+  using D = DeviceTypeOf<T>;
+  max_pool_backward_kernel<D><<<grid_for(n), kThreads, 0, stream>>>(
+      shape, shape.out_h(), shape.out_w(), channels_last, reinterpret_cast<const D*>(dy), argmax, reinterpret_cast<D*>(dx));
+  DTRAIN_CUDA_CHECK(cudaGetLastError()) << "max pool backward";
+}
+
+template <typename T>
+void global_avg_pool_forward(cudaStream_t stream, int batch, int channels, int64_t spatial, bool channels_last,
+                             const T* x, T* y) {
+  const int64_t n = int64_t{batch} * channels;
+  if (n == 0) return;
+  using D = DeviceTypeOf<T>;
+  global_avg_pool_forward_kernel<D><<<grid_for(n), kThreads, 0, stream>>>(
+      batch, channels, spatial, channels_last, reinterpret_cast<const D*>(x), reinterpret_cast<D*>(y));
+  DTRAIN_CUDA_CHECK(cudaGetLastError()) << "global average pool forward";
+}
+
+template <typename T>
+void global_avg_pool_backward(cudaStream_t stream, int batch, int channels, int64_t spatial, bool channels_last,
+                              const T* dy, T* dx) {
+  const int64_t n = int64_t{batch} * channels * spatial;
+  if (n == 0) return;
+  using D = DeviceTypeOf<T>;
+  global_avg_pool_backward_kernel<D><<<grid_for(n), kThreads, 0, stream>>>(
+      channels, spatial, n, channels_last, reinterpret_cast<const D*>(dy), reinterpret_cast<D*>(dx));
+  DTRAIN_CUDA_CHECK(cudaGetLastError()) << "global average pool backward";
+}
+
+#define DTRAIN_POOLING(T)                                                                                          \
+  template void max_pool_forward<T>(cudaStream_t, const cpu::PoolShape&, bool, const T*, T*, int32_t*);           \
+  template void max_pool_backward<T>(cudaStream_t, const cpu::PoolShape&, bool, const T*, const int32_t*, T*);   \
+  template void global_avg_pool_forward<T>(cudaStream_t, int, int, int64_t, bool, const T*, T*);                 \
+  template void global_avg_pool_backward<T>(cudaStream_t, int, int, int64_t, bool, const T*, T*);
+DTRAIN_POOLING(float)
+DTRAIN_POOLING(core::bfloat16)
+#undef DTRAIN_POOLING
+
+}  // namespace dtrain::models::cuda

@@ -1,0 +1,144 @@
+#include "runtime/train/cuda/gpu_train_step.h"
+
+#include <cuda_runtime_api.h>
+
+#include "models/cuda/softmax_cross_entropy.h"
+#include "runtime/core/cuda/cuda_check.h"
+#include "runtime/core/error.h"
+#include "runtime/train/cuda/normalize_images.h"
+#include "runtime/train/cuda/sgd_update.h"
+
+namespace dtrain::train::cuda {
+
+GpuTrainStep::GpuTrainStep(const GpuStepOptions& options, comm::Communicator* comm, int device)
+    : options_(options), comm_(comm), copy_stream_(device) {
+  DTRAIN_USAGE_CHECK(options.batch > 0 && options.height > 0 && options.width > 0)
+      << "GPU step needs a positive batch and image size, got batch " << options.batch << " and "
+      << options.height << "x" << options.width;
+  DTRAIN_USAGE_CHECK(options.model.in_channels == 3) << "the GPU input path takes 3-channel images";
+  core::DeviceGuard on(device);
+  context_ = std::make_unique<models::cuda::GpuContext>(device, options.numerics, options.allow_tf32);
+  model_ = std::make_unique<models::cuda::GpuResNet>(options.model, *context_);
+  models::cuda::DeviceParameters& params = model_->device_parameters();
+  const cudaStream_t stream = context_->stream();
+  const size_t count = static_cast<size_t>(params.count());
+
+  if (comm_ != nullptr && comm_->size() > 1) {
+    // Every rank initialized from the same seed; rank 0's values win all the same (DDP's rule).
+    const auto on_stream = comm::Location::gpu(stream);
+    comm_->broadcast(params.params_f32(), count, core::DType::kF32, 0, on_stream);
+    comm_->broadcast(params.state_f32(), static_cast<size_t>(params.state_count()), core::DType::kF32, 0, on_stream);
+    if (context_->bf16()) comm_->broadcast(params.params_bf16(), count, core::DType::kBF16, 0, on_stream);
+    sync_ = std::make_unique<DeviceGradientSync>(*comm_, params.grads_f32(), count, options.bucket_bytes, stream,
+                                                 device);
+    params.set_gradient_listener([this](int64_t begin, int64_t end) {
+      sync_->mark_ready(static_cast<size_t>(begin), static_cast<size_t>(end));
+    });
+  }
+
+  momentum_ = core::Buffer(core::MemoryKind::kDevice, count * sizeof(float), stream);
+  DTRAIN_CUDA_CHECK(cudaMemsetAsync(momentum_.data(), 0, momentum_.bytes(), stream));
+  std::vector<DecayRangeEnd> ends;
+  for (const DecayRange& r :
+       decay_ranges(model_->parameters(), static_cast<float>(options.sgd.weight_decay),
+                    options.exempt_norm_and_bias_from_decay)) {
+    ends.push_back(DecayRangeEnd{r.end, r.weight_decay});
+  }
+  decay_range_count_ = static_cast<int>(ends.size());
+  decay_ranges_ = core::Buffer(core::MemoryKind::kDevice, ends.size() * sizeof(DecayRangeEnd), stream);
+  DTRAIN_CUDA_CHECK(cudaMemcpy(decay_ranges_.data(), ends.data(), decay_ranges_.bytes(), cudaMemcpyHostToDevice));
+
+  const size_t image_bytes = size_t{3} * options.batch * options.height * options.width;
+  for (int s = 0; s < 2; ++s) {
+    images_[s] = core::Buffer(core::MemoryKind::kDevice, image_bytes, copy_stream_.get());
+    labels_[s] = core::Buffer(core::MemoryKind::kDevice, sizeof(int32_t) * options.batch, copy_stream_.get());
+  }
+  input_ = core::Tensor(context_->activation_dtype(), {options.batch, 3, options.height, options.width},
+                        core::MemoryKind::kDevice);
+  loss_ = core::Buffer(core::MemoryKind::kDevice, sizeof(float), stream);
+  hits_ = core::Buffer(core::MemoryKind::kDevice, sizeof(int32_t), stream);
+  DTRAIN_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+GpuTrainStep::~GpuTrainStep() {
+  // Queued work still uses the buffers this object frees.
+  cudaStreamSynchronize(copy_stream_.get());
+  if (context_) cudaStreamSynchronize(context_->stream());
+}
+
+void GpuTrainStep::run(const uint8_t* images, const int32_t* labels, float lr) {
+  core::DeviceGuard on(context_->device());
+  const cudaStream_t stream = context_->stream();
+  slot_ ^= 1;
+  const int s = slot_;
+  // The copy into this slot waits until the compute stream has consumed its previous contents.
+  consumed_[s].make_stream_wait(copy_stream_.get());
+  DTRAIN_CUDA_CHECK(
+      cudaMemcpyAsync(images_[s].data(), images, images_[s].bytes(), cudaMemcpyHostToDevice, copy_stream_.get()));
+  DTRAIN_CUDA_CHECK(
+      cudaMemcpyAsync(labels_[s].data(), labels, labels_[s].bytes(), cudaMemcpyHostToDevice, copy_stream_.get()));
+  copied_[s].record(copy_stream_.get());
+  copied_[s].make_stream_wait(stream);
+
+  const ImageBatchDims dims{options_.batch, options_.height, options_.width, 3};
+  const auto* pixels = static_cast<const uint8_t*>(images_[s].data());
+  const auto* labels_device = static_cast<const int32_t*>(labels_[s].data());
+  if (context_->bf16()) {
+    normalize_images_nhwc_bf16(stream, dims, pixels, options_.mean, options_.std, input_.data<core::bfloat16>());
+  } else {
+    normalize_images_nchw_f32(stream, dims, pixels, options_.mean, options_.std, input_.data<float>());
+  }
+
+  const core::Tensor& logits = model_->forward(input_, true);
+  models::cuda::ensure_device_tensor(dlogits_, context_->activation_dtype(), logits.shape());
+  const models::cuda::LossOutputs out{static_cast<float*>(loss_.data()), static_cast<int32_t*>(hits_.data())};
+  const int classes = static_cast<int>(logits.shape()[1]);
+  if (context_->bf16()) {
+    models::cuda::softmax_cross_entropy(stream, options_.batch, classes, logits.data<core::bfloat16>(), labels_device,
+                                        options_.label_smoothing, dlogits_.data<core::bfloat16>(), out);
+  } else {
+    models::cuda::softmax_cross_entropy(stream, options_.batch, classes, logits.data<float>(), labels_device,
+                                        options_.label_smoothing, dlogits_.data<float>(), out);
+  }
+  consumed_[s].record(stream);
+
+  if (sync_) sync_->begin_step();
+  model_->backward(dlogits_);
+  if (sync_) sync_->finish();
+
+  models::cuda::DeviceParameters& params = model_->device_parameters();
+  SgdStep step;
+  step.count = static_cast<size_t>(params.count());
+  step.params = params.params_f32();
+  step.momentum = static_cast<float*>(momentum_.data());
+  step.ranges = static_cast<const DecayRangeEnd*>(decay_ranges_.data());
+  step.range_count = decay_range_count_;
+  step.lr = lr;
+  step.mu = static_cast<float>(options_.sgd.momentum);
+  step.nesterov = options_.sgd.nesterov;
+  step.params_bf16 = context_->bf16() ? params.params_bf16() : nullptr;
+  sgd_update<float>(stream, step, params.grads_f32());
+  any_step_ = true;
+}
+
+void GpuTrainStep::wait_input_copied() { copied_[slot_].synchronize(); }
+
+StepResult GpuTrainStep::last_result() {
+  DTRAIN_CHECK(any_step_) << "no step has run yet";
+  synchronize();
+  StepResult result;
+  DTRAIN_CUDA_CHECK(cudaMemcpy(&result.mean_loss, loss_.data(), sizeof(float), cudaMemcpyDeviceToHost));
+  DTRAIN_CUDA_CHECK(cudaMemcpy(&result.top1_hits, hits_.data(), sizeof(int32_t), cudaMemcpyDeviceToHost));
+  return result;
+}
+
+void GpuTrainStep::synchronize() { DTRAIN_CUDA_CHECK(cudaStreamSynchronize(context_->stream())); }
+
+const std::vector<float>& GpuTrainStep::momentum_to_host() {
+  synchronize();
+  momentum_host_.resize(static_cast<size_t>(model_->device_parameters().count()));
+  DTRAIN_CUDA_CHECK(cudaMemcpy(momentum_host_.data(), momentum_.data(), momentum_.bytes(), cudaMemcpyDeviceToHost));
+  return momentum_host_;
+}
+
+}  // namespace dtrain::train::cuda

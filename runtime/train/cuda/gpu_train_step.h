@@ -1,0 +1,80 @@
+#pragma once
+// One rank's training step on its GPU (the GPU path of DESIGN.md's step): the uint8 batch crosses
+// PCIe on a copy stream, is normalized and cast on the compute stream, forward, loss, backward
+// with each gradient bucket's all-reduce queued on a comm stream as soon as backward has written
+// it, then the fused SGD update. run() only queues work: the host never waits for the GPU inside
+// a step, so it runs ahead and the GPU never idles between steps.
+//
+// Input: [batch, H, W, 3] uint8 images and [batch] int32 labels in page-locked host memory (the
+// copy is asynchronous). They must stay untouched until wait_input_copied() returns.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "models/cuda/gpu_context.h"
+#include "models/cuda/gpu_resnet.h"
+#include "models/resnet.h"
+#include "runtime/core/buffer.h"
+#include "runtime/core/cuda/stream.h"
+#include "runtime/train/cuda/device_gradient_sync.h"
+#include "runtime/train/sgd.h"
+
+namespace dtrain::train::cuda {
+
+struct GpuStepOptions {
+  models::ResNetConfig model;
+  models::cuda::ConvNumerics numerics = models::cuda::ConvNumerics::kBf16Nhwc;
+  bool allow_tf32 = true;  // fp32 numerics only
+  int batch = 0, height = 0, width = 0;
+  float mean[3] = {0.485f, 0.456f, 0.406f};
+  float std[3] = {0.229f, 0.224f, 0.225f};
+  SgdOptions sgd;
+  bool exempt_norm_and_bias_from_decay = false;
+  float label_smoothing = 0.0f;
+  size_t bucket_bytes = size_t{25} << 20;
+};
+
+struct StepResult {
+  float mean_loss = 0;  // this rank's batch
+  int top1_hits = 0;
+};
+
+class GpuTrainStep {
+ public:
+  // Collective over comm (null or size 1: no gradient averaging): broadcasts rank 0's parameters
+  // and state. `device` is this rank's GPU.
+  GpuTrainStep(const GpuStepOptions& options, comm::Communicator* comm, int device);
+  ~GpuTrainStep();
+
+  void run(const uint8_t* images, const int32_t* labels, float lr);
+  void wait_input_copied();
+  // Loss and hits of the latest step; waits for it.
+  StepResult last_result();
+  void synchronize();
+
+  models::cuda::GpuResNet& model() { return *model_; }
+  models::cuda::GpuContext& context() { return *context_; }
+  const std::vector<float>& momentum_to_host();
+  int buckets_during_backward() const { return sync_ ? sync_->launched_during_backward() : 0; }
+
+ private:
+  GpuStepOptions options_;
+  comm::Communicator* comm_;
+  std::unique_ptr<models::cuda::GpuContext> context_;
+  std::unique_ptr<models::cuda::GpuResNet> model_;
+  std::unique_ptr<DeviceGradientSync> sync_;
+  core::CudaStream copy_stream_;
+  // Two device input slots, so the copy of step k+1 overlaps step k.
+  core::Buffer images_[2], labels_[2];
+  core::CudaEvent copied_[2], consumed_[2];
+  int slot_ = 0;
+  bool any_step_ = false;
+  core::Tensor input_, dlogits_;
+  core::Buffer momentum_, decay_ranges_, loss_, hits_;
+  int decay_range_count_ = 0;
+  std::vector<float> momentum_host_;
+};
+
+}  // namespace dtrain::train::cuda

@@ -1,0 +1,248 @@
+// The GPU pooling, linear and activation kernels against the float64 CPU reference on fresh random
+// inputs: fp32 NCHW (TF32 off) within 1e-4 and bf16 NHWC within 2e-2, relative to |want| + RMS.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "models/cpu/elementwise.h"
+#include "models/cpu/linear.h"
+#include "models/cpu/pooling.h"
+#include "runtime/core/dtype.h"
+#include "runtime/core/gpu_binding.h"
+
+#if DTRAIN_WITH_CUDA
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include "models/cuda/elementwise.h"
+#include "models/cuda/linear.h"
+#include "models/cuda/pooling.h"
+#include "runtime/core/cuda/cuda_check.h"
+#include "tests/support/device_vector.h"
+#endif
+
+namespace dtrain::models {
+namespace {
+
+#if DTRAIN_WITH_CUDA
+// A logical NCHW (or [rows, cols] when height = width = 1) array in the GPU's type and layout.
+struct Layout {
+  int n, c, h, w;
+  bool bf16;  // bf16 NHWC, else fp32 NCHW
+  size_t size() const { return size_t(n) * c * h * w; }
+  size_t at(size_t logical) const {
+    if (!bf16) return logical;
+    const size_t s = size_t(h) * w, ni = logical / (c * s), ci = logical / s % c, p = logical % s;
+    return (ni * s + p) * c + ci;
+  }
+};
+
+// Fills a device array from logical doubles, rounding them to the type (the reference sees the rounded values).
+class DeviceArray {
+ public:
+  DeviceArray(const Layout& l, std::vector<double>& values) : l_(l), bytes_(l.size() * (l.bf16 ? 2 : 4)) {
+    std::vector<unsigned char> host(bytes_);
+    for (size_t i = 0; i < l.size(); ++i) {
+      if (l.bf16) {
+        const core::bfloat16 b = core::to_bfloat16(static_cast<float>(values[i]));
+        values[i] = core::to_float(b);
+        std::memcpy(&host[2 * l.at(i)], &b, 2);
+      } else {
+        const float f = static_cast<float>(values[i]);
+        values[i] = f;
+        std::memcpy(&host[4 * l.at(i)], &f, 4);
+      }
+    }
+    device_ = std::make_unique<test::DeviceVector<unsigned char>>(host);
+  }
+  explicit DeviceArray(const Layout& l) : l_(l), bytes_(l.size() * (l.bf16 ? 2 : 4)) {
+    device_ = std::make_unique<test::DeviceVector<unsigned char>>(bytes_);
+  }
+  template <typename T>
+  T* as() const {
+    return reinterpret_cast<T*>(device_->get());
+  }
+  std::vector<double> logical() const {
+    const std::vector<unsigned char> host = device_->to_host();
+    std::vector<double> out(l_.size());
+    for (size_t i = 0; i < out.size(); ++i) {
+      if (l_.bf16) {
+        core::bfloat16 b;
+        std::memcpy(&b, &host[2 * l_.at(i)], 2);
+        out[i] = core::to_float(b);
+      } else {
+        float f;
+        std::memcpy(&f, &host[4 * l_.at(i)], 4);
+        out[i] = f;
+      }
+    }
+    return out;
+  }
+
+ private:
+  Layout l_;
+  size_t bytes_;
+  std::unique_ptr<test::DeviceVector<unsigned char>> device_;
+};
+
+std::vector<double> random_values(size_t n, std::mt19937_64& rng) {
+  std::normal_distribution<double> d(0.0, 1.0);
+  std::vector<double> v(n);
+  for (double& x : v) x = d(rng);
+  return v;
+}
+
+void expect_close(const std::vector<double>& got, const std::vector<double>& want, double tolerance,
+                  const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  double rms = 0;
+  for (double w : want) rms += w * w;
+  rms = std::sqrt(rms / std::max<size_t>(want.size(), 1));
+  size_t wrong = 0, first = 0;
+  double worst = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double error = std::fabs(got[i] - want[i]) / (std::fabs(want[i]) + rms + 1e-30);
+    worst = std::max(worst, error);
+    if (!(error <= tolerance) && wrong++ == 0) first = i;
+  }
+  EXPECT_EQ(wrong, 0u) << what << ": " << wrong << " of " << want.size() << " off; first " << first << ": got "
+                       << got[first] << ", want " << want[first];
+  std::printf("  %-58s worst %.2e (bound %.0e)\n", what.c_str(), worst, tolerance);
+}
+
+double tolerance(bool bf16) { return bf16 ? 2e-2 : 1e-4; }
+
+class GpuLayersTest : public testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override {
+    if (core::detail::runtime_visible_gpus().empty()) GTEST_SKIP() << "no GPU visible to the CUDA runtime";
+    DTRAIN_CUDA_CHECK(cudaSetDevice(0));
+    DTRAIN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  }
+  void TearDown() override {
+    if (cublas_ != nullptr) cublasDestroy(cublas_);
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  }
+  bool bf16() const { return GetParam(); }
+  std::string name(const std::string& what) const { return what + (bf16() ? " bf16 NHWC" : " fp32 NCHW"); }
+  std::mt19937_64 rng_{std::random_device{}()};
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+};
+
+template <typename T, typename Fn>
+void typed(bool bf16, Fn&& fn) {
+  if (bf16) {
+    fn(core::bfloat16{});
+  } else {
+    fn(float{});
+  }
+}
+
+TEST_P(GpuLayersTest, MaxPoolMatchesReference) {
+  // The ImageNet stem's 3x3/2 pad 1 pool and an odd-sized one with a 2x2/2 window.
+  for (const cpu::PoolShape s : {cpu::PoolShape{3, 5, 13, 11, 3, 2, 1}, cpu::PoolShape{2, 3, 9, 7, 2, 2, 0}}) {
+    const Layout in{s.batch, s.channels, s.in_h, s.in_w, bf16()}, out{s.batch, s.channels, s.out_h(), s.out_w(), bf16()};
+    std::vector<double> x = random_values(in.size(), rng_), dy = random_values(out.size(), rng_);
+    const DeviceArray x_d(in, x), dy_d(out, dy), y_d(out), dx_d(in);
+    test::DeviceVector<int32_t> argmax(out.size());
+    typed<void>(bf16(), [&](auto tag) {
+      using T = decltype(tag);
+      cuda::max_pool_forward(stream_, s, bf16(), x_d.as<T>(), y_d.as<T>(), argmax.get());
+      cuda::max_pool_backward(stream_, s, bf16(), dy_d.as<T>(), argmax.get(), dx_d.as<T>());
+    });
+    DTRAIN_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    std::vector<double> y(out.size()), dx(in.size());
+    std::vector<int32_t> want_argmax(out.size());
+    cpu::max_pool_forward(s, x.data(), y.data(), want_argmax.data());
+    cpu::max_pool_backward(s, dy.data(), want_argmax.data(), dx.data());
+    expect_close(y_d.logical(), y, 0.0, name("max pool forward"));
+    expect_close(dx_d.logical(), dx, tolerance(bf16()), name("max pool backward"));
+  }
+}
+
+TEST_P(GpuLayersTest, GlobalAvgPoolMatchesReference) {
+  const int n = 3, c = 37, h = 7, w = 5;
+  const Layout in{n, c, h, w, bf16()}, out{n, c, 1, 1, bf16()};
+  std::vector<double> x = random_values(in.size(), rng_), dy = random_values(out.size(), rng_);
+  const DeviceArray x_d(in, x), dy_d(out, dy), y_d(out), dx_d(in);
+  typed<void>(bf16(), [&](auto tag) {
+    using T = decltype(tag);
+    cuda::global_avg_pool_forward(stream_, n, c, h * w, bf16(), x_d.as<T>(), y_d.as<T>());
+    cuda::global_avg_pool_backward(stream_, n, c, h * w, bf16(), dy_d.as<T>(), dx_d.as<T>());
+  });
+  DTRAIN_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  std::vector<double> y(out.size()), dx(in.size());
+  cpu::global_avg_pool_forward(n, c, h * w, x.data(), y.data());
+  cpu::global_avg_pool_backward(n, c, h * w, dy.data(), dx.data());
+  expect_close(y_d.logical(), y, tolerance(bf16()), name("global average pool forward"));
+  expect_close(dx_d.logical(), dx, tolerance(bf16()), name("global average pool backward"));
+}
+
+TEST_P(GpuLayersTest, LinearMatchesReference) {
+  DTRAIN_CUBLAS_CHECK(cublasCreate(&cublas_));
+  DTRAIN_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
+  const cuda::LinearDims d{7, 129, 33};
+  const Layout xl{d.batch, d.in_features, 1, 1, bf16()}, wl{d.out_features, d.in_features, 1, 1, bf16()},
+      yl{d.batch, d.out_features, 1, 1, bf16()};
+  std::vector<double> x = random_values(xl.size(), rng_), w = random_values(wl.size(), rng_),
+                      dy = random_values(yl.size(), rng_);
+  std::vector<double> bias = random_values(size_t(d.out_features), rng_);
+  std::vector<float> bias_f(bias.begin(), bias.end());
+  for (size_t i = 0; i < bias.size(); ++i) bias[i] = bias_f[i];
+  const DeviceArray x_d(xl, x), w_d(wl, w), dy_d(yl, dy), y_d(yl), dx_d(xl);
+  test::DeviceVector<float> bias_d(bias_f), dw_d(wl.size()), db_d(bias.size());
+  typed<void>(bf16(), [&](auto tag) {
+    using T = decltype(tag);
+    cuda::linear_forward(cublas_, d, false, x_d.as<T>(), w_d.as<T>(), bias_d.get(), y_d.as<T>());
+    cuda::linear_backward(cublas_, d, false, x_d.as<T>(), w_d.as<T>(), dy_d.as<T>(), dx_d.as<T>(), dw_d.get(),
+                          db_d.get());
+  });
+  DTRAIN_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  std::vector<double> y(yl.size()), dx(xl.size()), dw(wl.size()), db(bias.size());
+  cpu::linear_forward(d.batch, d.in_features, d.out_features, x.data(), w.data(), bias.data(), y.data());
+  cpu::linear_backward(d.batch, d.in_features, d.out_features, x.data(), w.data(), dy.data(), dx.data(), dw.data(),
+                       db.data());
+  const std::vector<float> dw_got = dw_d.to_host(), db_got = db_d.to_host();
+  expect_close(y_d.logical(), y, tolerance(bf16()), name("linear forward"));
+  expect_close(dx_d.logical(), dx, tolerance(bf16()), name("linear input gradient"));
+  expect_close({dw_got.begin(), dw_got.end()}, dw, tolerance(bf16()), name("linear weight gradient"));
+  expect_close({db_got.begin(), db_got.end()}, db, tolerance(bf16()), name("linear bias gradient"));
+}
+
+TEST_P(GpuLayersTest, ReluWithResidualMatchesReference) {
+  const Layout l{2, 5, 3, 4, bf16()};
+  std::vector<double> x = random_values(l.size(), rng_), r = random_values(l.size(), rng_),
+                      dy = random_values(l.size(), rng_);
+  const DeviceArray x_d(l, x), r_d(l, r), dy_d(l, dy), y_d(l), dx_d(l), dr_d(l);
+  typed<void>(bf16(), [&](auto tag) {
+    using T = decltype(tag);
+    cuda::relu_forward(stream_, int64_t(l.size()), x_d.as<T>(), r_d.as<T>(), y_d.as<T>());
+    cuda::relu_backward(stream_, int64_t(l.size()), y_d.as<T>(), dy_d.as<T>(), dx_d.as<T>(), dr_d.as<T>());
+  });
+  DTRAIN_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  std::vector<double> sum(l.size()), y(l.size()), dx(l.size());
+  cpu::residual_add_forward(x.data(), r.data(), sum.data(), int64_t(l.size()));
+  cpu::relu_forward(sum.data(), y.data(), int64_t(l.size()));
+  // The reference's mask is the rounded output's sign, as on the GPU.
+  const std::vector<double> y_got = y_d.logical();
+  cpu::relu_backward(y_got.data(), dy.data(), dx.data(), int64_t(l.size()));
+  expect_close(y_got, y, tolerance(bf16()), name("relu(x + residual) forward"));
+  expect_close(dx_d.logical(), dx, 0.0, name("relu backward"));
+  expect_close(dr_d.logical(), dx, 0.0, name("relu backward, residual gradient"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Numerics, GpuLayersTest, testing::Values(false, true),
+                         [](const testing::TestParamInfo<bool>& param_info) { return param_info.param ? "Bf16Nhwc" : "Fp32Nchw"; });
+
+#else
+TEST(GpuLayersTest, NeedsCuda) { GTEST_SKIP() << "built without CUDA (DTRAIN_CUDA=OFF or toolkit not found)"; }
+#endif
+
+}  // namespace
+}  // namespace dtrain::models
