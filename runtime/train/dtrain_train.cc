@@ -16,10 +16,8 @@ int train_main(int argc, char** argv) {
   core::MpiScope mpi(&argc, &argv);
   const core::RankContext ctx = core::RankContext::from_environment();
   const core::GpuBinding binding = core::bind_gpu(ctx, false);
-  if (!binding.cpu_mode) {
-    DTRAIN_LOG0(kWarn) << "GPUs found, but the CUDA model backend is not built yet: training on the CPU path";
-  }
-  Trainer trainer(config, ctx);
+  const bool real_gpu = !binding.cpu_mode && !binding.device.simulated;
+  Trainer trainer(config, ctx, real_gpu ? binding.device.index : -1);
   trainer.run();
   return 0;
 }

@@ -94,6 +94,8 @@ TrainConfig default_train_config() {
   for (int m : {30, 60, 80}) c.add_lr_milestones(m);
   c.set_momentum(0.9);
   c.set_weight_decay(1e-4);
+  c.set_device("auto");
+  c.set_precision("bf16");
   c.set_backend("auto");
   c.set_bucket_mib(25);
   c.set_gradient_wire_dtype("fp32");
@@ -180,6 +182,10 @@ void validate(const TrainConfig& c) {
   DTRAIN_USAGE_CHECK(c.lr_decay() == "step" || c.lr_decay() == "cosine") << "lr_decay '" << c.lr_decay()
                                                                          << "': use step or cosine";
   DTRAIN_USAGE_CHECK(c.bucket_mib() > 0) << "bucket_mib must be positive";
+  DTRAIN_USAGE_CHECK(c.device() == "auto" || c.device() == "cpu" || c.device() == "gpu")
+      << "device '" << c.device() << "': use auto, cpu or gpu";
+  DTRAIN_USAGE_CHECK(c.precision() == "bf16" || c.precision() == "fp32")
+      << "precision '" << c.precision() << "': use bf16 or fp32";
   DTRAIN_USAGE_CHECK(c.label_smoothing() >= 0 && c.label_smoothing() < 1) << "label_smoothing outside [0, 1)";
   DTRAIN_USAGE_CHECK(c.loader_threads() > 0 && c.prefetch_batches() > 0) << "loader_threads and prefetch_batches must be positive";
   DTRAIN_USAGE_CHECK(c.max_steps_per_epoch() >= 0) << "max_steps_per_epoch must not be negative";

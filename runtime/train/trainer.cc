@@ -5,7 +5,7 @@
 #include <set>
 #include <sstream>
 
-#include "comm/factory.h"
+#include "runtime/core/process_identity.h"
 #include "models/cpu/softmax_cross_entropy.h"
 #include "runtime/core/error.h"
 #include "runtime/core/fingerprint.h"
@@ -46,14 +46,9 @@ struct Trainer::Parts {
   std::unique_ptr<ShardedSampler> val_sampler;
   std::unique_ptr<DataLoader> train_loader;
   std::unique_ptr<DataLoader> val_loader;
-  std::unique_ptr<models::ResNet> model;
-  std::unique_ptr<comm::Communicator> comm;
-  std::unique_ptr<comm::GradientSynchronizer> sync;
-  std::unique_ptr<Sgd> sgd;
+  std::unique_ptr<StepEngine> engine;
   std::unique_ptr<LinearScalingSchedule> schedule;
   std::unique_ptr<MetricsLog> metrics;
-  core::Tensor input;
-  core::Tensor dlogits;
   long global_step = 0;
   int start_epoch = 0;
   long start_step_in_epoch = 0;
@@ -61,7 +56,7 @@ struct Trainer::Parts {
   float std[3] = {1, 1, 1};
 };
 
-Trainer::Trainer(const TrainConfig& config, const core::RankContext& ctx)
+Trainer::Trainer(const TrainConfig& config, const core::RankContext& ctx, int gpu)
     : config_(config), ctx_(ctx), parts_(std::make_unique<Parts>()) {
   validate(config_);
   Parts& p = *parts_;
@@ -100,17 +95,16 @@ Trainer::Trainer(const TrainConfig& config, const core::RankContext& ctx)
       << "batch_per_rank " << config_.batch_per_rank() << " x " << t.world_size << " ranks exceeds the "
       << p.train_data->size() << " training samples";
 
-  p.model = std::make_unique<models::ResNet>(model_config(config_, *p.train_data));
-  models::ParameterSet& params = p.model->parameters();
-  p.comm = comm::make_communicator(comm::parse_backend(config_.backend(), "backend"), ctx, false);
-  p.sync = std::make_unique<comm::GradientSynchronizer>(
-      *p.comm, params.grads_flat(), static_cast<size_t>(params.parameter_count()),
-      static_cast<size_t>(config_.bucket_mib()) << 20, core::parse_dtype(config_.gradient_wire_dtype(), "gradient_wire_dtype"));
-  params.set_gradient_listener([this](int64_t begin, int64_t end) {
-    parts_->sync->mark_ready(static_cast<size_t>(begin), static_cast<size_t>(end));
-  });
-  p.sgd = std::make_unique<Sgd>(static_cast<size_t>(params.parameter_count()), decay_ranges(params, static_cast<float>(config_.weight_decay()), config_.exclude_norm_and_bias_from_decay()),
-                                SgdOptions{config_.momentum(), config_.weight_decay(), config_.nesterov()});
+  EngineSetup setup;
+  setup.config = config_;
+  setup.model = model_config(config_, *p.train_data);
+  setup.image = p.train_data->output_shape();
+  std::copy(p.mean, p.mean + 3, setup.mean);
+  std::copy(p.std, p.std + 3, setup.std);
+  const bool on_gpu = config_.device() == "gpu" || (config_.device() == "auto" && gpu >= 0);
+  DTRAIN_USAGE_CHECK(!on_gpu || gpu >= 0) << "device gpu, but rank " << t.world_rank << " on host "
+                                          << core::process_identity().host << " has no GPU";
+  p.engine = on_gpu ? make_gpu_step_engine(setup, ctx, gpu) : make_cpu_step_engine(setup, ctx);
 
   LrScheduleOptions lr;
   lr.base_lr = config_.base_lr();
@@ -122,21 +116,20 @@ Trainer::Trainer(const TrainConfig& config, const core::RankContext& ctx)
   p.schedule = std::make_unique<LinearScalingSchedule>(lr, steps_per_epoch());
   p.metrics = std::make_unique<MetricsLog>(t.world_rank == 0 ? config_.metrics_file() : std::string());
 
-  // Rank 0's initial weights and BN statistics everywhere, then prove every replica agrees.
-  p.comm->broadcast(params.params_flat(), static_cast<size_t>(params.parameter_count()), core::DType::kF32, 0).wait();
-  p.comm->broadcast(params.state_flat(), static_cast<size_t>(params.state_count()), core::DType::kF32, 0).wait();
+  // The engine gave every rank rank 0's initial values; prove every replica agrees.
   verify_replicas();
   if (!config_.resume().empty()) resume_from(config_.resume());
   DTRAIN_LOG0(kInfo) << "config: " << describe(config_);
+  DTRAIN_LOG0(kInfo) << "steps on " << p.engine->describe();
   DTRAIN_LOG0(kInfo) << p.schedule->describe(t.world_size, config_.batch_per_rank()) << "; "
-                     << params.parameter_count() << " parameters in " << p.sync->buckets().size()
+                     << p.engine->parameters().parameter_count() << " parameters in " << p.engine->gradient_buckets()
                      << " gradient bucket(s) of up to " << config_.bucket_mib() << " MiB";
 }
 
 Trainer::~Trainer() = default;
 
 void Trainer::verify_replicas() {
-  models::ParameterSet& params = parts_->model->parameters();
+  models::ParameterSet& params = parts_->engine->parameters();
   const std::string config_bytes = config_.SerializeAsString();
   const uint64_t mine[2] = {core::fingerprint(params.params_flat(), static_cast<size_t>(params.parameter_count()) * 4),
                             core::fingerprint(config_bytes.data(), config_bytes.size())};
@@ -154,17 +147,14 @@ void Trainer::verify_replicas() {
 
 EpochResult Trainer::train_epoch(int epoch) {
   Parts& p = *parts_;
-  models::ParameterSet& params = p.model->parameters();
-  const ImageShape shape = p.train_data->output_shape();
   const int batch = config_.batch_per_rank();
   const long first_step = epoch == p.start_epoch ? p.start_step_in_epoch : 0;
   p.train_loader->start_epoch(epoch, static_cast<size_t>(first_step));
   const long steps = steps_per_epoch();
-  models::ensure_shape(p.input, {batch, shape.channels, shape.height, shape.width});
-  models::ensure_shape(p.dlogits, {batch, p.train_data->num_classes()});
 
   using Clock = std::chrono::steady_clock;
-  double loss_sum = 0;
+  double loss_sum = 0;  // over the steps whose loss was read
+  long losses_read = 0;
   const auto start = Clock::now();
   auto interval_start = start;
   double interval_wait = 0;  // seconds spent waiting for the loader in this logging interval
@@ -174,20 +164,19 @@ EpochResult Trainer::train_epoch(int epoch) {
     const Batch* b = p.train_loader->next();
     interval_wait += std::chrono::duration<double>(Clock::now() - step_start).count();
     DTRAIN_CHECK(b != nullptr) << "loader ran dry at step " << step;
-    normalize_batch(static_cast<const uint8_t*>(b->pixels.data()), batch, shape, p.mean, p.std, PixelLayout::kNchw, p.input.data<float>());
-    const core::Tensor& logits = p.model->forward(p.input, true);
-    const double loss = models::cpu::softmax_cross_entropy(batch, p.train_data->num_classes(), logits.data<float>(),
-                                                           b->labels.data(), config_.label_smoothing(),
-                                                           p.dlogits.data<float>());
-    p.sync->begin_step();
-    p.model->backward(p.dlogits);
-    p.sync->finish();
     const double lr = p.schedule->lr_at(p.global_step);
-    p.sgd->step(params.params_flat(), params.grads_flat(), static_cast<float>(lr));
+    p.engine->train_step(*b, static_cast<float>(lr));
     ++p.global_step;
-    loss_sum += loss;
+    // The GPU engine's loss waits for its step, so it is read only where it is reported.
+    const bool report = config_.log_every_steps() > 0 && (step + 1) % config_.log_every_steps() == 0;
+    const bool read = report || p.engine->loss_is_free() || step + 1 == steps || step_limit_reached();
+    const double loss = read ? p.engine->last_loss() : 0.0;
+    if (read) {
+      loss_sum += loss;
+      ++losses_read;
+    }
     step_seconds.push_back(std::chrono::duration<double>(Clock::now() - step_start).count());
-    if (config_.log_every_steps() > 0 && (step + 1) % config_.log_every_steps() == 0) {
+    if (report) {
       double mean_loss = loss;
       DTRAIN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &mean_loss, 1, MPI_DOUBLE, MPI_SUM, ctx_.world()));
       mean_loss /= ctx_.topology().world_size;
@@ -210,7 +199,7 @@ EpochResult Trainer::train_epoch(int epoch) {
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   EpochResult result;
   result.epoch = epoch;
-  double totals[2] = {loss_sum, static_cast<double>(steps_run)};
+  double totals[2] = {loss_sum, static_cast<double>(losses_read)};
   DTRAIN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, totals, 2, MPI_DOUBLE, MPI_SUM, ctx_.world()));
   result.train_loss = totals[1] > 0 ? totals[0] / totals[1] : 0;
   result.images_per_second = static_cast<double>(steps_run) * batch * ctx_.topology().world_size / seconds;
@@ -238,22 +227,18 @@ EpochResult Trainer::train_epoch(int epoch) {
 
 void Trainer::evaluate(EpochResult& result) {
   Parts& p = *parts_;
-  const ImageShape shape = p.val_data->output_shape();
   const int classes = p.val_data->num_classes();
   p.val_loader->start_epoch(0);
-  core::Tensor input;
   long counts[3] = {0, 0, 0};  // top-1, top-5, images
   double loss_sum = 0;
   int batches = 0;
   while (const Batch* b = p.val_loader->next()) {
     if (config_.max_validation_batches() > 0 && batches++ >= config_.max_validation_batches()) break;
-    models::ensure_shape(input, {b->size, shape.channels, shape.height, shape.width});
-    normalize_batch(static_cast<const uint8_t*>(b->pixels.data()), b->size, shape, p.mean, p.std, PixelLayout::kNchw, input.data<float>());
-    const core::Tensor& logits = p.model->forward(input, false);
-    loss_sum += b->size * models::cpu::softmax_cross_entropy(b->size, classes, logits.data<float>(), b->labels.data(),
-                                                             0.0, static_cast<float*>(nullptr));
+    const std::vector<float>& logits = p.engine->evaluate(*b);
+    loss_sum += b->size * models::cpu::softmax_cross_entropy(b->size, classes, logits.data(), b->labels.data(), 0.0,
+                                                             static_cast<float*>(nullptr));
     for (int i = 0; i < b->size; ++i) {
-      const float* z = logits.data<float>() + static_cast<size_t>(i) * classes;
+      const float* z = logits.data() + static_cast<size_t>(i) * classes;
       const float target = z[b->labels[size_t(i)]];
       int better = 0;  // classes scoring above the true one
       for (int j = 0; j < classes; ++j) better += z[j] > target ? 1 : 0;
@@ -292,7 +277,10 @@ void Trainer::report_bad_files() {
   }
 }
 
-models::ParameterSet& Trainer::parameters() { return parts_->model->parameters(); }
+models::ParameterSet& Trainer::parameters() {
+  parts_->engine->sync_to_host();
+  return parts_->engine->parameters();
+}
 
 long Trainer::steps_per_epoch() const {
   const long batches = static_cast<long>(parts_->train_loader->batches_per_epoch());
@@ -304,14 +292,16 @@ bool Trainer::step_limit_reached() const {
 }
 
 std::vector<NamedTensor> Trainer::checkpoint_tensors() {
-  models::ParameterSet& params = parts_->model->parameters();
+  models::ParameterSet& params = parts_->engine->parameters();
+  std::vector<float>& momentum = parts_->engine->momentum();
   return {{"params", params.params_flat(), static_cast<size_t>(params.parameter_count())},
-          {"momentum", parts_->sgd->momentum_buffer().data(), parts_->sgd->momentum_buffer().size()},
+          {"momentum", momentum.data(), momentum.size()},
           {"bn_state", params.state_flat(), static_cast<size_t>(params.state_count())}};
 }
 
 void Trainer::save_checkpoint(int epoch, long step_in_epoch) {
   if (ctx_.topology().world_rank != 0) return;
+  parts_->engine->sync_to_host();
   const long steps = steps_per_epoch();
   proto::CheckpointHeader header;
   *header.mutable_config() = config_;
@@ -342,7 +332,8 @@ void Trainer::resume_from(const std::string& spec) {
                       << " of the epoch, step " << position[2] << " in total";
   }
   DTRAIN_MPI_CHECK(MPI_Bcast(position, 3, MPI_INT64_T, 0, ctx_.world()));
-  for (const NamedTensor& t : tensors) parts_->comm->broadcast(t.data, t.count, core::DType::kF32, 0).wait();
+  // Rank 0 read them into the engine's host mirror; the engine hands them to every rank.
+  parts_->engine->load_from_host();
   parts_->start_epoch = static_cast<int>(position[0]);
   parts_->start_step_in_epoch = position[1];
   parts_->global_step = position[2];

@@ -1,7 +1,7 @@
 #pragma once
-// The training loop of dtrain-train on the CPU path: one rank's model replica, the shared-seed
-// sharded data, gradients averaged while backward runs, one fused SGD update per step, and
-// top-1/top-5 accuracy all-reduced over the ranks at the end of every epoch.
+// The training loop of dtrain-train: one rank's model replica on its StepEngine (the CPU path or
+// the rank's GPU), the shared-seed sharded data, gradients averaged while backward runs, one fused
+// SGD update per step, and top-1/top-5 accuracy all-reduced over the ranks at every epoch's end.
 #include <memory>
 
 #include "comm/communicator.h"
@@ -12,6 +12,7 @@
 #include "runtime/train/data/data_loader.h"
 #include "runtime/train/lr_schedule.h"
 #include "runtime/train/sgd.h"
+#include "runtime/train/step_engine.h"
 #include "runtime/train/train_config.h"
 
 namespace dtrain::train {
@@ -31,11 +32,13 @@ class Trainer {
  public:
   // Collective over ctx.world(): builds everything, broadcasts rank 0's parameters and checks that
   // every rank has the same parameters and config (an error naming the ranks that differ).
-  Trainer(const TrainConfig& config, const core::RankContext& ctx);
+  // gpu: the rank's bound GPU, or -1; config.device decides whether the steps run there.
+  Trainer(const TrainConfig& config, const core::RankContext& ctx, int gpu = -1);
   ~Trainer();
 
   EpochResult train_epoch(int epoch);
   void run();
+  // The replica's parameters (copied to the host first on the GPU path).
   models::ParameterSet& parameters();
 
  private:

@@ -1,13 +1,16 @@
 // Data parallelism changes nothing but speed: on a BN-free model, N ranks with batch B per rank
 // must reach the parameters 1 rank reaches with batch N x B (same samples per step, gradients
-// averaged), after 5 steps from the same initialization, within 1e-5 relative.
+// averaged), after 5 steps from the same initialization, within 1e-5 relative: on the CPU path,
+// and on GPUs (one per rank; skipped, saying why, when there are fewer).
 #include <gtest/gtest.h>
 #include <mpi.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <vector>
 
+#include "runtime/core/gpu_binding.h"
 #include "runtime/core/rank_context.h"
 #include "runtime/train/trainer.h"
 #include "tests/support/mpi_world.h"
@@ -31,17 +34,18 @@ TrainConfig small_bn_free_config(int batch_per_rank) {
   return c;
 }
 
-TEST(RankEquivalence, NRanksWithBatchBMatchOneRankWithBatchNB) {
+// Trains `config` 5 steps on all ranks (batch B each) and, on rank 0 alone, with batch N x B, and
+// compares the parameters. gpu: each rank's GPU for the GPU path, or -1 for the CPU path.
+void expect_rank_equivalence(TrainConfig config, int gpu) {
   const int n = test::world_size();
-  if (n == 1) GTEST_SKIP() << "needs 2 or more ranks to compare with 1";
-  const int batch = 4;
-
+  const int batch = config.batch_per_rank();
   const core::RankContext world(MPI_COMM_WORLD, core::NodeLayout{});
-  Trainer parallel(small_bn_free_config(batch), world);
+  Trainer parallel(config, world, gpu);
   models::ParameterSet& p = parallel.parameters();
   const std::vector<float> initial(p.params_flat(), p.params_flat() + p.parameter_count());
   parallel.train_epoch(0);
-  const std::vector<float> distributed(p.params_flat(), p.params_flat() + p.parameter_count());
+  models::ParameterSet& trained = parallel.parameters();
+  const std::vector<float> distributed(trained.params_flat(), trained.params_flat() + trained.parameter_count());
   double moved = 0;
   for (size_t i = 0; i < initial.size(); ++i) moved = std::max(moved, double(std::fabs(distributed[i] - initial[i])));
   EXPECT_GT(moved, 1e-4) << "five steps should move the parameters";
@@ -49,8 +53,8 @@ TEST(RankEquivalence, NRanksWithBatchBMatchOneRankWithBatchNB) {
   // Rank 0 alone, with the whole global batch.
   if (test::world_rank() == 0) {
     const core::RankContext alone(MPI_COMM_SELF, core::NodeLayout{});
-    TrainConfig single_config = small_bn_free_config(batch * n);
-    Trainer single(single_config, alone);
+    config.set_batch_per_rank(batch * n);
+    Trainer single(config, alone, gpu);
     single.train_epoch(0);
     models::ParameterSet& q = single.parameters();
     ASSERT_EQ(q.parameter_count(), p.parameter_count());
@@ -64,8 +68,33 @@ TEST(RankEquivalence, NRanksWithBatchBMatchOneRankWithBatchNB) {
         worst_at = size_t(i);
       }
     }
+    std::printf("  %d ranks vs 1 rank with %dx the batch: worst relative parameter difference %.2e (bound 1e-5)\n",
+                n, n, worst);
     EXPECT_LE(worst, 1e-5) << "worst relative difference at parameter " << worst_at << " (" << n << " ranks)";
   }
+}
+
+TEST(RankEquivalence, NRanksWithBatchBMatchOneRankWithBatchNB) {
+  if (test::world_size() == 1) GTEST_SKIP() << "needs 2 or more ranks to compare with 1";
+  expect_rank_equivalence(small_bn_free_config(4), -1);
+}
+
+// The same on GPUs, one per rank, fp32 with TF32 off: NCCL averaging the gradient buckets during
+// backward changes nothing but speed.
+TEST(RankEquivalence, OnGpusNRanksWithBatchBMatchOneGpuWithBatchNB) {
+  const int n = test::world_size();
+  if (n == 1) GTEST_SKIP() << "needs 2 or more ranks to compare with 1";
+  const size_t gpus = core::detail::runtime_visible_gpus().size();
+  if (gpus < static_cast<size_t>(n)) {
+    GTEST_SKIP() << "needs a GPU per rank: " << gpus << " visible to the CUDA runtime, " << n << " ranks";
+  }
+  const core::RankContext world(MPI_COMM_WORLD, core::NodeLayout{});
+  const core::GpuBinding binding = core::bind_gpu(world, false);
+  TrainConfig config = small_bn_free_config(4);
+  config.set_device("gpu");
+  config.set_precision("fp32");
+  config.set_no_tf32(true);
+  expect_rank_equivalence(config, binding.device.index);
 }
 
 }  // namespace

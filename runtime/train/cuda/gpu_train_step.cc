@@ -2,6 +2,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstring>
+
 #include "models/cuda/softmax_cross_entropy.h"
 #include "runtime/core/cuda/cuda_check.h"
 #include "runtime/core/error.h"
@@ -15,7 +17,8 @@ GpuTrainStep::GpuTrainStep(const GpuStepOptions& options, comm::Communicator* co
   DTRAIN_USAGE_CHECK(options.batch > 0 && options.height > 0 && options.width > 0)
       << "GPU step needs a positive batch and image size, got batch " << options.batch << " and "
       << options.height << "x" << options.width;
-  DTRAIN_USAGE_CHECK(options.model.in_channels == 3) << "the GPU input path takes 3-channel images";
+  DTRAIN_USAGE_CHECK(options.model.in_channels >= 1 && options.model.in_channels <= 4)
+      << "the GPU input path takes 1 to 4 channels, the model has " << options.model.in_channels;
   core::DeviceGuard on(device);
   context_ = std::make_unique<models::cuda::GpuContext>(device, options.numerics, options.allow_tf32);
   model_ = std::make_unique<models::cuda::GpuResNet>(options.model, *context_);
@@ -24,11 +27,6 @@ GpuTrainStep::GpuTrainStep(const GpuStepOptions& options, comm::Communicator* co
   const size_t count = static_cast<size_t>(params.count());
 
   if (comm_ != nullptr && comm_->size() > 1) {
-    // Every rank initialized from the same seed; rank 0's values win all the same (DDP's rule).
-    const auto on_stream = comm::Location::gpu(stream);
-    comm_->broadcast(params.params_f32(), count, core::DType::kF32, 0, on_stream);
-    comm_->broadcast(params.state_f32(), static_cast<size_t>(params.state_count()), core::DType::kF32, 0, on_stream);
-    if (context_->bf16()) comm_->broadcast(params.params_bf16(), count, core::DType::kBF16, 0, on_stream);
     sync_ = std::make_unique<DeviceGradientSync>(*comm_, params.grads_f32(), count, options.bucket_bytes, stream,
                                                  device);
     params.set_gradient_listener([this](int64_t begin, int64_t end) {
@@ -48,16 +46,75 @@ GpuTrainStep::GpuTrainStep(const GpuStepOptions& options, comm::Communicator* co
   decay_ranges_ = core::Buffer(core::MemoryKind::kDevice, ends.size() * sizeof(DecayRangeEnd), stream);
   DTRAIN_CUDA_CHECK(cudaMemcpy(decay_ranges_.data(), ends.data(), decay_ranges_.bytes(), cudaMemcpyHostToDevice));
 
-  const size_t image_bytes = size_t{3} * options.batch * options.height * options.width;
+  const int channels = options.model.in_channels;
+  const size_t image_bytes = size_t(channels) * options.batch * options.height * options.width;
   for (int s = 0; s < 2; ++s) {
     images_[s] = core::Buffer(core::MemoryKind::kDevice, image_bytes, copy_stream_.get());
     labels_[s] = core::Buffer(core::MemoryKind::kDevice, sizeof(int32_t) * options.batch, copy_stream_.get());
   }
-  input_ = core::Tensor(context_->activation_dtype(), {options.batch, 3, options.height, options.width},
+  input_ = core::Tensor(context_->activation_dtype(), {options.batch, channels, options.height, options.width},
                         core::MemoryKind::kDevice);
   loss_ = core::Buffer(core::MemoryKind::kDevice, sizeof(float), stream);
   hits_ = core::Buffer(core::MemoryKind::kDevice, sizeof(int32_t), stream);
+  broadcast_from_rank0();
+}
+
+void GpuTrainStep::broadcast_from_rank0() {
+  models::cuda::DeviceParameters& params = model_->device_parameters();
+  const cudaStream_t stream = context_->stream();
+  if (comm_ != nullptr && comm_->size() > 1) {
+    // Every rank initialized from the same seed; rank 0's values win all the same (DDP's rule).
+    const auto on_stream = comm::Location::gpu(stream);
+    const size_t count = static_cast<size_t>(params.count());
+    comm_->broadcast(params.params_f32(), count, core::DType::kF32, 0, on_stream);
+    comm_->broadcast(params.state_f32(), static_cast<size_t>(params.state_count()), core::DType::kF32, 0, on_stream);
+    if (context_->bf16()) comm_->broadcast(params.params_bf16(), count, core::DType::kBF16, 0, on_stream);
+    comm_->broadcast(momentum_.data(), count, core::DType::kF32, 0, on_stream);
+  }
   DTRAIN_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+void GpuTrainStep::load_from_host(const std::vector<float>& momentum) {
+  core::DeviceGuard on(context_->device());
+  synchronize();
+  DTRAIN_CHECK(momentum.size() * sizeof(float) == momentum_.bytes())
+      << "momentum of " << momentum.size() << " values for " << momentum_.bytes() / sizeof(float) << " parameters";
+  model_->device_parameters().upload();
+  DTRAIN_CUDA_CHECK(cudaMemcpy(momentum_.data(), momentum.data(), momentum_.bytes(), cudaMemcpyHostToDevice));
+  broadcast_from_rank0();
+}
+
+const std::vector<float>& GpuTrainStep::evaluate(const uint8_t* images, int count) {
+  core::DeviceGuard on(context_->device());
+  const cudaStream_t stream = context_->stream();
+  const int channels = options_.model.in_channels;
+  const size_t bytes = size_t(channels) * count * options_.height * options_.width;
+  if (eval_images_.bytes() < bytes) eval_images_ = core::Buffer(core::MemoryKind::kDevice, bytes, stream);
+  DTRAIN_CUDA_CHECK(cudaMemcpyAsync(eval_images_.data(), images, bytes, cudaMemcpyHostToDevice, stream));
+  models::cuda::ensure_device_tensor(eval_input_, context_->activation_dtype(),
+                                     {count, channels, options_.height, options_.width});
+  const ImageBatchDims dims{count, options_.height, options_.width, channels};
+  const auto* pixels = static_cast<const uint8_t*>(eval_images_.data());
+  if (context_->bf16()) {
+    normalize_images_nhwc_bf16(stream, dims, pixels, options_.mean, options_.std, eval_input_.data<core::bfloat16>());
+  } else {
+    normalize_images_nchw_f32(stream, dims, pixels, options_.mean, options_.std, eval_input_.data<float>());
+  }
+  const core::Tensor& logits = model_->forward(eval_input_, false);
+  std::vector<unsigned char> raw(logits.bytes());
+  DTRAIN_CUDA_CHECK(cudaMemcpyAsync(raw.data(), logits.raw(), raw.size(), cudaMemcpyDeviceToHost, stream));
+  synchronize();
+  eval_logits_.resize(static_cast<size_t>(logits.numel()));
+  for (size_t i = 0; i < eval_logits_.size(); ++i) {
+    if (context_->bf16()) {
+      core::bfloat16 b;
+      std::memcpy(&b, &raw[2 * i], 2);
+      eval_logits_[i] = core::to_float(b);
+    } else {
+      std::memcpy(&eval_logits_[i], &raw[4 * i], 4);
+    }
+  }
+  return eval_logits_;
 }
 
 GpuTrainStep::~GpuTrainStep() {
@@ -80,7 +137,7 @@ void GpuTrainStep::run(const uint8_t* images, const int32_t* labels, float lr) {
   copied_[s].record(copy_stream_.get());
   copied_[s].make_stream_wait(stream);
 
-  const ImageBatchDims dims{options_.batch, options_.height, options_.width, 3};
+  const ImageBatchDims dims{options_.batch, options_.height, options_.width, options_.model.in_channels};
   const auto* pixels = static_cast<const uint8_t*>(images_[s].data());
   const auto* labels_device = static_cast<const int32_t*>(labels_[s].data());
   if (context_->bf16()) {

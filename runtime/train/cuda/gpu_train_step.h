@@ -5,8 +5,9 @@
 // it, then the fused SGD update. run() only queues work: the host never waits for the GPU inside
 // a step, so it runs ahead and the GPU never idles between steps.
 //
-// Input: [batch, H, W, 3] uint8 images and [batch] int32 labels in page-locked host memory (the
-// copy is asynchronous). They must stay untouched until wait_input_copied() returns.
+// Input: [batch, H, W, C] uint8 images (C = the model's input channels, 1 to 4) and [batch] int32
+// labels in page-locked host memory (the copy is asynchronous). They must stay untouched until
+// wait_input_copied() returns.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -50,6 +51,11 @@ class GpuTrainStep {
 
   void run(const uint8_t* images, const int32_t* labels, float lr);
   void wait_input_copied();
+  // Evaluation-mode logits of `count` images (any count), on the host. Synchronous.
+  const std::vector<float>& evaluate(const uint8_t* images, int count);
+  // Takes parameters and BN state from the host mirror (model().parameters()) and `momentum` on
+  // rank 0 and gives them to every rank (after a resume). Collective.
+  void load_from_host(const std::vector<float>& momentum);
   // Loss and hits of the latest step; waits for it.
   StepResult last_result();
   void synchronize();
@@ -57,9 +63,12 @@ class GpuTrainStep {
   models::cuda::GpuResNet& model() { return *model_; }
   models::cuda::GpuContext& context() { return *context_; }
   const std::vector<float>& momentum_to_host();
+  const GpuStepOptions& options() const { return options_; }
   int buckets_during_backward() const { return sync_ ? sync_->launched_during_backward() : 0; }
 
  private:
+  void broadcast_from_rank0();
+
   GpuStepOptions options_;
   comm::Communicator* comm_;
   std::unique_ptr<models::cuda::GpuContext> context_;
@@ -71,7 +80,9 @@ class GpuTrainStep {
   core::CudaEvent copied_[2], consumed_[2];
   int slot_ = 0;
   bool any_step_ = false;
-  core::Tensor input_, dlogits_;
+  core::Tensor input_, dlogits_, eval_input_;
+  core::Buffer eval_images_;
+  std::vector<float> eval_logits_;
   core::Buffer momentum_, decay_ranges_, loss_, hits_;
   int decay_range_count_ = 0;
   std::vector<float> momentum_host_;

@@ -1,0 +1,96 @@
+// The CPU reference engine: the host ResNet, gradients averaged by the GradientSynchronizer while
+// backward runs, one fused host SGD step.
+#include <memory>
+#include <string>
+
+#include "comm/factory.h"
+#include "comm/gradient_synchronizer.h"
+#include "models/cpu/softmax_cross_entropy.h"
+#include "runtime/core/dtype.h"
+#include "runtime/train/sgd.h"
+#include "runtime/train/step_engine.h"
+
+namespace dtrain::train {
+namespace {
+
+class CpuStepEngine final : public StepEngine {
+ public:
+  CpuStepEngine(const EngineSetup& setup, const core::RankContext& ctx) : setup_(setup), model_(setup.model) {
+    const TrainConfig& c = setup.config;
+    models::ParameterSet& params = model_.parameters();
+    comm_ = comm::make_communicator(comm::parse_backend(c.backend(), "backend"), ctx, false);
+    sync_ = std::make_unique<comm::GradientSynchronizer>(
+        *comm_, params.grads_flat(), static_cast<size_t>(params.parameter_count()),
+        static_cast<size_t>(c.bucket_mib()) << 20, core::parse_dtype(c.gradient_wire_dtype(), "gradient_wire_dtype"));
+    params.set_gradient_listener([this](int64_t begin, int64_t end) {
+      sync_->mark_ready(static_cast<size_t>(begin), static_cast<size_t>(end));
+    });
+    sgd_ = std::make_unique<Sgd>(static_cast<size_t>(params.parameter_count()),
+                                 decay_ranges(params, static_cast<float>(c.weight_decay()),
+                                              c.exclude_norm_and_bias_from_decay()),
+                                 SgdOptions{c.momentum(), c.weight_decay(), c.nesterov()});
+    // Rank 0's initial weights and BN statistics everywhere.
+    load_from_host();
+  }
+
+  std::string describe() const override { return "cpu"; }
+
+  void train_step(const Batch& b, float lr) override {
+    const ImageShape& s = setup_.image;
+    models::ensure_shape(input_, {b.size, s.channels, s.height, s.width});
+    normalize_batch(static_cast<const uint8_t*>(b.pixels.data()), b.size, s, setup_.mean, setup_.std,
+                    PixelLayout::kNchw, input_.data<float>());
+    const core::Tensor& logits = model_.forward(input_, true);
+    models::ensure_shape(dlogits_, logits.shape());
+    loss_ = models::cpu::softmax_cross_entropy(b.size, static_cast<int>(logits.shape()[1]), logits.data<float>(),
+                                               b.labels.data(), setup_.config.label_smoothing(),
+                                               dlogits_.data<float>());
+    sync_->begin_step();
+    model_.backward(dlogits_);
+    sync_->finish();
+    models::ParameterSet& params = model_.parameters();
+    sgd_->step(params.params_flat(), params.grads_flat(), lr);
+  }
+
+  double last_loss() override { return loss_; }
+  bool loss_is_free() const override { return true; }
+
+  const std::vector<float>& evaluate(const Batch& b) override {
+    const ImageShape& s = setup_.image;
+    models::ensure_shape(eval_input_, {b.size, s.channels, s.height, s.width});
+    normalize_batch(static_cast<const uint8_t*>(b.pixels.data()), b.size, s, setup_.mean, setup_.std,
+                    PixelLayout::kNchw, eval_input_.data<float>());
+    const core::Tensor& logits = model_.forward(eval_input_, false);
+    logits_.assign(logits.data<float>(), logits.data<float>() + logits.numel());
+    return logits_;
+  }
+
+  models::ParameterSet& parameters() override { return model_.parameters(); }
+  std::vector<float>& momentum() override { return sgd_->momentum_buffer(); }
+  void sync_to_host() override {}  // the replica is the mirror
+  void load_from_host() override {
+    models::ParameterSet& params = model_.parameters();
+    comm_->broadcast(params.params_flat(), static_cast<size_t>(params.parameter_count()), core::DType::kF32, 0).wait();
+    comm_->broadcast(params.state_flat(), static_cast<size_t>(params.state_count()), core::DType::kF32, 0).wait();
+    comm_->broadcast(sgd_->momentum_buffer().data(), sgd_->momentum_buffer().size(), core::DType::kF32, 0).wait();
+  }
+  size_t gradient_buckets() const override { return sync_->buckets().size(); }
+
+ private:
+  EngineSetup setup_;
+  models::ResNet model_;
+  std::unique_ptr<comm::Communicator> comm_;
+  std::unique_ptr<comm::GradientSynchronizer> sync_;
+  std::unique_ptr<Sgd> sgd_;
+  core::Tensor input_, dlogits_, eval_input_;
+  std::vector<float> logits_;
+  double loss_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<StepEngine> make_cpu_step_engine(const EngineSetup& setup, const core::RankContext& ctx) {
+  return std::make_unique<CpuStepEngine>(setup, ctx);
+}
+
+}  // namespace dtrain::train
