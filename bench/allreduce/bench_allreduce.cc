@@ -13,9 +13,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <ctime>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <sstream>
 #include <string>
@@ -23,6 +20,7 @@
 
 #include "bench/allreduce/target.h"
 #include "comm/host_reduce.h"
+#include "bench/common/result_file.h"
 #include "runtime/core/cli.h"
 #include "runtime/core/error.h"
 #include "runtime/core/gpu_binding.h"
@@ -238,12 +236,6 @@ class Bench {
   std::vector<unsigned char> host_send_, host_recv_;
 };
 
-std::string today() {
-  const std::time_t now = std::time(nullptr);
-  char text[32];
-  std::strftime(text, sizeof(text), "%Y-%m-%d", std::gmtime(&now));
-  return text;
-}
 
 void write_json(const std::string& path, const Options& o, const std::string& backend, const core::Topology& t,
                 const std::string& command, const std::vector<Row>& rows) {
@@ -251,7 +243,7 @@ void write_json(const std::string& path, const Options& o, const std::string& ba
   j << "{\n  \"backend\": \"" << backend << "\",\n  \"world_size\": " << t.world_size << ",\n  \"nodes\": "
     << t.node_count << ",\n  \"dtype\": \"" << core::dtype_name(o.dtype) << "\",\n  \"op\": \""
     << (o.op == ReduceOp::kSum ? "sum" : "avg") << "\",\n  \"host\": \"" << core::process_identity().host
-    << "\",\n  \"date\": \"" << today() << "\",\n  \"command\": \"" << command << "\",\n  \"results\": [\n";
+    << "\",\n  \"date\": \"" << utc_date() << "\",\n  \"command\": \"" << command << "\",\n  \"results\": [\n";
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row& r = rows[i];
     char line[256];
@@ -263,24 +255,11 @@ void write_json(const std::string& path, const Options& o, const std::string& ba
     j << line;
   }
   j << "  ]\n}\n";
-  // Written beside the target and renamed into place: never a half-written file.
-  const std::string temp = path + ".tmp";
-  {
-    std::ofstream out(temp);
-    DTRAIN_USAGE_CHECK(out.good()) << "--json " << path << ": cannot write " << temp;
-    out << j.str();
-    out.close();
-    DTRAIN_USAGE_CHECK(out.good()) << "--json " << path << ": write failed";
-  }
-  std::filesystem::rename(temp, path);
+  write_file_atomically(path, j.str(), "--json");
 }
 
 int bench_main(int argc, char** argv) {
-  std::string command;
-  for (int i = 0; i < argc; ++i) {
-    if (i > 0) command += ' ';
-    command += argv[i];
-  }
+  const std::string command = command_line(argc, argv);
   bool help = false;
   const Options o = parse(argc, argv, &help);
   if (help) return 0;

@@ -9,9 +9,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <ctime>
-#include <filesystem>
-#include <fstream>
 #include <memory>
 #include <random>
 #include <sstream>
@@ -20,6 +17,7 @@
 
 #include "comm/factory.h"
 #include "runtime/core/buffer.h"
+#include "bench/common/result_file.h"
 #include "runtime/core/cli.h"
 #include "runtime/core/cuda/device_allocator.h"
 #include "runtime/core/cuda/stream.h"
@@ -205,12 +203,6 @@ Row run_world(const Options& o, int k, const core::RankContext& world_ctx, int d
   return row;
 }
 
-std::string today() {
-  const std::time_t now = std::time(nullptr);
-  char text[32];
-  std::strftime(text, sizeof(text), "%Y-%m-%d", std::gmtime(&now));
-  return text;
-}
 
 std::string number_or_null(double v, const char* format) {
   if (!std::isfinite(v)) return "null";
@@ -233,28 +225,15 @@ void write_json(const std::string& path, const Options& o, const std::string& gp
       << ", \"efficiency\": " << number_or_null(r.efficiency, "%.4f") << ", \"peak_mem_bytes\": " << r.peak_mem
       << ", \"image_size\": " << o.image_size << ", \"warmup_steps\": " << o.warmup
       << ", \"measured_steps\": " << o.steps << ", \"tf32\": " << (o.precision == "fp32" && !o.no_tf32 ? "true" : "false")
-      << ", \"host\": \"" << core::process_identity().host << "\", \"date\": \"" << today()
+      << ", \"host\": \"" << core::process_identity().host << "\", \"date\": \"" << utc_date()
       << "\", \"command\": \"" << command << "\"}" << (i + 1 < rows.size() ? "," : "") << "\n";
   }
   j << "]\n";
-  // Written beside the target and renamed into place: never a half-written file.
-  const std::string temp = path + ".tmp";
-  {
-    std::ofstream out(temp);
-    DTRAIN_USAGE_CHECK(out.good()) << "--json " << path << ": cannot write " << temp;
-    out << j.str();
-    out.close();
-    DTRAIN_USAGE_CHECK(out.good()) << "--json " << path << ": write failed";
-  }
-  std::filesystem::rename(temp, path);
+  write_file_atomically(path, j.str(), "--json");
 }
 
 int bench_main(int argc, char** argv) {
-  std::string command;
-  for (int i = 0; i < argc; ++i) {
-    if (i > 0) command += ' ';
-    command += argv[i];
-  }
+  const std::string command = command_line(argc, argv);
   bool help = false;
   const Options o = parse(argc, argv, &help);
   if (help) return 0;

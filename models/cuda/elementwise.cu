@@ -6,15 +6,11 @@ namespace dtrain::models::cuda {
 namespace {
 
 using core::cuda::DeviceTypeOf;
+using core::cuda::elementwise_grid;
+using core::cuda::kElementwiseThreads;
 using core::cuda::load;
 using core::cuda::store;
 
-constexpr int kThreads = 256;
-
-unsigned grid_for(int64_t n) {
-  const int64_t blocks = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(blocks < 65535 * 16 ? blocks : 65535 * 16);
-}
 
 template <typename T>
 __global__ void add_bias_kernel(int64_t total, int cols, const float* __restrict__ bias, T* __restrict__ y) {
@@ -65,7 +61,7 @@ void add_bias_rows(cudaStream_t stream, int rows, int cols, const float* bias, T
   const int64_t n = int64_t{rows} * cols;
   if (n == 0) return;
   using D = DeviceTypeOf<T>;
-  add_bias_kernel<D><<<grid_for(n), kThreads, 0, stream>>>(n, cols, bias, reinterpret_cast<D*>(y));
+  add_bias_kernel<D><<<elementwise_grid(n), kElementwiseThreads, 0, stream>>>(n, cols, bias, reinterpret_cast<D*>(y));
   DTRAIN_CUDA_CHECK(cudaGetLastError()) << "bias add";
 }
 
@@ -73,7 +69,7 @@ template <typename T>
 void bias_gradient(cudaStream_t stream, int rows, int cols, const T* dy, float* dbias) {
   if (cols == 0) return;
   using D = DeviceTypeOf<T>;
-  bias_gradient_kernel<D><<<(cols + kThreads - 1) / kThreads, kThreads, 0, stream>>>(
+  bias_gradient_kernel<D><<<(cols + kElementwiseThreads - 1) / kElementwiseThreads, kElementwiseThreads, 0, stream>>>(
       rows, cols, reinterpret_cast<const D*>(dy), dbias);
   DTRAIN_CUDA_CHECK(cudaGetLastError()) << "bias gradient";
 }
@@ -82,7 +78,7 @@ template <typename T>
 void relu_forward(cudaStream_t stream, int64_t count, const T* x, const T* residual, T* y) {
   if (count == 0) return;
   using D = DeviceTypeOf<T>;
-  relu_forward_kernel<D><<<grid_for(count), kThreads, 0, stream>>>(count, reinterpret_cast<const D*>(x),
+  relu_forward_kernel<D><<<elementwise_grid(count), kElementwiseThreads, 0, stream>>>(count, reinterpret_cast<const D*>(x),
                                                                      reinterpret_cast<const D*>(residual),
                                                                      reinterpret_cast<D*>(y));
   DTRAIN_CUDA_CHECK(cudaGetLastError()) << "relu forward";
@@ -92,7 +88,7 @@ template <typename T>
 void relu_backward(cudaStream_t stream, int64_t count, const T* y, const T* dy, T* dx, T* dresidual) {
   if (count == 0) return;
   using D = DeviceTypeOf<T>;
-  relu_backward_kernel<D><<<grid_for(count), kThreads, 0, stream>>>(
+  relu_backward_kernel<D><<<elementwise_grid(count), kElementwiseThreads, 0, stream>>>(
       count, reinterpret_cast<const D*>(y), reinterpret_cast<const D*>(dy), reinterpret_cast<D*>(dx),
       reinterpret_cast<D*>(dresidual));
   DTRAIN_CUDA_CHECK(cudaGetLastError()) << "relu backward";
@@ -100,7 +96,7 @@ void relu_backward(cudaStream_t stream, int64_t count, const T* y, const T* dy, 
 
 void widen_bf16(cudaStream_t stream, int64_t count, const core::bfloat16* src, float* dst) {
   if (count == 0) return;
-  widen_kernel<<<grid_for(count), kThreads, 0, stream>>>(count, reinterpret_cast<const __nv_bfloat16*>(src), dst);
+  widen_kernel<<<elementwise_grid(count), kElementwiseThreads, 0, stream>>>(count, reinterpret_cast<const __nv_bfloat16*>(src), dst);
   DTRAIN_CUDA_CHECK(cudaGetLastError()) << "bf16 -> fp32";
 }
 

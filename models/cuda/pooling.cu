@@ -6,12 +6,11 @@ namespace dtrain::models::cuda {
 namespace {
 
 using core::cuda::DeviceTypeOf;
+using core::cuda::elementwise_grid;
+using core::cuda::kElementwiseThreads;
 using core::cuda::load;
 using core::cuda::store;
 
-constexpr int kThreads = 256;
-
-unsigned blocks_for(int64_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
 
 // A storage index split into (image, channel, row, column), for either layout. Threads take
 // consecutive storage indices, so their loads and stores are coalesced in both layouts.
@@ -117,8 +116,6 @@ __global__ void global_avg_pool_backward_kernel(int channels, int64_t spatial, i
   }
 }
 
-unsigned grid_for(int64_t n) { return blocks_for(n) < 65535u * 16 ? blocks_for(n) : 65535u * 16; }
-
 }  // namespace
 
 template <typename T>
@@ -127,7 +124,7 @@ void max_pool_forward(cudaStream_t stream, const cpu::PoolShape& shape, bool cha
   const int64_t n = int64_t{shape.batch} * shape.channels * shape.out_h() * shape.out_w();
   if (n == 0) return;
   using D = DeviceTypeOf<T>;
-  max_pool_forward_kernel<D><<<grid_for(n), kThreads, 0, stream>>>(
+  max_pool_forward_kernel<D><<<elementwise_grid(n), kElementwiseThreads, 0, stream>>>(
       shape, shape.out_h(), shape.out_w(), channels_last, reinterpret_cast<const D*>(x), reinterpret_cast<D*>(y), argmax);
   DTRAIN_CUDA_CHECK(cudaGetLastError()) << "max pool forward";
 }
@@ -138,7 +135,7 @@ void max_pool_backward(cudaStream_t stream, const cpu::PoolShape& shape, bool ch
   const int64_t n = int64_t{shape.batch} * shape.channels * shape.in_h * shape.in_w;
   if (n == 0) return;
   using D = DeviceTypeOf<T>;
-  max_pool_backward_kernel<D><<<grid_for(n), kThreads, 0, stream>>>(
+  max_pool_backward_kernel<D><<<elementwise_grid(n), kElementwiseThreads, 0, stream>>>(
       shape, shape.out_h(), shape.out_w(), channels_last, reinterpret_cast<const D*>(dy), argmax, reinterpret_cast<D*>(dx));
   DTRAIN_CUDA_CHECK(cudaGetLastError()) << "max pool backward";
 }
@@ -149,7 +146,7 @@ void global_avg_pool_forward(cudaStream_t stream, int batch, int channels, int64
   const int64_t n = int64_t{batch} * channels;
   if (n == 0) return;
   using D = DeviceTypeOf<T>;
-  global_avg_pool_forward_kernel<D><<<grid_for(n), kThreads, 0, stream>>>(
+  global_avg_pool_forward_kernel<D><<<elementwise_grid(n), kElementwiseThreads, 0, stream>>>(
       batch, channels, spatial, channels_last, reinterpret_cast<const D*>(x), reinterpret_cast<D*>(y));
   DTRAIN_CUDA_CHECK(cudaGetLastError()) << "global average pool forward";
 }
@@ -160,7 +157,7 @@ void global_avg_pool_backward(cudaStream_t stream, int batch, int channels, int6
   const int64_t n = int64_t{batch} * channels * spatial;
   if (n == 0) return;
   using D = DeviceTypeOf<T>;
-  global_avg_pool_backward_kernel<D><<<grid_for(n), kThreads, 0, stream>>>(
+  global_avg_pool_backward_kernel<D><<<elementwise_grid(n), kElementwiseThreads, 0, stream>>>(
       channels, spatial, n, channels_last, reinterpret_cast<const D*>(dy), reinterpret_cast<D*>(dx));
   DTRAIN_CUDA_CHECK(cudaGetLastError()) << "global average pool backward";
 }

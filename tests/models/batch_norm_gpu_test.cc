@@ -22,12 +22,15 @@
 #include "models/cuda/batch_norm.h"
 #include "runtime/core/cuda/cuda_check.h"
 #include "tests/support/device_vector.h"
+#include "tests/support/expect_close.h"
 #endif
 
 namespace dtrain::models {
 namespace {
 
 #if DTRAIN_WITH_CUDA
+using test::expect_close;
+
 struct Case {
   int batch, channels, height, width;
   bool bf16_nhwc, relu, residual;
@@ -107,22 +110,6 @@ std::vector<double> random_values(size_t n, double lo, double hi, std::mt19937_6
   return v;
 }
 
-void expect_close(const std::vector<double>& got, const std::vector<double>& want, double tolerance,
-                  const std::string& what) {
-  double rms = 0;
-  for (double w : want) rms += w * w;
-  rms = std::sqrt(rms / std::max<size_t>(want.size(), 1));
-  size_t wrong = 0, first = 0;
-  double worst = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    const double error = std::fabs(got[i] - want[i]) / (std::fabs(want[i]) + rms + 1e-30);
-    worst = std::max(worst, error);
-    if (!(error <= tolerance) && wrong++ == 0) first = i;
-  }
-  EXPECT_EQ(wrong, 0u) << what << ": " << wrong << " of " << want.size() << " off; first " << first << ": got "
-                       << got[first] << ", want " << want[first];
-  std::printf("  %-60s worst %.2e (bound %.0e)\n", what.c_str(), worst, tolerance);
-}
 
 class BatchNormGpuTest : public testing::TestWithParam<Case> {
  protected:

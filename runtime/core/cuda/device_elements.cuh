@@ -1,5 +1,5 @@
 #pragma once
-// Element access for kernels over fp32, bf16 and fp16 buffers: loads widen to float, stores round
+// Element access for kernels over fp32, bf16 and fp16 buffers, and the grid of element-wise launches: loads widen to float, stores round
 // to nearest even once. core::bfloat16 (the host-side type in our interfaces) has the bits of
 // __nv_bfloat16; DeviceType maps one to the other for the kernels.
 #include <cuda_bf16.h>
@@ -30,5 +30,13 @@ __device__ inline void store(float* p, int64_t i, float v) { p[i] = v; }
 __device__ inline void store(__nv_bfloat16* p, int64_t i, float v) { p[i] = __float2bfloat16_rn(v); }
 __device__ inline void store(__half* p, int64_t i, float v) { p[i] = __float2half_rn(v); }
 // clang-format on
+
+// Grid-stride element-wise launches: 256 threads per block, enough blocks for one element per
+// thread up to 16 waves' worth of a full GPU (then the loop strides).
+constexpr int kElementwiseThreads = 256;
+inline unsigned elementwise_grid(int64_t n) {
+  const int64_t blocks = (n + kElementwiseThreads - 1) / kElementwiseThreads;
+  return static_cast<unsigned>(blocks < 65535 * 16 ? blocks : 65535 * 16);
+}
 
 }  // namespace dtrain::core::cuda
