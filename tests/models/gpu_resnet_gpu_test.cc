@@ -5,7 +5,8 @@
 // statistics agree. Backward through a freshly initialized ResNet-50 on 4 images is sensitive:
 // nudging every input pixel by one ulp moves some per-parameter gradient norms on the CPU by ~5e-3
 // (ReLU masks and max-pool choices flip on near-ties). So the per-parameter bound is the larger of
-// 1e-3 and 4x that sensitivity, measured in the same test on the same batch.
+// 1e-3 and 4x that sensitivity, measured in the same test on the same batch (the total norm: the
+// larger of 1e-3 and 4x its sensitivity).
 //
 // bf16 NHWC: bf16 rounding is far above that sensitivity, so per-parameter norms are not compared;
 // the loss, the logits (relative RMS error), the total gradient norm and the running statistics
@@ -205,7 +206,9 @@ TEST_F(GpuResNetTest, Fp32StepMatchesCpu) {
   std::printf("  CPU sensitivity: a one-ulp input nudge moves a gradient norm by up to %.2e (%s), the total by %.2e\n",
               sensitivity, slots[at].name.c_str(), relative(total_norm(nudged), total_norm(cpu)));
   const double norm_bound = std::max(1e-3, 4 * sensitivity);
-  const double total_bound = std::max(1e-4, 4 * relative(total_norm(nudged), total_norm(cpu)));
+  // One nudge is one sample of the total's sensitivity (3.6e-5 to 4.0e-4 seen); the GPU's total
+  // differed by 3.9e-5 to 4.5e-4 over five H200 runs. Hence the 1e-3 floor.
+  const double total_bound = std::max(1e-3, 4 * relative(total_norm(nudged), total_norm(cpu)));
 
   expect_loss_and_logits(gpu, cpu, 1e-4, 1e-4);
   const double worst = worst_norm_difference(gpu, cpu, &at);
