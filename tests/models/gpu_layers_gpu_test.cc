@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "models/cpu/conv2d.h"
 #include "models/cpu/elementwise.h"
 #include "models/cpu/linear.h"
 #include "models/cpu/pooling.h"
@@ -19,7 +20,10 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include "models/cuda/device_parameters.h"
 #include "models/cuda/elementwise.h"
+#include "models/cuda/gpu_context.h"
+#include "models/cuda/gpu_layers.h"
 #include "models/cuda/linear.h"
 #include "models/cuda/pooling.h"
 #include "runtime/core/cuda/cuda_check.h"
@@ -221,6 +225,54 @@ TEST_P(GpuLayersTest, ReluWithResidualMatchesReference) {
   expect_close(y_got, y, tolerance(bf16()), name("relu(x + residual) forward"));
   expect_close(dx_d.logical(), dx, 0.0, name("relu backward"));
   expect_close(dr_d.logical(), dx, 0.0, name("relu backward, residual gradient"));
+}
+
+// The layer, not just the kernel: weights uploaded from a host ParameterSet (KCRS; KRSC on the
+// device in bf16), forward, and the weight gradient back in the fp32 flat buffer (widened from
+// cuDNN's bf16 on the bf16 path), for the RGB stem's 3 input channels and for 16.
+TEST_P(GpuLayersTest, Conv2dLayerMatchesReference) {
+  for (const int in_channels : {3, 16}) {
+    cpu::Conv2dShape s;
+    s.batch = 2, s.in_channels = in_channels, s.in_h = 11, s.in_w = 9, s.out_channels = 8;
+    s.kernel_h = s.kernel_w = 3, s.stride_h = s.stride_w = 2, s.pad_h = s.pad_w = 1;
+    ParameterSet layout;
+    const int id = layout.add("c.weight", {s.out_channels, s.in_channels, 3, 3}, ParamKind::kWeight);
+    layout.finalize();
+    std::vector<double> w = random_values(size_t(s.filter_size()), rng_);
+    for (size_t i = 0; i < w.size(); ++i) {
+      // The reference sees the values the layer computes with: bf16-rounded on the bf16 path.
+      const float f = static_cast<float>(w[i]);
+      layout.param(id)[i] = f;
+      w[i] = bf16() ? core::to_float(core::to_bfloat16(f)) : f;
+    }
+    cuda::GpuContext context(0, bf16() ? cuda::ConvNumerics::kBf16Nhwc : cuda::ConvNumerics::kFp32Nchw, false);
+    cuda::DeviceParameters params(layout, context);
+    params.upload();
+    cuda::GpuConv2d conv(context, params, "c", s.in_channels, s.out_channels, 3, 2, 1);
+
+    const Layout in{s.batch, s.in_channels, s.in_h, s.in_w, bf16()}, out{s.batch, s.out_channels, s.out_h(), s.out_w(), bf16()};
+    std::vector<double> x = random_values(in.size(), rng_), dy = random_values(out.size(), rng_);
+    const DeviceArray x_d(in, x), dy_d(out, dy);
+    core::Tensor x_t(context.activation_dtype(), {s.batch, s.in_channels, s.in_h, s.in_w}, core::MemoryKind::kDevice);
+    core::Tensor dy_t(context.activation_dtype(), {s.batch, s.out_channels, s.out_h(), s.out_w()},
+                      core::MemoryKind::kDevice);
+    DTRAIN_CUDA_CHECK(cudaMemcpy(x_t.raw(), x_d.as<void>(), x_t.bytes(), cudaMemcpyDeviceToDevice));
+    DTRAIN_CUDA_CHECK(cudaMemcpy(dy_t.raw(), dy_d.as<void>(), dy_t.bytes(), cudaMemcpyDeviceToDevice));
+    const core::Tensor& y_t = conv.forward(x_t);
+    conv.backward_weights(dy_t);
+    DTRAIN_CUDA_CHECK(cudaStreamSynchronize(context.stream()));
+    const DeviceArray y_d(out);
+    DTRAIN_CUDA_CHECK(cudaMemcpy(y_d.as<void>(), y_t.raw(), y_t.bytes(), cudaMemcpyDeviceToDevice));
+    params.download(/*gradients=*/true);
+
+    std::vector<double> y(out.size()), dw(w.size()), columns(size_t(s.column_size()));
+    cpu::conv2d_forward(s, x.data(), w.data(), y.data(), columns.data());
+    cpu::conv2d_backward_filter(s, x.data(), dy.data(), dw.data(), columns.data());
+    const std::vector<double> dw_got(layout.grad(id), layout.grad(id) + dw.size());
+    const std::string shape = " (" + std::to_string(in_channels) + " input channels)";
+    expect_close(y_d.logical(), y, tolerance(bf16()), name("conv2d layer forward" + shape));
+    expect_close(dw_got, dw, tolerance(bf16()), name("conv2d layer weight gradient" + shape));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Numerics, GpuLayersTest, testing::Values(false, true),
