@@ -9,7 +9,8 @@
 // bf16 or fp16: a bucket is cast down for the all-reduce and back to fp32 afterwards.
 //
 // One step at a time: begin_step(), mark_ready() for every element exactly once, finish().
-// Host buffers only for now (the CPU path); not thread-safe.
+// Host buffers (the CPU path; the GPU path's counterpart is train::cuda::DeviceGradientSync);
+// not thread-safe.
 #include <cstddef>
 #include <vector>
 

@@ -1,6 +1,7 @@
 #pragma once
-// A layer or a composition of layers, CPU reference implementation (the CUDA backend implements
-// the same interface). Activations are host fp32 tensors, NCHW (or [N, features]).
+// A layer or a composition of layers. The CPU reference modules take host fp32 tensors, NCHW (or
+// [N, features]); the GPU model (models/cuda/gpu_resnet.h) implements the same interface over
+// device tensors in its context's type and layout.
 //
 // Contract: forward() returns the module's own output tensor, valid until its next forward; the
 // module keeps a pointer to `x`, which the caller keeps alive until backward(). backward() takes

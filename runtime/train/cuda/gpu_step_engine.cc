@@ -16,7 +16,7 @@ namespace {
 
 class GpuStepEngine final : public StepEngine {
  public:
-  GpuStepEngine(const EngineSetup& setup, const core::RankContext& ctx, int gpu) : gpu_(gpu) {
+  GpuStepEngine(const EngineSetup& setup, const core::RankContext& ctx, int gpu) {
     const TrainConfig& c = setup.config;
     DTRAIN_USAGE_CHECK(c.gradient_wire_dtype() == "fp32")
         << "gradient_wire_dtype " << c.gradient_wire_dtype() << ": the GPU path all-reduces fp32 gradients";
@@ -72,7 +72,6 @@ class GpuStepEngine final : public StepEngine {
   }
 
  private:
-  int gpu_;
   std::unique_ptr<comm::Communicator> comm_;
   std::unique_ptr<cuda::GpuTrainStep> step_;
   std::vector<float> momentum_;
