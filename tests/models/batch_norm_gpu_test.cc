@@ -21,6 +21,7 @@
 
 #include "models/cuda/batch_norm.h"
 #include "runtime/core/cuda/cuda_check.h"
+#include "tests/support/device_activations.h"
 #include "tests/support/device_vector.h"
 #include "tests/support/expect_close.h"
 #endif
@@ -36,61 +37,11 @@ struct Case {
   bool bf16_nhwc, relu, residual;
 };
 
-// Logical NCHW index -> storage index of the case's layout.
-size_t storage_index(const Case& c, size_t logical) {
-  if (!c.bf16_nhwc) return logical;
-  const size_t s = static_cast<size_t>(c.height) * c.width;
-  const size_t n = logical / (c.channels * s), ch = logical / s % c.channels, p = logical % s;
-  return (n * s + p) * c.channels + ch;
-}
-
-// Device array of activations in the case's type and layout, filled from logical NCHW doubles
-// (rounded to the type; `values` gets the rounded values back, so the reference sees them).
-class Activations {
+// The case's activations: bf16 NHWC or fp32 NCHW, filled from logical NCHW doubles.
+class Activations : public test::DeviceActivations {
  public:
-  Activations(const Case& c, std::vector<double>& values) : c_(c), device_(encode(c, values)) {}
-  template <typename T>
-  T* as() const {
-    return reinterpret_cast<T*>(device_.get());
-  }
-  std::vector<double> logical() const {  // back to NCHW doubles
-    const std::vector<unsigned char> host = device_.to_host();
-    std::vector<double> out(host.size() / element_size(c_));
-    for (size_t i = 0; i < out.size(); ++i) {
-      const size_t at = storage_index(c_, i);
-      if (c_.bf16_nhwc) {
-        core::bfloat16 b;
-        std::memcpy(&b, &host[2 * at], 2);
-        out[i] = core::to_float(b);
-      } else {
-        float f;
-        std::memcpy(&f, &host[4 * at], 4);
-        out[i] = f;
-      }
-    }
-    return out;
-  }
-
- private:
-  static size_t element_size(const Case& c) { return c.bf16_nhwc ? 2 : 4; }
-  static std::vector<unsigned char> encode(const Case& c, std::vector<double>& values) {
-    std::vector<unsigned char> host(values.size() * element_size(c));
-    for (size_t i = 0; i < values.size(); ++i) {
-      const size_t at = storage_index(c, i);
-      if (c.bf16_nhwc) {
-        const core::bfloat16 b = core::to_bfloat16(static_cast<float>(values[i]));
-        std::memcpy(&host[2 * at], &b, 2);
-        values[i] = core::to_float(b);
-      } else {
-        const float f = static_cast<float>(values[i]);
-        std::memcpy(&host[4 * at], &f, 4);
-        values[i] = f;
-      }
-    }
-    return host;
-  }
-  Case c_;
-  test::DeviceVector<unsigned char> device_;
+  Activations(const Case& c, std::vector<double>& values) : DeviceActivations(layout(c), values) {}
+  static test::ActivationLayout layout(const Case& c) { return {c.batch, c.channels, c.height, c.width, c.bf16_nhwc}; }
 };
 
 // fp32 device vectors (parameters, statistics) from and back to the doubles the reference uses.

@@ -27,6 +27,7 @@
 #include "models/cuda/linear.h"
 #include "models/cuda/pooling.h"
 #include "runtime/core/cuda/cuda_check.h"
+#include "tests/support/device_activations.h"
 #include "tests/support/device_vector.h"
 #include "tests/support/expect_close.h"
 #endif
@@ -37,65 +38,8 @@ namespace {
 #if DTRAIN_WITH_CUDA
 using test::expect_close;
 
-// A logical NCHW (or [rows, cols] when height = width = 1) array in the GPU's type and layout.
-struct Layout {
-  int n, c, h, w;
-  bool bf16;  // bf16 NHWC, else fp32 NCHW
-  size_t size() const { return size_t(n) * c * h * w; }
-  size_t at(size_t logical) const {
-    if (!bf16) return logical;
-    const size_t s = size_t(h) * w, ni = logical / (c * s), ci = logical / s % c, p = logical % s;
-    return (ni * s + p) * c + ci;
-  }
-};
-
-// Fills a device array from logical doubles, rounding them to the type (the reference sees the rounded values).
-class DeviceArray {
- public:
-  DeviceArray(const Layout& l, std::vector<double>& values) : l_(l), bytes_(l.size() * (l.bf16 ? 2 : 4)) {
-    std::vector<unsigned char> host(bytes_);
-    for (size_t i = 0; i < l.size(); ++i) {
-      if (l.bf16) {
-        const core::bfloat16 b = core::to_bfloat16(static_cast<float>(values[i]));
-        values[i] = core::to_float(b);
-        std::memcpy(&host[2 * l.at(i)], &b, 2);
-      } else {
-        const float f = static_cast<float>(values[i]);
-        values[i] = f;
-        std::memcpy(&host[4 * l.at(i)], &f, 4);
-      }
-    }
-    device_ = std::make_unique<test::DeviceVector<unsigned char>>(host);
-  }
-  explicit DeviceArray(const Layout& l) : l_(l), bytes_(l.size() * (l.bf16 ? 2 : 4)) {
-    device_ = std::make_unique<test::DeviceVector<unsigned char>>(bytes_);
-  }
-  template <typename T>
-  T* as() const {
-    return reinterpret_cast<T*>(device_->get());
-  }
-  std::vector<double> logical() const {
-    const std::vector<unsigned char> host = device_->to_host();
-    std::vector<double> out(l_.size());
-    for (size_t i = 0; i < out.size(); ++i) {
-      if (l_.bf16) {
-        core::bfloat16 b;
-        std::memcpy(&b, &host[2 * l_.at(i)], 2);
-        out[i] = core::to_float(b);
-      } else {
-        float f;
-        std::memcpy(&f, &host[4 * l_.at(i)], 4);
-        out[i] = f;
-      }
-    }
-    return out;
-  }
-
- private:
-  Layout l_;
-  size_t bytes_;
-  std::unique_ptr<test::DeviceVector<unsigned char>> device_;
-};
+using Layout = test::ActivationLayout;
+using DeviceArray = test::DeviceActivations;
 
 std::vector<double> random_values(size_t n, std::mt19937_64& rng) {
   std::normal_distribution<double> d(0.0, 1.0);
