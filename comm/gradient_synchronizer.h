@@ -15,18 +15,10 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "comm/gradient_buckets.h"
 #include "runtime/core/buffer.h"
 
 namespace dtrain::comm {
-
-struct GradientBucket {
-  size_t begin = 0;  // element offsets into the flat gradient buffer
-  size_t end = 0;
-  size_t pending = 0;  // elements not yet reported this step
-  bool launched = false;
-  Work work;
-  core::Buffer wire;  // 16-bit copy when the wire format is narrower than fp32
-};
 
 class GradientSynchronizer {
  public:
@@ -37,20 +29,19 @@ class GradientSynchronizer {
   void mark_ready(size_t begin, size_t end);
   void finish();
 
-  const std::vector<GradientBucket>& buckets() const { return buckets_; }
+  size_t bucket_count() const { return buckets_.size(); }
   // Buckets whose all-reduce started inside mark_ready, i.e. overlapped with backward, last step.
-  int launched_during_backward() const { return launched_early_; }
+  int launched_during_backward() const { return buckets_.launched_during_backward(); }
 
  private:
-  void launch(GradientBucket& bucket);
+  void launch(size_t bucket);
 
   Communicator& comm_;
   float* gradients_;
-  size_t count_;
   DType wire_;
-  std::vector<GradientBucket> buckets_;
-  int launched_early_ = 0;
-  bool in_step_ = false;
+  GradientBuckets buckets_;
+  std::vector<Work> work_;             // per bucket, this step
+  std::vector<core::Buffer> wire_copy_;  // per bucket: the 16-bit copy when the wire format is narrower
 };
 
 }  // namespace dtrain::comm

@@ -74,7 +74,7 @@ class CpuStepEngine final : public StepEngine {
     comm_->broadcast(params.state_flat(), static_cast<size_t>(params.state_count()), core::DType::kF32, 0).wait();
     comm_->broadcast(sgd_->momentum_buffer().data(), sgd_->momentum_buffer().size(), core::DType::kF32, 0).wait();
   }
-  size_t gradient_buckets() const override { return sync_->buckets().size(); }
+  size_t gradient_buckets() const override { return sync_->bucket_count(); }
 
  private:
   EngineSetup setup_;

@@ -35,7 +35,7 @@ TEST_P(Synchronizer, AveragesAllBucketsAndOverlapsBackward) {
 
   std::vector<float> grads(count);
   GradientSynchronizer synchronizer(comm, grads.data(), count, 256 * 1024, wire);
-  ASSERT_EQ(synchronizer.buckets().size(), 4u);
+  ASSERT_EQ(synchronizer.bucket_count(), 4u);
   for (int step = 0; step < 2; ++step) {
     std::vector<double> mean(count, 0.0);
     for (int r = 0; r < world_size(); ++r) {

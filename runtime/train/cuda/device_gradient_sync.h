@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "comm/gradient_buckets.h"
 #include "runtime/core/cuda/stream.h"
 
 namespace dtrain::train::cuda {
@@ -30,25 +31,19 @@ class DeviceGradientSync {
 
   size_t bucket_count() const { return buckets_.size(); }
   // Buckets queued from mark_ready (i.e. overlapping backward) in the latest step.
-  int launched_during_backward() const { return launched_early_; }
+  int launched_during_backward() const { return buckets_.launched_during_backward(); }
 
  private:
-  struct Bucket {
-    size_t begin = 0, end = 0, pending = 0;
-    bool launched = false;
-    core::CudaEvent ready;
-  };
-  void launch(Bucket& bucket);
+  void launch(size_t bucket);
 
   comm::Communicator& comm_;
   float* gradients_;
   cudaStream_t compute_;
   core::CudaStream comm_stream_;
+  comm::GradientBuckets buckets_;
+  std::vector<core::CudaEvent> ready_;  // per bucket: backward has written it (compute stream)
   core::CudaEvent reduced_;
-  std::vector<Bucket> buckets_;
-  int launched_early_ = 0;
   int steps_ = 0;
-  bool in_step_ = false;
 };
 
 }  // namespace dtrain::train::cuda

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "comm/factory.h"
+#include "comm/gradient_buckets.h"
 #include "runtime/core/error.h"
 #include "runtime/core/gpu_binding.h"
 #include "runtime/train/cuda/gpu_train_step.h"
@@ -62,13 +63,12 @@ class GpuStepEngine final : public StepEngine {
   std::vector<float>& momentum() override { return momentum_; }
   void sync_to_host() override {
     step_->model().sync_to_host();
-    momentum_ = step_->momentum_to_host();
+    step_->momentum_to_host(momentum_);
   }
   void load_from_host() override { step_->load_from_host(momentum_); }
   size_t gradient_buckets() const override {
-    const int64_t bytes = step_->model().parameters().parameter_count() * 4;
-    const int64_t bucket = static_cast<int64_t>(step_->options().bucket_bytes);
-    return static_cast<size_t>((bytes + bucket - 1) / bucket);
+    const int64_t count = step_->model().parameters().parameter_count();
+    return comm::GradientBuckets(static_cast<size_t>(count), step_->options().bucket_bytes).size();
   }
 
  private:

@@ -93,13 +93,7 @@ const std::vector<float>& GpuTrainStep::evaluate(const uint8_t* images, int coun
   DTRAIN_CUDA_CHECK(cudaMemcpyAsync(eval_images_.data(), images, bytes, cudaMemcpyHostToDevice, stream));
   models::cuda::ensure_device_tensor(eval_input_, context_->activation_dtype(),
                                      {count, channels, options_.height, options_.width});
-  const ImageBatchDims dims{count, options_.height, options_.width, channels};
-  const auto* pixels = static_cast<const uint8_t*>(eval_images_.data());
-  if (context_->bf16()) {
-    normalize_images_nhwc_bf16(stream, dims, pixels, options_.mean, options_.std, eval_input_.data<core::bfloat16>());
-  } else {
-    normalize_images_nchw_f32(stream, dims, pixels, options_.mean, options_.std, eval_input_.data<float>());
-  }
+  normalize(eval_images_.data(), count, eval_input_);
   const core::Tensor& logits = model_->forward(eval_input_, false);
   std::vector<unsigned char> raw(logits.bytes());
   DTRAIN_CUDA_CHECK(cudaMemcpyAsync(raw.data(), logits.raw(), raw.size(), cudaMemcpyDeviceToHost, stream));
@@ -137,14 +131,8 @@ void GpuTrainStep::run(const uint8_t* images, const int32_t* labels, float lr) {
   copied_[s].record(copy_stream_.get());
   copied_[s].make_stream_wait(stream);
 
-  const ImageBatchDims dims{options_.batch, options_.height, options_.width, options_.model.in_channels};
-  const auto* pixels = static_cast<const uint8_t*>(images_[s].data());
+  normalize(images_[s].data(), options_.batch, input_);
   const auto* labels_device = static_cast<const int32_t*>(labels_[s].data());
-  if (context_->bf16()) {
-    normalize_images_nhwc_bf16(stream, dims, pixels, options_.mean, options_.std, input_.data<core::bfloat16>());
-  } else {
-    normalize_images_nchw_f32(stream, dims, pixels, options_.mean, options_.std, input_.data<float>());
-  }
 
   const core::Tensor& logits = model_->forward(input_, true);
   models::cuda::ensure_device_tensor(dlogits_, context_->activation_dtype(), logits.shape());
@@ -178,6 +166,17 @@ void GpuTrainStep::run(const uint8_t* images, const int32_t* labels, float lr) {
   any_step_ = true;
 }
 
+void GpuTrainStep::normalize(const void* device_pixels, int count, core::Tensor& out) {
+  const ImageBatchDims dims{count, options_.height, options_.width, options_.model.in_channels};
+  const auto* pixels = static_cast<const uint8_t*>(device_pixels);
+  if (context_->bf16()) {
+    normalize_images_nhwc_bf16(context_->stream(), dims, pixels, options_.mean, options_.std,
+                               out.data<core::bfloat16>());
+  } else {
+    normalize_images_nchw_f32(context_->stream(), dims, pixels, options_.mean, options_.std, out.data<float>());
+  }
+}
+
 void GpuTrainStep::wait_input_copied() { copied_[slot_].synchronize(); }
 
 StepResult GpuTrainStep::last_result() {
@@ -191,11 +190,10 @@ StepResult GpuTrainStep::last_result() {
 
 void GpuTrainStep::synchronize() { DTRAIN_CUDA_CHECK(cudaStreamSynchronize(context_->stream())); }
 
-const std::vector<float>& GpuTrainStep::momentum_to_host() {
+void GpuTrainStep::momentum_to_host(std::vector<float>& out) {
   synchronize();
-  momentum_host_.resize(static_cast<size_t>(model_->device_parameters().count()));
-  DTRAIN_CUDA_CHECK(cudaMemcpy(momentum_host_.data(), momentum_.data(), momentum_.bytes(), cudaMemcpyDeviceToHost));
-  return momentum_host_;
+  out.resize(momentum_.bytes() / sizeof(float));
+  DTRAIN_CUDA_CHECK(cudaMemcpy(out.data(), momentum_.data(), momentum_.bytes(), cudaMemcpyDeviceToHost));
 }
 
 }  // namespace dtrain::train::cuda

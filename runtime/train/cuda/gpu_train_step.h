@@ -62,12 +62,15 @@ class GpuTrainStep {
 
   models::cuda::GpuResNet& model() { return *model_; }
   models::cuda::GpuContext& context() { return *context_; }
-  const std::vector<float>& momentum_to_host();
+  // The momentum buffer into `out` (resized). Synchronizes.
+  void momentum_to_host(std::vector<float>& out);
   const GpuStepOptions& options() const { return options_; }
   int buckets_during_backward() const { return sync_ ? sync_->launched_during_backward() : 0; }
 
  private:
   void broadcast_from_rank0();
+  // uint8 NHWC pixels already on the device -> `out` in the context's type and layout.
+  void normalize(const void* device_pixels, int count, core::Tensor& out);
 
   GpuStepOptions options_;
   comm::Communicator* comm_;
@@ -85,7 +88,6 @@ class GpuTrainStep {
   std::vector<float> eval_logits_;
   core::Buffer momentum_, decay_ranges_, loss_, hits_;
   int decay_range_count_ = 0;
-  std::vector<float> momentum_host_;
 };
 
 }  // namespace dtrain::train::cuda
