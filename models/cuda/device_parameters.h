@@ -8,6 +8,7 @@
 // ParameterSet (initialization, checkpoints, tests) always sees the canonical KCRS layout.
 #include <cstdint>
 #include <functional>
+#include <type_traits>
 
 #include "models/cuda/gpu_context.h"
 #include "models/parameter_set.h"
@@ -30,6 +31,15 @@ class DeviceParameters {
   float* state(int id) { return state_f32() + layout_.state_slot(id).offset; }
   // The bf16 copy of parameter `id` (bf16 numerics only).
   core::bfloat16* param_bf16(int id);
+  // The weights a layer computes with, in its activation type: the bf16 copy or the fp32 master.
+  template <typename T>
+  const T* weights(int id) {
+    if constexpr (std::is_same_v<T, core::bfloat16>) {
+      return param_bf16(id);
+    } else {
+      return param(id);
+    }
+  }
 
   float* params_f32() { return static_cast<float*>(params_.data()); }
   float* grads_f32() { return static_cast<float*>(grads_.data()); }

@@ -63,8 +63,8 @@ GpuConv2d::GpuConv2d(GpuContext& context, DeviceParameters& params, const std::s
 }
 
 const void* GpuConv2d::weight() {
-  return context_.bf16() ? static_cast<const void*>(params_.param_bf16(weight_))
-                         : static_cast<const void*>(params_.param(weight_));
+  return context_.bf16() ? static_cast<const void*>(params_.weights<core::bfloat16>(weight_))
+                         : static_cast<const void*>(params_.weights<float>(weight_));
 }
 
 const core::Tensor& GpuConv2d::forward(const core::Tensor& x) {
@@ -252,26 +252,22 @@ const core::Tensor& GpuLinear::forward(const core::Tensor& x) {
   input_ = &x;
   const LinearDims dims{static_cast<int>(x.shape()[0]), in_, out_};
   ensure_device_tensor(output_, context_.activation_dtype(), {x.shape()[0], out_});
-  if (context_.bf16()) {
-    linear_forward(context_.cublas(), dims, false, as<core::bfloat16>(x), params_.param_bf16(weight_),
-                   params_.param(bias_), as<core::bfloat16>(output_));
-  } else {
-    linear_forward(context_.cublas(), dims, context_.allow_tf32(), as<float>(x), params_.param(weight_),
-                   params_.param(bias_), as<float>(output_));
-  }
+  with_element_type(context_, [&](auto tag) {
+    using T = decltype(tag);
+    linear_forward(context_.cublas(), dims, context_.allow_tf32(), as<T>(x), params_.weights<T>(weight_),
+                   params_.param(bias_), as<T>(output_));
+  });
   return output_;
 }
 
 const core::Tensor& GpuLinear::backward(const core::Tensor& dy) {
   const LinearDims dims{static_cast<int>(input_->shape()[0]), in_, out_};
   ensure_device_tensor(dx_, context_.activation_dtype(), input_->shape());
-  if (context_.bf16()) {
-    linear_backward(context_.cublas(), dims, false, as<core::bfloat16>(*input_), params_.param_bf16(weight_),
-                    as<core::bfloat16>(dy), as<core::bfloat16>(dx_), params_.grad(weight_), params_.grad(bias_));
-  } else {
-    linear_backward(context_.cublas(), dims, context_.allow_tf32(), as<float>(*input_), params_.param(weight_),
-                    as<float>(dy), as<float>(dx_), params_.grad(weight_), params_.grad(bias_));
-  }
+  with_element_type(context_, [&](auto tag) {
+    using T = decltype(tag);
+    linear_backward(context_.cublas(), dims, context_.allow_tf32(), as<T>(*input_), params_.weights<T>(weight_),
+                    as<T>(dy), as<T>(dx_), params_.grad(weight_), params_.grad(bias_));
+  });
   params_.gradient_ready(bias_);
   params_.gradient_ready(weight_);
   return dx_;

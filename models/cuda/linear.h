@@ -3,7 +3,7 @@
 // semantics (models/cpu/linear.h): y = x w^T + bias, w is [out, in] row-major as in PyTorch.
 // fp32 (TF32 allowed or not) or bf16 activations and weights with fp32 accumulation; the bias and
 // the parameter gradients are fp32 in both, so dw lands straight in the fp32 flat gradient buffer.
-// Work is queued on the handle's stream.
+// Work is queued on the handle's stream. allow_tf32 matters for fp32 only.
 #include <cublas_v2.h>
 
 namespace dtrain::models::cuda {

@@ -36,11 +36,7 @@ class CpuStepEngine final : public StepEngine {
   std::string describe() const override { return "cpu"; }
 
   void train_step(const Batch& b, float lr) override {
-    const ImageShape& s = setup_.image;
-    models::ensure_shape(input_, {b.size, s.channels, s.height, s.width});
-    normalize_batch(static_cast<const uint8_t*>(b.pixels.data()), b.size, s, setup_.mean, setup_.std,
-                    PixelLayout::kNchw, input_.data<float>());
-    const core::Tensor& logits = model_.forward(input_, true);
+    const core::Tensor& logits = model_.forward(normalized(b, input_), true);
     models::ensure_shape(dlogits_, logits.shape());
     loss_ = models::cpu::softmax_cross_entropy(b.size, static_cast<int>(logits.shape()[1]), logits.data<float>(),
                                                b.labels.data(), setup_.config.label_smoothing(),
@@ -56,11 +52,7 @@ class CpuStepEngine final : public StepEngine {
   bool loss_is_free() const override { return true; }
 
   const std::vector<float>& evaluate(const Batch& b) override {
-    const ImageShape& s = setup_.image;
-    models::ensure_shape(eval_input_, {b.size, s.channels, s.height, s.width});
-    normalize_batch(static_cast<const uint8_t*>(b.pixels.data()), b.size, s, setup_.mean, setup_.std,
-                    PixelLayout::kNchw, eval_input_.data<float>());
-    const core::Tensor& logits = model_.forward(eval_input_, false);
+    const core::Tensor& logits = model_.forward(normalized(b, eval_input_), false);
     logits_.assign(logits.data<float>(), logits.data<float>() + logits.numel());
     return logits_;
   }
@@ -77,6 +69,15 @@ class CpuStepEngine final : public StepEngine {
   size_t gradient_buckets() const override { return sync_->bucket_count(); }
 
  private:
+  // The batch's uint8 NHWC pixels as normalized fp32 NCHW in `out`.
+  const core::Tensor& normalized(const Batch& b, core::Tensor& out) const {
+    const ImageShape& s = setup_.image;
+    models::ensure_shape(out, {b.size, s.channels, s.height, s.width});
+    normalize_batch(static_cast<const uint8_t*>(b.pixels.data()), b.size, s, setup_.mean, setup_.std,
+                    PixelLayout::kNchw, out.data<float>());
+    return out;
+  }
+
   EngineSetup setup_;
   models::ResNet model_;
   std::unique_ptr<comm::Communicator> comm_;

@@ -5,13 +5,13 @@
 #include <set>
 #include <sstream>
 
-#include "runtime/core/process_identity.h"
 #include "models/cpu/softmax_cross_entropy.h"
 #include "runtime/core/error.h"
 #include "runtime/core/fingerprint.h"
 #include "runtime/core/log.h"
 #include "runtime/core/mpi_check.h"
 #include "runtime/core/mpi_gather.h"
+#include "runtime/core/process_identity.h"
 #include "runtime/train/checkpoint.h"
 #include "runtime/train/data/idx_dataset.h"
 #include "runtime/train/data/image_folder_dataset.h"
@@ -35,7 +35,6 @@ models::ResNetConfig model_config(const TrainConfig& c, const Dataset& data) {
   m.seed = c.seed();
   return m;
 }
-
 
 }  // namespace
 
