@@ -1,7 +1,9 @@
 #include "launcher/host_list.h"
 
+#include <limits>
 #include <sstream>
 
+#include "runtime/core/env.h"
 #include "runtime/core/error.h"
 
 namespace dtrain::launcher {
@@ -16,17 +18,9 @@ bool valid_host(const std::string& host) {
   return true;
 }
 
+
 int parse_slots(const std::string& text, const std::string& where) {
-  size_t used = 0;
-  int slots = 0;
-  try {
-    slots = std::stoi(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  DTRAIN_USAGE_CHECK(used == text.size() && !text.empty() && slots > 0)
-      << where << ": slot count '" << text << "' is not a positive integer";
-  return slots;
+  return static_cast<int>(core::parse_int_in_range(text, 1, std::numeric_limits<int>::max(), where + ": slot count"));
 }
 
 }  // namespace

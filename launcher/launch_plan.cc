@@ -1,5 +1,8 @@
 #include "launcher/launch_plan.h"
 
+#include <limits>
+
+#include "runtime/core/env.h"
 #include "runtime/core/error.h"
 
 namespace dtrain::launcher {
@@ -31,11 +34,7 @@ void add_mpirun_common(const LaunchEnvironment& environment, int np, std::vector
 int slurm_tasks(const LaunchEnvironment& environment) {
   const auto it = environment.variables.find("SLURM_NTASKS");
   if (it == environment.variables.end()) return 0;
-  try {
-    return std::stoi(it->second);
-  } catch (const std::exception&) {
-    DTRAIN_USAGE_FAIL() << "SLURM_NTASKS='" << it->second << "' is not a number";
-  }
+  return static_cast<int>(core::parse_int_in_range(it->second, 0, std::numeric_limits<int>::max(), "SLURM_NTASKS"));
 }
 
 }  // namespace

@@ -21,6 +21,7 @@
 #include "runtime/core/cli.h"
 #include "runtime/core/cuda/device_allocator.h"
 #include "runtime/core/cuda/stream.h"
+#include "runtime/core/env.h"
 #include "runtime/core/error.h"
 #include "runtime/core/gpu_binding.h"
 #include "runtime/core/main_guard.h"
@@ -99,17 +100,8 @@ std::vector<int> world_sizes(const std::string& text, int world) {
   std::stringstream in(text);
   std::string item;
   while (std::getline(in, item, ',')) {
-    int k = 0;
-    try {
-      size_t used = 0;
-      k = std::stoi(item, &used);
-      DTRAIN_USAGE_CHECK(used == item.size()) << "--world-sizes " << text << ": '" << item << "' is not a number";
-    } catch (const std::logic_error&) {
-      DTRAIN_USAGE_FAIL() << "--world-sizes " << text << ": '" << item << "' is not a number";
-    }
-    DTRAIN_USAGE_CHECK(k >= 1 && k <= world)
-        << "--world-sizes " << text << ": " << k << " is not between 1 and the job's " << world << " ranks";
-    sizes.push_back(k);
+    // Each size between 1 and the job's ranks.
+    sizes.push_back(static_cast<int>(core::parse_int_in_range(item, 1, world, "--world-sizes " + text + ": size")));
   }
   DTRAIN_USAGE_CHECK(!sizes.empty()) << "--world-sizes is empty";
   return sizes;
