@@ -1,5 +1,6 @@
 #include "runtime/core/mpi_scope.h"
 
+#include <exception>
 #include <utility>
 
 #include "runtime/core/mpi_check.h"
@@ -20,7 +21,11 @@ MpiScope::MpiScope(int* argc, char*** argv) {
 }
 
 MpiScope::~MpiScope() {
-  if (owns_init_ && mpi_is_active()) MPI_Finalize();
+  // An exception on its way out ends the job through run_main (main_guard.h): the error line first,
+  // then MPI_Abort, with the ranks that stay silent on a usage error waiting for rank 0's line.
+  // Finalizing here would skip that: this rank would exit at once, and the launcher could tear
+  // the job down before rank 0's message is out (seen: a job that failed with no error line).
+  if (owns_init_ && mpi_is_active() && std::uncaught_exceptions() == 0) MPI_Finalize();
 }
 
 bool mpi_is_active() {
