@@ -2,6 +2,7 @@
 // backward runs, one fused host SGD step.
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "comm/factory.h"
 #include "comm/gradient_synchronizer.h"
@@ -46,16 +47,31 @@ class CpuStepEngine final : public StepEngine {
     sync_->finish();
     models::ParameterSet& params = model_.parameters();
     sgd_->step(params.params_flat(), params.grads_flat(), lr);
+    finished_.push_back(&b);
   }
+
+  // The CPU engine is done with a batch when its step returns.
+  std::vector<const Batch*> finished_batches(bool) override { return std::exchange(finished_, {}); }
+  int max_batches_held() const override { return 1; }
 
   double last_loss() override { return loss_; }
   bool loss_is_free() const override { return true; }
 
-  const std::vector<float>& evaluate(const Batch& b) override {
+  void begin_evaluation() override { totals_ = EvalTotals{}; }
+  void evaluate(const Batch& b) override {
     const core::Tensor& logits = model_.forward(normalized(b, eval_input_), false);
-    logits_.assign(logits.data<float>(), logits.data<float>() + logits.numel());
-    return logits_;
+    const int classes = static_cast<int>(logits.shape()[1]);
+    const float* z = logits.data<float>();
+    totals_.loss_sum += b.size * models::cpu::softmax_cross_entropy(b.size, classes, z, b.labels.data(), 0.0,
+                                                                    static_cast<float*>(nullptr));
+    for (int i = 0; i < b.size; ++i) {
+      count_hits(z + static_cast<size_t>(i) * classes, classes, b.labels[static_cast<size_t>(i)], &totals_.top1,
+                 &totals_.top5);
+    }
+    totals_.images += b.size;
+    finished_.push_back(&b);
   }
+  EvalTotals end_evaluation() override { return totals_; }
 
   models::ParameterSet& parameters() override { return model_.parameters(); }
   std::vector<float>& momentum() override { return sgd_->momentum_buffer(); }
@@ -84,7 +100,8 @@ class CpuStepEngine final : public StepEngine {
   std::unique_ptr<comm::GradientSynchronizer> sync_;
   std::unique_ptr<Sgd> sgd_;
   core::Tensor input_, dlogits_, eval_input_;
-  std::vector<float> logits_;
+  std::vector<const Batch*> finished_;
+  EvalTotals totals_;
   double loss_ = 0;
 };
 

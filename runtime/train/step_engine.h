@@ -22,19 +22,36 @@ struct EngineSetup {
   float std[3] = {1, 1, 1};
 };
 
+// Validation totals of this rank, summed over the batches of one evaluation.
+struct EvalTotals {
+  double loss_sum = 0;  // sum of per-image losses
+  long top1 = 0, top5 = 0, images = 0;
+};
+
 class StepEngine {
  public:
   virtual ~StepEngine() = default;
   virtual std::string describe() const = 0;  // "cpu", "GPU 0 (NVIDIA H200), bf16 NHWC", ...
 
-  // One training step on a loader batch (uint8 NHWC); returns once `batch` may be reused.
+  // One training step on a loader batch (uint8 NHWC). The engine may go on reading the batch's
+  // memory after returning (the GPU engine copies it asynchronously); it hands the batch back
+  // through finished_batches(). At most max_batches_held() batches are held at once: a step that
+  // would hold more first waits for the oldest copy (the GPU is then behind, not the host).
   virtual void train_step(const Batch& batch, float lr) = 0;
+  // The batches (of train_step and evaluate) whose memory the engine no longer reads, oldest
+  // first. wait_all: waits until that is every batch it holds.
+  virtual std::vector<const Batch*> finished_batches(bool wait_all) = 0;
+  virtual int max_batches_held() const = 0;
   // This rank's loss of the latest step. The GPU engine waits for that step, so the Trainer reads
   // it only where it reports it unless loss_is_free().
   virtual double last_loss() = 0;
   virtual bool loss_is_free() const = 0;
-  // Evaluation-mode logits of a batch on the host, [batch.size x classes].
-  virtual const std::vector<float>& evaluate(const Batch& batch) = 0;
+
+  // Evaluation mode: loss, top-1 and top-5 counted where the logits are (on the GPU for the GPU
+  // engine), read back once at the end. A non-finite logit never counts as a hit.
+  virtual void begin_evaluation() = 0;
+  virtual void evaluate(const Batch& batch) = 0;
+  virtual EvalTotals end_evaluation() = 0;
 
   // The host mirror. sync_to_host() refreshes it (before a checkpoint); load_from_host() makes the
   // replica take its values (after a resume wrote them).
@@ -44,6 +61,22 @@ class StepEngine {
   virtual void load_from_host() = 0;
   virtual size_t gradient_buckets() const = 0;
 };
+
+// Top-1 and top-5 of one row of logits: the classes scoring strictly above the label's logit
+// (ties go to the label, as a stable sort would place it). A row with a non-finite logit is a miss
+// (a diverged model must not look perfect).
+inline void count_hits(const float* logits, int classes, int label, long* top1, long* top5) {
+  const float target = logits[label];
+  int better = 0;
+  bool finite = true;
+  for (int j = 0; j < classes; ++j) {
+    better += logits[j] > target ? 1 : 0;
+    finite = finite && logits[j] - logits[j] == 0.0f;  // false for NaN and infinities
+  }
+  if (!finite) return;
+  *top1 += better == 0;
+  *top5 += better < 5;
+}
 
 // Collective over ctx.world(): builds the replica and makes every rank start from rank 0's values.
 std::unique_ptr<StepEngine> make_cpu_step_engine(const EngineSetup& setup, const core::RankContext& ctx);

@@ -84,7 +84,9 @@ TrainConfig default_train_config() {
   c.set_val_resize(256);
   c.set_max_bad_fraction(0.001);
   c.set_synthetic_samples(1024);
-  c.set_loader_threads(2);
+  c.set_loader_threads(0);
+  c.set_max_file_mib(64);
+  c.set_max_image_megapixels(64);
   c.set_prefetch_batches(4);
   c.set_batch_per_rank(32);
   c.set_epochs(90);
@@ -187,7 +189,12 @@ void validate(const TrainConfig& c) {
   DTRAIN_USAGE_CHECK(c.precision() == "bf16" || c.precision() == "fp32")
       << "precision '" << c.precision() << "': use bf16 or fp32";
   DTRAIN_USAGE_CHECK(c.label_smoothing() >= 0 && c.label_smoothing() < 1) << "label_smoothing outside [0, 1)";
-  DTRAIN_USAGE_CHECK(c.loader_threads() > 0 && c.prefetch_batches() > 0) << "loader_threads and prefetch_batches must be positive";
+  DTRAIN_USAGE_CHECK(c.loader_threads() >= 0) << "loader_threads " << c.loader_threads()
+                                              << " must be positive, or 0 for one per CPU of the rank's share";
+  DTRAIN_USAGE_CHECK(c.prefetch_batches() > 0) << "prefetch_batches " << c.prefetch_batches() << " must be positive";
+  DTRAIN_USAGE_CHECK(c.max_file_mib() > 0) << "max_file_mib " << c.max_file_mib() << " must be positive";
+  DTRAIN_USAGE_CHECK(c.max_image_megapixels() > 0)
+      << "max_image_megapixels " << c.max_image_megapixels() << " must be positive";
   DTRAIN_USAGE_CHECK(c.max_steps_per_epoch() >= 0) << "max_steps_per_epoch must not be negative";
   DTRAIN_USAGE_CHECK(c.max_validation_batches() >= 0) << "max_validation_batches must not be negative";
   DTRAIN_USAGE_CHECK(c.timing_warmup_steps() >= 0) << "timing_warmup_steps must not be negative";

@@ -5,7 +5,7 @@
 #include <set>
 #include <sstream>
 
-#include "models/cpu/softmax_cross_entropy.h"
+#include "runtime/core/cpu_affinity.h"
 #include "runtime/core/error.h"
 #include "runtime/core/fingerprint.h"
 #include "runtime/core/log.h"
@@ -34,6 +34,11 @@ models::ResNetConfig model_config(const TrainConfig& c, const Dataset& data) {
   m.in_channels = data.output_shape().channels;
   m.seed = c.seed();
   return m;
+}
+
+// Hands the loader back every batch the engine no longer reads.
+void release_finished(StepEngine& engine, DataLoader& loader, bool wait_all) {
+  for (const Batch* b : engine.finished_batches(wait_all)) loader.release(b);
 }
 
 }  // namespace
@@ -65,7 +70,12 @@ Trainer::Trainer(const TrainConfig& config, const core::RankContext& ctx, int gp
     p.train_data = std::make_unique<IdxDataset>(dir + "/train-images-idx3-ubyte.gz", dir + "/train-labels-idx1-ubyte.gz", true);
     p.val_data = std::make_unique<IdxDataset>(dir + "/t10k-images-idx3-ubyte.gz", dir + "/t10k-labels-idx1-ubyte.gz", false);
   } else if (config_.dataset() == "imagenet") {
-    ImageFolderOptions folder{true, config_.image_size(), config_.val_resize(), config_.max_bad_fraction()};
+    ImageFolderOptions folder;
+    folder.crop = config_.image_size();
+    folder.resize = config_.val_resize();
+    folder.max_bad_fraction = config_.max_bad_fraction();
+    folder.max_file_bytes = int64_t{config_.max_file_mib()} << 20;
+    folder.max_image_pixels = static_cast<int64_t>(config_.max_image_megapixels() * 1e6);
     auto train = std::make_unique<ImageFolderDataset>(config_.data_dir() + "/train", folder);
     folder.train = false;
     auto val = std::make_unique<ImageFolderDataset>(config_.data_dir() + "/val", folder);
@@ -80,19 +90,6 @@ Trainer::Trainer(const TrainConfig& config, const core::RankContext& ctx, int gp
     p.val_data = std::make_unique<SyntheticDataset>(std::max(1, config_.synthetic_samples() / 8), shape, 1000, config_.seed() + 1);
   }
   p.train_data->normalization(p.mean, p.std);
-  p.train_sampler = std::make_unique<ShardedSampler>(p.train_data->size(), t.world_size, t.world_rank,
-                                                     SamplerOptions{config_.seed(), true, true, true});
-  p.val_sampler = std::make_unique<ShardedSampler>(p.val_data->size(), t.world_size, t.world_rank,
-                                                   SamplerOptions{config_.seed(), false, false, false});
-  const LoaderOptions loader{config_.batch_per_rank(), config_.loader_threads(), config_.prefetch_batches(),
-                             config_.seed(), false};
-  p.train_loader = std::make_unique<DataLoader>(*p.train_data, *p.train_sampler, loader);
-  LoaderOptions val_loader = loader;
-  val_loader.keep_partial_batch = true;
-  p.val_loader = std::make_unique<DataLoader>(*p.val_data, *p.val_sampler, val_loader);
-  DTRAIN_USAGE_CHECK(p.train_loader->batches_per_epoch() > 0)
-      << "batch_per_rank " << config_.batch_per_rank() << " x " << t.world_size << " ranks exceeds the "
-      << p.train_data->size() << " training samples";
 
   EngineSetup setup;
   setup.config = config_;
@@ -104,6 +101,24 @@ Trainer::Trainer(const TrainConfig& config, const core::RankContext& ctx, int gp
   DTRAIN_USAGE_CHECK(!on_gpu || gpu >= 0) << "device gpu, but rank " << t.world_rank << " on host "
                                           << core::process_identity().host << " has no GPU";
   p.engine = on_gpu ? make_gpu_step_engine(setup, ctx, gpu) : make_cpu_step_engine(setup, ctx);
+
+  p.train_sampler = std::make_unique<ShardedSampler>(p.train_data->size(), t.world_size, t.world_rank,
+                                                     SamplerOptions{config_.seed(), true, true, true});
+  p.val_sampler = std::make_unique<ShardedSampler>(p.val_data->size(), t.world_size, t.world_rank,
+                                                   SamplerOptions{config_.seed(), false, false, false});
+  // loader_threads 0: the CPUs this rank may use (its share of the host), less two for the step
+  // loop and the driver. The batches the engine holds while their copies run come on top of the
+  // prefetch depth, or the workers would have nothing to fill.
+  const int threads = config_.loader_threads() > 0 ? config_.loader_threads() : std::max(1, core::cpus_allowed() - 2);
+  const int prefetch = std::max(config_.prefetch_batches(), p.engine->max_batches_held() + 2);
+  const LoaderOptions loader{config_.batch_per_rank(), threads, prefetch, config_.seed(), false};
+  p.train_loader = std::make_unique<DataLoader>(*p.train_data, *p.train_sampler, loader);
+  LoaderOptions val_loader = loader;
+  val_loader.keep_partial_batch = true;
+  p.val_loader = std::make_unique<DataLoader>(*p.val_data, *p.val_sampler, val_loader);
+  DTRAIN_USAGE_CHECK(p.train_loader->batches_per_epoch() > 0)
+      << "batch_per_rank " << config_.batch_per_rank() << " x " << t.world_size << " ranks exceeds the "
+      << p.train_data->size() << " training samples";
 
   LrScheduleOptions lr;
   lr.base_lr = config_.base_lr();
@@ -119,7 +134,8 @@ Trainer::Trainer(const TrainConfig& config, const core::RankContext& ctx, int gp
   verify_replicas();
   if (!config_.resume().empty()) resume_from(config_.resume());
   DTRAIN_LOG0(kInfo) << "config: " << describe(config_);
-  DTRAIN_LOG0(kInfo) << "steps on " << p.engine->describe();
+  DTRAIN_LOG0(kInfo) << "steps on " << p.engine->describe() << "; " << threads << " loader threads, " << prefetch
+                     << " batches in flight";
   DTRAIN_LOG0(kInfo) << p.schedule->describe(t.world_size, config_.batch_per_rank()) << "; "
                      << p.engine->parameters().parameter_count() << " parameters in " << p.engine->gradient_buckets()
                      << " gradient bucket(s) of up to " << config_.bucket_mib() << " MiB";
@@ -158,13 +174,18 @@ EpochResult Trainer::train_epoch(int epoch) {
   auto interval_start = start;
   double interval_wait = 0;  // seconds spent waiting for the loader in this logging interval
   std::vector<double> step_seconds;
+  double epoch_wait = 0;
   for (long step = first_step; step < steps && !step_limit_reached(); ++step) {
     const auto step_start = Clock::now();
     const Batch* b = p.train_loader->next();
-    interval_wait += std::chrono::duration<double>(Clock::now() - step_start).count();
+    const double waited = std::chrono::duration<double>(Clock::now() - step_start).count();
+    interval_wait += waited;
+    epoch_wait += waited;
     DTRAIN_CHECK(b != nullptr) << "loader ran dry at step " << step;
     const double lr = p.schedule->lr_at(p.global_step);
     p.engine->train_step(*b, static_cast<float>(lr));
+    p.train_loader->retain(b);
+    release_finished(*p.engine, *p.train_loader, false);
     ++p.global_step;
     // The GPU engine's loss waits for its step, so it is read only where it is reported.
     const bool report = config_.log_every_steps() > 0 && (step + 1) % config_.log_every_steps() == 0;
@@ -193,6 +214,7 @@ EpochResult Trainer::train_epoch(int epoch) {
     const bool periodic = config_.checkpoint_every_steps() > 0 && p.global_step % config_.checkpoint_every_steps() == 0;
     if (periodic || (step + 1 == steps && !config_.checkpoint_dir().empty())) save_checkpoint(epoch, step + 1);
   }
+  release_finished(*p.engine, *p.train_loader, true);
   // Steps this call ran: fewer than `steps` when resuming mid-epoch or stopping at max_total_steps.
   const long steps_run = std::max<long>(static_cast<long>(step_seconds.size()), 1);
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
@@ -202,6 +224,9 @@ EpochResult Trainer::train_epoch(int epoch) {
   DTRAIN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, totals, 2, MPI_DOUBLE, MPI_SUM, ctx_.world()));
   result.train_loss = totals[1] > 0 ? totals[0] / totals[1] : 0;
   result.images_per_second = static_cast<double>(steps_run) * batch * ctx_.topology().world_size / seconds;
+  // The slowest rank's share of the epoch spent blocked on its loader.
+  result.data_wait_fraction = epoch_wait / seconds;
+  DTRAIN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &result.data_wait_fraction, 1, MPI_DOUBLE, MPI_MAX, ctx_.world()));
   // The median step after the warm-up steps, and the slowest rank's median sets the pace.
   std::vector<double> timed(step_seconds.begin() + std::min<long>(config_.timing_warmup_steps(), steps_run / 2),
                             step_seconds.end());
@@ -217,35 +242,29 @@ EpochResult Trainer::train_epoch(int epoch) {
   DTRAIN_LOG0(kInfo) << "epoch " << epoch << ": train loss " << result.train_loss << ", validation loss "
                      << result.test_loss << " top-1 " << 100 * result.top1 << "% top-5 " << 100 * result.top5 << "% ("
                      << result.validation_images << " images), " << result.median_images_per_second
-                     << " img/s (median step)";
+                     << " img/s (median step), data wait " << 100 * result.data_wait_fraction << "%";
   p.metrics->write("eval", {{"epoch", epoch}, {"step", static_cast<double>(p.global_step)}, {"test_loss", result.test_loss},
                             {"test_top1", result.top1}, {"test_top5", result.top5},
-                            {"img_per_sec", result.median_images_per_second}});
+                            {"img_per_sec", result.median_images_per_second},
+                            {"data_wait_fraction", result.data_wait_fraction}});
   return result;
 }
 
 void Trainer::evaluate(EpochResult& result) {
   Parts& p = *parts_;
-  const int classes = p.val_data->num_classes();
   p.val_loader->start_epoch(0);
-  long counts[3] = {0, 0, 0};  // top-1, top-5, images
-  double loss_sum = 0;
+  p.engine->begin_evaluation();
   int batches = 0;
   while (const Batch* b = p.val_loader->next()) {
     if (config_.max_validation_batches() > 0 && batches++ >= config_.max_validation_batches()) break;
-    const std::vector<float>& logits = p.engine->evaluate(*b);
-    loss_sum += b->size * models::cpu::softmax_cross_entropy(b->size, classes, logits.data(), b->labels.data(), 0.0,
-                                                             static_cast<float*>(nullptr));
-    for (int i = 0; i < b->size; ++i) {
-      const float* z = logits.data() + static_cast<size_t>(i) * classes;
-      const float target = z[b->labels[size_t(i)]];
-      int better = 0;  // classes scoring above the true one
-      for (int j = 0; j < classes; ++j) better += z[j] > target ? 1 : 0;
-      counts[0] += better == 0;
-      counts[1] += better < 5;
-      counts[2] += 1;
-    }
+    p.engine->evaluate(*b);
+    p.val_loader->retain(b);
+    release_finished(*p.engine, *p.val_loader, false);
   }
+  release_finished(*p.engine, *p.val_loader, true);
+  const EvalTotals mine = p.engine->end_evaluation();
+  long counts[3] = {mine.top1, mine.top5, mine.images};
+  double loss_sum = mine.loss_sum;
   DTRAIN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, counts, 3, MPI_LONG, MPI_SUM, ctx_.world()));
   DTRAIN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &loss_sum, 1, MPI_DOUBLE, MPI_SUM, ctx_.world()));
   result.test_loss = counts[2] ? loss_sum / static_cast<double>(counts[2]) : 0;

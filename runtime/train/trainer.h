@@ -26,6 +26,7 @@ struct EpochResult {
   double images_per_second = 0;  // training, all ranks, this epoch
   double median_images_per_second = 0;  // per-step median, after timing_warmup_steps
   double test_loss = 0;
+  double data_wait_fraction = 0;  // of the epoch's training wall time, slowest rank
 };
 
 class Trainer {

@@ -141,6 +141,55 @@ TEST(DataLoader, DeliversEveryBatchInSamplerOrderWhateverTheThreads) {
   EXPECT_EQ(runs[1], runs[3]);
 }
 
+// Retaining every batch the loader has would leave the workers nothing to fill: an error, not a hang.
+TEST(DataLoader, RetainingEverySlotIsAnErrorNotAHang) {
+  SyntheticDataset data(64, ImageShape{4, 3, 2}, 5, 11);
+  ShardedSampler sampler(data.size(), 1, 0, SamplerOptions{5, true, true});
+  DataLoader loader(data, sampler, LoaderOptions{4, 2, 2, 9});
+  loader.start_epoch(0);
+  const Batch* a = loader.next();
+  loader.retain(a);
+  const Batch* b = loader.next();
+  loader.retain(b);
+  EXPECT_THROW(loader.next(), core::Error);
+  loader.release(a);
+  loader.release(b);
+  EXPECT_THROW(loader.release(b), core::Error);  // not retained any more
+}
+
+// A dataset that fails on one sample, as a loader thread meets a bad file past the limit.
+class FailingDataset final : public Dataset {
+ public:
+  std::string name() const override { return "failing"; }
+  size_t size() const override { return 100; }
+  int num_classes() const override { return 2; }
+  ImageShape output_shape() const override { return {2, 2, 1}; }
+  int32_t load(size_t index, std::mt19937_64&, uint8_t* out) const override {
+    DTRAIN_CHECK(index != 37) << "cannot decode /data/bad_37.JPEG";
+    std::memset(out, 1, 4);
+    return 0;
+  }
+  void normalization(float mean[3], float std[3]) const override {
+    for (int c = 0; c < 3; ++c) mean[c] = 0, std[c] = 1;
+  }
+};
+
+TEST(DataLoader, AWorkersErrorReachesTheConsumerWithTheFile) {
+  FailingDataset data;
+  ShardedSampler sampler(data.size(), 1, 0, SamplerOptions{5, false, false});
+  for (int threads : {1, 4}) {
+    DataLoader loader(data, sampler, LoaderOptions{8, threads, 3, 1});
+    loader.start_epoch(0);
+    try {
+      while (loader.next() != nullptr) {
+      }
+      FAIL() << "no error";
+    } catch (const core::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("bad_37.JPEG"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(DataLoader, NormalizesToEitherLayoutAgainstFloat64) {
   std::mt19937_64 rng(std::random_device{}());
   const ImageShape shape{3, 5, 3};

@@ -1,16 +1,21 @@
 // The ImageNet-layout folder dataset on a generated tree of real JPEGs: class order, transforms,
-// and every kind of bad data (corrupt JPEG, non-image, empty class folder, missing directory).
+// and every kind of bad data (corrupt JPEG, non-image, empty class folder, missing directory,
+// hostile files), and the parallel loader against a single-threaded reference.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <random>
+#include <deque>
 #include <set>
+#include <tuple>
 
 #include "runtime/core/error.h"
 #include "runtime/train/data/data_loader.h"
 #include "runtime/train/data/image_folder_dataset.h"
 #include "runtime/train/data/sharded_sampler.h"
+#include "tests/support/hostile_jpegs.h"
 #include "tests/support/image_tree.h"
 
 namespace dtrain::train {
@@ -128,6 +133,96 @@ TEST_F(ImageFolder, LoaderThreadsDeliverFullBatches) {
     ++batches;
   }
   EXPECT_EQ(batches, 4);
+}
+
+
+// The parallel loader's batches are exactly what one thread calling the dataset in sampler order
+// makes, whatever the thread count, prefetch depth and batches the consumer retains.
+TEST(ImageFolderLoader, ParallelBatchesEqualASingleThreadedReference) {
+  const fs::path root = fs::temp_directory_path() / ("dtrain_parallel_loader_" + std::to_string(getpid()));
+  test::ImageTreeSpec spec;
+  spec.classes = 4;
+  spec.train_per_class = 23;
+  spec.plant_bad_files = false;
+  test::write_image_tree(root.string(), spec);
+  const ImageFolderDataset data((root / "train").string(), lenient(true));
+  const ShardedSampler sampler(data.size(), 1, 0, SamplerOptions{17, true, true, true});
+  const int batch = 5;
+  const size_t bytes = data.output_shape().bytes();
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    const std::vector<size_t> indices = sampler.indices(epoch);
+    std::vector<uint8_t> reference(indices.size() / batch * batch * bytes);
+    std::vector<int32_t> reference_labels(indices.size() / batch * batch);
+    for (size_t i = 0; i < reference_labels.size(); ++i) {
+      std::mt19937_64 rng = sample_rng(29, epoch, indices[i]);
+      reference_labels[i] = data.load(indices[i], rng, reference.data() + i * bytes);
+    }
+    for (const auto& [threads, prefetch, retained] : {std::tuple{1, 2, 0}, std::tuple{7, 3, 1}, std::tuple{4, 5, 3}}) {
+      DataLoader loader(data, sampler, LoaderOptions{batch, threads, prefetch, 29, false});
+      loader.start_epoch(epoch);
+      std::deque<const Batch*> held;
+      size_t n = 0;
+      while (const Batch* b = loader.next()) {
+        ASSERT_EQ(b->size, batch);
+        EXPECT_EQ(std::memcmp(b->pixels.data(), reference.data() + n * batch * bytes, batch * bytes), 0)
+            << "batch " << n << " with " << threads << " threads";
+        EXPECT_TRUE(std::equal(b->labels.begin(), b->labels.end(), reference_labels.begin() + static_cast<long>(n * batch)));
+        if (retained > 0) {
+          loader.retain(b);
+          held.push_back(b);
+          if (static_cast<int>(held.size()) > retained) {
+            // A retained batch is untouched while the loader works ahead.
+            const size_t number = n - held.size() + 1;
+            EXPECT_EQ(std::memcmp(held.front()->pixels.data(), reference.data() + number * batch * bytes, batch * bytes), 0);
+            loader.release(held.front());
+            held.pop_front();
+          }
+        }
+        ++n;
+      }
+      for (const Batch* b : held) loader.release(b);
+      EXPECT_EQ(n, loader.batches_per_epoch());
+    }
+  }
+  fs::remove_all(root);
+}
+
+// A file over the size cap, a header declaring 60000x60000 pixels and a progressive file with 704
+// scans are refused before (or instead of) decoding, each named and counted as a bad file.
+TEST_F(ImageFolder, HostileFilesAreRefusedAndCounted) {
+  const fs::path dir = root_ / "train" / "class_a";
+  std::mt19937 rng(5);
+  const std::vector<uint8_t> rgb = test::class_image(0, 64, 48, rng);
+  const std::vector<uint8_t> small = encode_jpeg(rgb.data(), 64, 48, 90);
+  test::write_bytes(dir / "bomb.JPEG", test::with_declared_size(small, 60000, 60000));
+  std::vector<uint8_t> padded = small;
+  padded.resize(small.size() + (1 << 20), 0);  // decodes fine (trailing bytes are ignored) but is too big
+  test::write_bytes(dir / "huge_file.JPEG", padded);
+  test::write_bytes(dir / "scans.JPEG", test::many_scan_progressive_jpeg(64, 48));
+  ImageFolderOptions options = lenient(true);
+  options.max_bad_fraction = 0.5;
+  options.max_file_bytes = 512 << 10;
+  const ImageFolderDataset data(split("train"), options);
+  std::vector<uint8_t> out(data.output_shape().bytes());
+  for (size_t i = 0; i < data.size(); ++i) {
+    std::mt19937_64 r(i);
+    data.load(i, r, out.data());
+  }
+  const std::vector<std::string> bad = data.bad_files().unreadable;
+  for (const char* name : {"bomb.JPEG", "huge_file.JPEG", "scans.JPEG"}) {
+    EXPECT_NE(std::find(bad.begin(), bad.end(), (dir / name).string()), bad.end()) << name << " was not refused";
+  }
+  // Each refusal says why.
+  std::string error;
+  JpegHeader header;
+  const std::vector<uint8_t> bomb = test::with_declared_size(small, 60000, 60000);
+  EXPECT_FALSE(read_jpeg_header(bomb.data(), bomb.size(), &header, &error));
+  EXPECT_NE(error.find("over the cap"), std::string::npos) << error;
+  const std::vector<uint8_t> scans = test::many_scan_progressive_jpeg(64, 48);
+  ASSERT_TRUE(read_jpeg_header(scans.data(), scans.size(), &header, &error)) << error;
+  DecodedImage image;
+  EXPECT_FALSE(decode_jpeg(scans.data(), scans.size(), header, 64, 48, 32, 32, &image, &error));
+  EXPECT_NE(error.find("scans"), std::string::npos) << error;
 }
 
 }  // namespace

@@ -1,9 +1,12 @@
 // The GPU engine: GpuTrainStep on the rank's GPU, with NCCL (or the configured backend) averaging
 // the gradients on the device. Losses are read back only when the Trainer asks (each logging
 // interval and the epoch's end), so steps queue without the host waiting.
+#include <deque>
 #include <memory>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "comm/factory.h"
 #include "comm/gradient_buckets.h"
@@ -48,15 +51,32 @@ class GpuStepEngine final : public StepEngine {
   void train_step(const Batch& b, float lr) override {
     DTRAIN_CHECK(b.size == step_->options().batch) << "GPU step of batch " << step_->options().batch << " got "
                                                    << b.size << " images";
-    step_->run(static_cast<const uint8_t*>(b.pixels.data()), b.labels.data(), lr);
-    step_->wait_input_copied();  // the loader refills this batch's memory next
+    make_room();
+    held_.push_back({&b, step_->run(static_cast<const uint8_t*>(b.pixels.data()), b.labels.data(), lr)});
   }
+
+  std::vector<const Batch*> finished_batches(bool wait_all) override {
+    std::vector<const Batch*> done = std::exchange(done_early_, {});
+    while (!held_.empty() && (wait_all || step_->input_copied(held_.front().slot))) {
+      if (wait_all) step_->wait_input_copied(held_.front().slot);
+      done.push_back(held_.front().batch);
+      held_.pop_front();
+    }
+    return done;
+  }
+  int max_batches_held() const override { return cuda::GpuTrainStep::kInputSlots; }
 
   double last_loss() override { return step_->last_result().mean_loss; }
   bool loss_is_free() const override { return false; }
 
-  const std::vector<float>& evaluate(const Batch& b) override {
-    return step_->evaluate(static_cast<const uint8_t*>(b.pixels.data()), b.size);
+  void begin_evaluation() override { step_->begin_evaluation(); }
+  void evaluate(const Batch& b) override {
+    make_room();
+    held_.push_back({&b, step_->evaluate(static_cast<const uint8_t*>(b.pixels.data()), b.labels.data(), b.size)});
+  }
+  EvalTotals end_evaluation() override {
+    const models::cuda::EvalAccumulators t = step_->end_evaluation();
+    return EvalTotals{t.loss_sum, static_cast<long>(t.top1), static_cast<long>(t.top5), static_cast<long>(t.images)};
   }
 
   models::ParameterSet& parameters() override { return step_->model().parameters(); }
@@ -72,10 +92,28 @@ class GpuStepEngine final : public StepEngine {
   }
 
  private:
+  struct Held {
+    const Batch* batch;
+    int slot;  // the device input slot its copy goes to
+  };
+
+  // A batch is held until its copy to the device is done. With every input slot in use the next
+  // copy could not start anyway, so the host waits for the oldest copy: that is the GPU being
+  // behind (backpressure), never the host waiting inside a step it could have queued.
+  void make_room() {
+    if (static_cast<int>(held_.size()) < max_batches_held()) return;
+    step_->wait_input_copied(held_.front().slot);
+    // The Trainer picks the batch up from finished_batches().
+    done_early_.push_back(held_.front().batch);
+    held_.pop_front();
+  }
+
   std::unique_ptr<comm::Communicator> comm_;
   std::unique_ptr<cuda::GpuTrainStep> step_;
   std::vector<float> momentum_;
   std::string description_;
+  std::deque<Held> held_;                 // oldest first
+  std::vector<const Batch*> done_early_;  // copied, taken off held_ by make_room()
 };
 
 }  // namespace

@@ -48,7 +48,7 @@ GpuTrainStep::GpuTrainStep(const GpuStepOptions& options, comm::Communicator* co
 
   const int channels = options.model.in_channels;
   const size_t image_bytes = size_t(channels) * options.batch * options.height * options.width;
-  for (int s = 0; s < 2; ++s) {
+  for (int s = 0; s < kInputSlots; ++s) {
     images_[s] = core::Buffer(core::MemoryKind::kDevice, image_bytes, copy_stream_.get());
     labels_[s] = core::Buffer(core::MemoryKind::kDevice, sizeof(int32_t) * options.batch, copy_stream_.get());
   }
@@ -56,6 +56,7 @@ GpuTrainStep::GpuTrainStep(const GpuStepOptions& options, comm::Communicator* co
                         core::MemoryKind::kDevice);
   loss_ = core::Buffer(core::MemoryKind::kDevice, sizeof(float), stream);
   hits_ = core::Buffer(core::MemoryKind::kDevice, sizeof(int32_t), stream);
+  eval_totals_ = core::Buffer(core::MemoryKind::kDevice, sizeof(models::cuda::EvalAccumulators), stream);
   broadcast_from_rank0();
 }
 
@@ -84,31 +85,39 @@ void GpuTrainStep::load_from_host(const std::vector<float>& momentum) {
   broadcast_from_rank0();
 }
 
-const std::vector<float>& GpuTrainStep::evaluate(const uint8_t* images, int count) {
+void GpuTrainStep::begin_evaluation() {
   core::DeviceGuard on(context_->device());
-  const cudaStream_t stream = context_->stream();
-  const int channels = options_.model.in_channels;
-  const size_t bytes = size_t(channels) * count * options_.height * options_.width;
-  if (eval_images_.bytes() < bytes) eval_images_ = core::Buffer(core::MemoryKind::kDevice, bytes, stream);
-  DTRAIN_CUDA_CHECK(cudaMemcpyAsync(eval_images_.data(), images, bytes, cudaMemcpyHostToDevice, stream));
-  models::cuda::ensure_device_tensor(eval_input_, context_->activation_dtype(),
-                                     {count, channels, options_.height, options_.width});
-  normalize(eval_images_.data(), count, eval_input_);
-  const core::Tensor& logits = model_->forward(eval_input_, false);
-  std::vector<unsigned char> raw(logits.bytes());
-  DTRAIN_CUDA_CHECK(cudaMemcpyAsync(raw.data(), logits.raw(), raw.size(), cudaMemcpyDeviceToHost, stream));
-  synchronize();
-  eval_logits_.resize(static_cast<size_t>(logits.numel()));
-  for (size_t i = 0; i < eval_logits_.size(); ++i) {
-    if (context_->bf16()) {
-      core::bfloat16 b;
-      std::memcpy(&b, &raw[2 * i], 2);
-      eval_logits_[i] = core::to_float(b);
-    } else {
-      std::memcpy(&eval_logits_[i], &raw[4 * i], 4);
-    }
+  DTRAIN_CUDA_CHECK(cudaMemsetAsync(eval_totals_.data(), 0, eval_totals_.bytes(), context_->stream()));
+}
+
+int GpuTrainStep::evaluate(const uint8_t* images, const int32_t* labels, int count) {
+  core::DeviceGuard on(context_->device());
+  DTRAIN_CHECK(count > 0 && count <= options_.batch) << "evaluation batch of " << count << " images; 1 to "
+                                                     << options_.batch << " expected";
+  const int s = stage_input(images, labels, count);
+  normalize(images_[s].data(), options_.batch, input_);
+  const core::Tensor& logits = model_->forward(input_, false);
+  const int classes = static_cast<int>(logits.shape()[1]);
+  const auto* labels_device = static_cast<const int32_t*>(labels_[s].data());
+  auto* totals = static_cast<models::cuda::EvalAccumulators*>(eval_totals_.data());
+  if (context_->bf16()) {
+    models::cuda::accumulate_classification_metrics(context_->stream(), count, classes, logits.data<core::bfloat16>(),
+                                                    labels_device, totals);
+  } else {
+    models::cuda::accumulate_classification_metrics(context_->stream(), count, classes, logits.data<float>(),
+                                                    labels_device, totals);
   }
-  return eval_logits_;
+  consumed_[s].record(context_->stream());
+  return s;
+}
+
+models::cuda::EvalAccumulators GpuTrainStep::end_evaluation() {
+  core::DeviceGuard on(context_->device());
+  models::cuda::EvalAccumulators totals{};
+  DTRAIN_CUDA_CHECK(cudaMemcpyAsync(&totals, eval_totals_.data(), sizeof(totals), cudaMemcpyDeviceToHost,
+                                    context_->stream()));
+  synchronize();
+  return totals;
 }
 
 GpuTrainStep::~GpuTrainStep() {
@@ -117,20 +126,24 @@ GpuTrainStep::~GpuTrainStep() {
   if (context_) cudaStreamSynchronize(context_->stream());
 }
 
-void GpuTrainStep::run(const uint8_t* images, const int32_t* labels, float lr) {
-  core::DeviceGuard on(context_->device());
-  const cudaStream_t stream = context_->stream();
-  slot_ ^= 1;
+int GpuTrainStep::stage_input(const uint8_t* images, const int32_t* labels, int count) {
+  slot_ = (slot_ + 1) % kInputSlots;
   const int s = slot_;
+  const size_t image_bytes = images_[s].bytes() / static_cast<size_t>(options_.batch) * static_cast<size_t>(count);
   // The copy into this slot waits until the compute stream has consumed its previous contents.
   consumed_[s].make_stream_wait(copy_stream_.get());
-  DTRAIN_CUDA_CHECK(
-      cudaMemcpyAsync(images_[s].data(), images, images_[s].bytes(), cudaMemcpyHostToDevice, copy_stream_.get()));
-  DTRAIN_CUDA_CHECK(
-      cudaMemcpyAsync(labels_[s].data(), labels, labels_[s].bytes(), cudaMemcpyHostToDevice, copy_stream_.get()));
+  DTRAIN_CUDA_CHECK(cudaMemcpyAsync(images_[s].data(), images, image_bytes, cudaMemcpyHostToDevice, copy_stream_.get()));
+  DTRAIN_CUDA_CHECK(cudaMemcpyAsync(labels_[s].data(), labels, sizeof(int32_t) * static_cast<size_t>(count),
+                                    cudaMemcpyHostToDevice, copy_stream_.get()));
   copied_[s].record(copy_stream_.get());
-  copied_[s].make_stream_wait(stream);
+  copied_[s].make_stream_wait(context_->stream());
+  return s;
+}
 
+int GpuTrainStep::run(const uint8_t* images, const int32_t* labels, float lr) {
+  core::DeviceGuard on(context_->device());
+  const cudaStream_t stream = context_->stream();
+  const int s = stage_input(images, labels, options_.batch);
   normalize(images_[s].data(), options_.batch, input_);
   const auto* labels_device = static_cast<const int32_t*>(labels_[s].data());
 
@@ -164,6 +177,7 @@ void GpuTrainStep::run(const uint8_t* images, const int32_t* labels, float lr) {
   step.params_bf16 = context_->bf16() ? params.params_bf16() : nullptr;
   sgd_update<float>(stream, step, params.grads_f32());
   any_step_ = true;
+  return s;
 }
 
 void GpuTrainStep::normalize(const void* device_pixels, int count, core::Tensor& out) {
@@ -177,7 +191,9 @@ void GpuTrainStep::normalize(const void* device_pixels, int count, core::Tensor&
   }
 }
 
-void GpuTrainStep::wait_input_copied() { copied_[slot_].synchronize(); }
+bool GpuTrainStep::input_copied(int slot) { return copied_[slot].is_complete(); }
+
+void GpuTrainStep::wait_input_copied(int slot) { copied_[slot].synchronize(); }
 
 StepResult GpuTrainStep::last_result() {
   DTRAIN_CHECK(any_step_) << "no step has run yet";

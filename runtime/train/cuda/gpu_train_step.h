@@ -6,14 +6,16 @@
 // a step, so it runs ahead and the GPU never idles between steps.
 //
 // Input: [batch, H, W, C] uint8 images (C = the model's input channels, 1 to 4) and [batch] int32
-// labels in page-locked host memory (the copy is asynchronous). They must stay untouched until
-// wait_input_copied() returns.
+// labels in page-locked host memory. The copy is asynchronous, into one of kInputSlots device
+// slots: run() and evaluate() return the slot, and the host memory must stay untouched until
+// input_copied(slot) says the copy is done (the loader's pinned batches are the staging ring).
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <vector>
 
 #include "comm/communicator.h"
+#include "models/cuda/classification_metrics.h"
 #include "models/cuda/gpu_context.h"
 #include "models/cuda/gpu_resnet.h"
 #include "models/resnet.h"
@@ -49,10 +51,20 @@ class GpuTrainStep {
   GpuTrainStep(const GpuStepOptions& options, comm::Communicator* comm, int device);
   ~GpuTrainStep();
 
-  void run(const uint8_t* images, const int32_t* labels, float lr);
-  void wait_input_copied();
-  // Evaluation-mode logits of `count` images (any count), on the host. Synchronous.
-  const std::vector<float>& evaluate(const uint8_t* images, int count);
+  static constexpr int kInputSlots = 3;
+
+  // Queues one step; returns the input slot its batch is copied into.
+  int run(const uint8_t* images, const int32_t* labels, float lr);
+  // Whether the copy into `slot` finished (its host memory may be reused); never blocks.
+  bool input_copied(int slot);
+  void wait_input_copied(int slot);
+
+  // Evaluation: metrics of `count` <= batch images accumulate on the device (the forward pass runs
+  // at the training batch size, so no new shapes; rows past `count` are not counted). evaluate()
+  // queues and returns the input slot, like run(); end_evaluation() waits and reads the totals.
+  void begin_evaluation();
+  int evaluate(const uint8_t* images, const int32_t* labels, int count);
+  models::cuda::EvalAccumulators end_evaluation();
   // Takes parameters and BN state from the host mirror (model().parameters()) and `momentum` on
   // rank 0 and gives them to every rank (after a resume). Collective.
   void load_from_host(const std::vector<float>& momentum);
@@ -69,6 +81,9 @@ class GpuTrainStep {
 
  private:
   void broadcast_from_rank0();
+  // Queues the copy of `count` images and labels into the next input slot, after the compute
+  // stream has consumed that slot's previous contents; the compute stream waits for the copy.
+  int stage_input(const uint8_t* images, const int32_t* labels, int count);
   // uint8 NHWC pixels already on the device -> `out` in the context's type and layout.
   void normalize(const void* device_pixels, int count, core::Tensor& out);
 
@@ -78,15 +93,13 @@ class GpuTrainStep {
   std::unique_ptr<models::cuda::GpuResNet> model_;
   std::unique_ptr<DeviceGradientSync> sync_;
   core::CudaStream copy_stream_;
-  // Two device input slots, so the copy of step k+1 overlaps step k.
-  core::Buffer images_[2], labels_[2];
-  core::CudaEvent copied_[2], consumed_[2];
+  // Device input slots, so the copies of the next steps overlap this one.
+  core::Buffer images_[kInputSlots], labels_[kInputSlots];
+  core::CudaEvent copied_[kInputSlots], consumed_[kInputSlots];
   int slot_ = 0;
   bool any_step_ = false;
-  core::Tensor input_, dlogits_, eval_input_;
-  core::Buffer eval_images_;
-  std::vector<float> eval_logits_;
-  core::Buffer momentum_, decay_ranges_, loss_, hits_;
+  core::Tensor input_, dlogits_;
+  core::Buffer momentum_, decay_ranges_, loss_, hits_, eval_totals_;
   int decay_range_count_ = 0;
 };
 

@@ -7,16 +7,13 @@
 namespace dtrain::train {
 
 DataLoader::DataLoader(const Dataset& dataset, const ShardedSampler& sampler, LoaderOptions options)
-    : dataset_(dataset), sampler_(sampler), options_(options) {
+    : dataset_(dataset), sampler_(sampler), options_(options), slots_(static_cast<size_t>(std::max(options.prefetch, 1))) {
   DTRAIN_USAGE_CHECK(options.batch_size > 0 && options.threads > 0 && options.prefetch > 0)
       << "loader batch size, threads and prefetch depth must be positive";
-  slots_.resize(static_cast<size_t>(options.prefetch));
-  for (Batch& b : slots_) {
-    b.pixels = core::Buffer(core::MemoryKind::kPinnedHost, dataset.output_shape().bytes() * options.batch_size);
-    b.labels.resize(static_cast<size_t>(options.batch_size));
-    b.size = options.batch_size;
+  for (Slot& s : slots_) {
+    s.batch.pixels = core::Buffer(core::MemoryKind::kPinnedHost, dataset.output_shape().bytes() * options.batch_size);
+    s.batch.labels.resize(static_cast<size_t>(options.batch_size));
   }
-  ready_.assign(slots_.size(), -1);
 }
 
 DataLoader::~DataLoader() { stop_workers(); }
@@ -32,67 +29,118 @@ void DataLoader::stop_workers() {
   stopping_ = false;
 }
 
+int DataLoader::batch_size_of(long number) const {
+  const size_t first = static_cast<size_t>(number) * static_cast<size_t>(options_.batch_size);
+  if (number < 0 || static_cast<size_t>(number) >= batches_per_epoch()) return 0;
+  return static_cast<int>(std::min<size_t>(options_.batch_size, indices_.size() - first));
+}
+
+void DataLoader::assign(Slot& slot, long number) {
+  slot.batch.size = batch_size_of(number);
+  slot.remaining.store(slot.batch.size, std::memory_order_relaxed);
+  slot.ready = false;
+  slot.state = SlotState::kFilling;
+  slot.assigned.store(number, std::memory_order_release);  // publishes size and remaining to the workers
+}
+
 void DataLoader::start_epoch(int epoch, size_t first_batch) {
   stop_workers();
+  for (const Slot& s : slots_) {
+    DTRAIN_CHECK(s.state != SlotState::kRetained) << "start_epoch with a batch still retained: release it first";
+  }
   indices_ = sampler_.indices(epoch);
   epoch_ = epoch;
-  next_to_fill_ = first_batch;
   next_to_return_ = first_batch;
-  consumer_holds_ = false;
-  ready_.assign(slots_.size(), -1);
+  next_job_ = first_batch * static_cast<size_t>(options_.batch_size);
   failure_ = nullptr;
+  // Batch n always fills slot n % prefetch.
+  const size_t p = slots_.size();
+  for (size_t s = 0; s < p; ++s) assign(slots_[s], static_cast<long>(first_batch + (s + p - first_batch % p) % p));
   for (int t = 0; t < options_.threads; ++t) workers_.emplace_back([this] { work(); });
 }
 
 void DataLoader::work() {
   const size_t total = batches_per_epoch();
+  const size_t per_batch = static_cast<size_t>(options_.batch_size);
   const size_t bytes = dataset_.output_shape().bytes();
-  for (;;) {
-    size_t number = 0;
-    {
+  while (!stopping_.load(std::memory_order_relaxed)) {
+    const size_t job = next_job_.fetch_add(1, std::memory_order_relaxed);
+    const size_t number = job / per_batch;
+    const int position = static_cast<int>(job % per_batch);
+    if (number >= total) return;
+    Slot& slot = slots_[number % slots_.size()];
+    if (slot.assigned.load(std::memory_order_acquire) != static_cast<long>(number)) {
+      // The slot still holds an earlier batch the consumer has not handed back.
       std::unique_lock lock(mutex_);
-      // A slot is free once its previous batch was handed out and the consumer let go of it.
-      changed_.wait(lock, [&] {
-        const size_t released = next_to_return_ - (consumer_holds_ ? 1 : 0);
-        return stopping_ || next_to_fill_ >= total || next_to_fill_ < released + slots_.size();
-      });
-      if (stopping_ || next_to_fill_ >= total) return;
-      number = next_to_fill_++;
+      changed_.wait(lock, [&] { return stopping_ || slot.assigned.load() == static_cast<long>(number); });
+      if (stopping_) return;
     }
-    Batch& batch = slots_[number % slots_.size()];
+    if (position >= slot.batch.size) continue;  // beyond a partial last batch
     try {
-      auto* pixels = static_cast<uint8_t*>(batch.pixels.data());
-      const size_t first = number * static_cast<size_t>(options_.batch_size);
-      batch.size = static_cast<int>(std::min<size_t>(options_.batch_size, indices_.size() - first));
-      for (int i = 0; i < batch.size; ++i) {
-        const size_t index = indices_[number * static_cast<size_t>(options_.batch_size) + static_cast<size_t>(i)];
-        std::mt19937_64 rng(options_.seed ^ (uint64_t(epoch_) << 40) ^ (index * 0x9E3779B97F4A7C15ull));
-        batch.labels[static_cast<size_t>(i)] = dataset_.load(index, rng, pixels + static_cast<size_t>(i) * bytes);
-      }
+      const size_t index = indices_[job];
+      std::mt19937_64 rng = sample_rng(options_.seed, epoch_, index);
+      auto* pixels = static_cast<uint8_t*>(slot.batch.pixels.data()) + static_cast<size_t>(position) * bytes;
+      slot.batch.labels[static_cast<size_t>(position)] = dataset_.load(index, rng, pixels);
     } catch (...) {
-      std::lock_guard lock(mutex_);
-      if (!failure_) failure_ = std::current_exception();
+      {
+        std::lock_guard lock(mutex_);
+        if (!failure_) failure_ = std::current_exception();
+      }
+      changed_.notify_all();
+      return;
     }
-    {
-      std::lock_guard lock(mutex_);
-      ready_[number % slots_.size()] = static_cast<long>(number);
+    if (slot.remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      {
+        std::lock_guard lock(mutex_);
+        slot.ready = true;
+      }
+      changed_.notify_all();
     }
-    changed_.notify_all();
   }
 }
 
 const Batch* DataLoader::next() {
   std::unique_lock lock(mutex_);
-  consumer_holds_ = false;  // the caller is done with the batch it got last time
-  changed_.notify_all();
+  bool released = false;
+  for (Slot& s : slots_) {
+    if (s.state != SlotState::kHandedOut) continue;
+    assign(s, s.assigned.load() + static_cast<long>(slots_.size()));
+    released = true;
+  }
+  if (released) changed_.notify_all();
   if (next_to_return_ >= batches_per_epoch()) return nullptr;
-  const size_t slot = next_to_return_ % slots_.size();
-  changed_.wait(lock, [&] { return failure_ || ready_[slot] == static_cast<long>(next_to_return_); });
+  Slot& slot = slots_[next_to_return_ % slots_.size()];
+  DTRAIN_CHECK(slot.state == SlotState::kFilling && slot.assigned.load() == static_cast<long>(next_to_return_))
+      << "the consumer retains all " << slots_.size() << " batches the loader has (prefetch too small)";
+  changed_.wait(lock, [&] { return failure_ || slot.ready; });
   if (failure_) std::rethrow_exception(failure_);
-  ready_[slot] = -1;
+  slot.state = SlotState::kHandedOut;
   ++next_to_return_;
-  consumer_holds_ = true;
-  return &slots_[slot];
+  return &slot.batch;
+}
+
+DataLoader::Slot& DataLoader::slot_of(const Batch* batch) {
+  for (Slot& s : slots_) {
+    if (&s.batch == batch) return s;
+  }
+  DTRAIN_FAIL() << "this batch does not belong to the loader";
+}
+
+void DataLoader::retain(const Batch* batch) {
+  std::lock_guard lock(mutex_);
+  Slot& s = slot_of(batch);
+  DTRAIN_CHECK(s.state == SlotState::kHandedOut) << "retain: the batch is not the one next() handed out";
+  s.state = SlotState::kRetained;
+}
+
+void DataLoader::release(const Batch* batch) {
+  {
+    std::lock_guard lock(mutex_);
+    Slot& s = slot_of(batch);
+    DTRAIN_CHECK(s.state == SlotState::kRetained) << "release: the batch is not retained";
+    assign(s, s.assigned.load() + static_cast<long>(slots_.size()));
+  }
+  changed_.notify_all();
 }
 
 void normalize_batch(const uint8_t* nhwc, int batch, ImageShape s, const float mean[3], const float std[3],

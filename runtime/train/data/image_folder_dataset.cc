@@ -1,9 +1,14 @@
 #include "runtime/train/data/image_folder_dataset.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
 
 #include "runtime/core/error.h"
 #include "runtime/core/log.h"
@@ -30,18 +35,37 @@ std::vector<fs::directory_entry> sorted_entries(const fs::path& dir) {
   return entries;
 }
 
-bool read_file(const std::string& path, std::vector<uint8_t>* bytes, std::string* error) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    *error = "cannot open the file";
+// The whole file into `bytes` (reused across calls: no allocation once warm); refuses files over
+// `max_bytes` before reading them.
+bool read_file(const std::string& path, int64_t max_bytes, std::vector<uint8_t>* bytes, std::string* error) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    *error = std::string("cannot open the file: ") + std::strerror(errno);
     return false;
   }
-  bytes->assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  if (in.bad()) {
-    *error = "read error";
-    return false;
+  struct stat info {};
+  bool ok = ::fstat(fd, &info) == 0;
+  if (!ok) {
+    *error = std::string("cannot stat the file: ") + std::strerror(errno);
+  } else if (info.st_size > max_bytes) {
+    *error = "file of " + std::to_string(info.st_size) + " bytes is over the cap of " + std::to_string(max_bytes) +
+             " bytes (max_file_mib)";
+    ok = false;
+  } else {
+    bytes->resize(static_cast<size_t>(info.st_size));
+    size_t done = 0;
+    while (ok && done < bytes->size()) {
+      const ssize_t got = ::read(fd, bytes->data() + done, bytes->size() - done);
+      if (got > 0) {
+        done += static_cast<size_t>(got);
+      } else if (got == 0 || errno != EINTR) {
+        *error = got == 0 ? std::string("the file shrank while being read") : "read error: " + std::string(std::strerror(errno));
+        ok = false;
+      }
+    }
   }
-  return true;
+  ::close(fd);
+  return ok;
 }
 
 }  // namespace
@@ -97,14 +121,15 @@ BadFiles ImageFolderDataset::bad_files() const {
 }
 
 bool ImageFolderDataset::try_load(size_t index, std::mt19937_64& rng, uint8_t* out, std::string* error) const {
-  std::vector<uint8_t> bytes;
-  if (!read_file(files_[index].path, &bytes, error)) return false;
+  // Per loader thread and reused: no allocation per image once the buffers have grown.
+  thread_local std::vector<uint8_t> bytes;
+  thread_local DecodedImage image;
+  if (!read_file(files_[index].path, options_.max_file_bytes, &bytes, error)) return false;
   JpegHeader header;
-  if (!read_jpeg_header(bytes.data(), bytes.size(), &header, error)) return false;
+  if (!read_jpeg_header(bytes.data(), bytes.size(), &header, error, options_.max_image_pixels)) return false;
   const CropRegion region = options_.train ? random_resized_crop(header.width, header.height, rng)
                                            : center_crop_after_resize(header.width, header.height, options_.resize, options_.crop);
   const bool flip = options_.train && std::uniform_int_distribution<int>(0, 1)(rng) == 1;
-  DecodedImage image;
   if (!decode_jpeg(bytes.data(), bytes.size(), header, region.width, region.height, options_.crop, options_.crop, &image,
                    error)) {
     return false;

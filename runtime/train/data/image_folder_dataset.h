@@ -5,8 +5,10 @@
 // Bad data is counted, skipped and reported with its path, never silently trained on:
 //  - found while scanning (every rank scans; rank 0 reports): a file that is not named as a JPEG,
 //    an empty class folder, a stray file beside the class folders;
-//  - found while decoding (the rank that meets it reports): an unreadable or corrupt JPEG. The
-//    sample is replaced by the next good one, so the batch stays full and ranks stay in step.
+//  - found while decoding (the rank that meets it reports): an unreadable or corrupt JPEG, a file
+//    over max_file_bytes, a header over max_image_pixels, a progressive file with absurdly many
+//    scans. The sample is replaced by the next good one, so the batch stays full and ranks stay
+//    in step.
 // When the bad files exceed max_bad_fraction of the entries, loading stops with an error naming
 // the count, the limit and the last file. A missing directory or one without any image is a
 // UsageError at construction, before training starts.
@@ -17,6 +19,7 @@
 #include <vector>
 
 #include "runtime/train/data/dataset.h"
+#include "runtime/train/data/jpeg_decoder.h"
 
 namespace dtrain::train {
 
@@ -25,6 +28,10 @@ struct ImageFolderOptions {
   int crop = 224;
   int resize = 256;  // validation: shorter side before the centre crop
   double max_bad_fraction = 0.001;
+  // Hostile files are bad files: larger files, and headers declaring more pixels, are refused
+  // before any decoding.
+  int64_t max_file_bytes = int64_t{64} << 20;
+  int64_t max_image_pixels = kDefaultMaxImagePixels;
 };
 
 class ImageFolderDataset final : public Dataset {

@@ -36,15 +36,23 @@ void cmyk_to_rgb(const std::vector<uint8_t>& cmyk, std::vector<uint8_t>* rgb) {
 }
 
 // TurboJPEG can accept the header of a damaged file with nonsense dimensions.
-bool plausible_size(int width, int height, std::string* error) {
-  if (width > 0 && height > 0 && width <= 65535 && height <= 65535) return true;
-  *error = "implausible image size " + std::to_string(width) + "x" + std::to_string(height) + " in the header";
-  return false;
+bool plausible_size(int width, int height, int64_t max_pixels, std::string* error) {
+  if (width <= 0 || height <= 0 || width > 65535 || height > 65535) {
+    *error = "implausible image size " + std::to_string(width) + "x" + std::to_string(height) + " in the header";
+    return false;
+  }
+  if (int64_t{width} * height > max_pixels) {
+    *error = "image of " + std::to_string(width) + "x" + std::to_string(height) + " pixels is over the cap of " +
+             std::to_string(max_pixels) + " pixels (max_image_pixels)";
+    return false;
+  }
+  return true;
 }
 
 }  // namespace
 
-bool read_jpeg_header(const uint8_t* data, size_t size, JpegHeader* header, std::string* error) {
+bool read_jpeg_header(const uint8_t* data, size_t size, JpegHeader* header, std::string* error,
+                      int64_t max_pixels) {
   tjhandle tj = thread_decompressor();
   int subsampling = 0;
   if (tjDecompressHeader3(tj, data, static_cast<unsigned long>(size), &header->width, &header->height, &subsampling,
@@ -52,7 +60,7 @@ bool read_jpeg_header(const uint8_t* data, size_t size, JpegHeader* header, std:
     *error = library_error(tj);
     return false;
   }
-  return plausible_size(header->width, header->height, error);
+  return plausible_size(header->width, header->height, max_pixels, error);
 }
 
 bool decode_jpeg(const uint8_t* data, size_t size, const JpegHeader& header, double region_width,
@@ -71,11 +79,11 @@ bool decode_jpeg(const uint8_t* data, size_t size, const JpegHeader& header, dou
   image->height = TJSCALED(header.height, chosen);
   image->scale = static_cast<double>(image->width) / header.width;
   const bool cmyk = header.colorspace == TJCS_CMYK || header.colorspace == TJCS_YCCK;
-  std::vector<uint8_t> cmyk_pixels;
+  thread_local std::vector<uint8_t> cmyk_pixels;
   std::vector<uint8_t>& target = cmyk ? cmyk_pixels : image->rgb;
   target.resize(static_cast<size_t>(image->width) * image->height * (cmyk ? 4 : 3));
   if (tjDecompress2(tj, data, static_cast<unsigned long>(size), target.data(), image->width, 0, image->height,
-                    cmyk ? TJPF_CMYK : TJPF_RGB, 0) != 0) {
+                    cmyk ? TJPF_CMYK : TJPF_RGB, TJFLAG_LIMITSCANS) != 0) {
     *error = library_error(tj);
     return false;
   }

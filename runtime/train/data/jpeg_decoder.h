@@ -4,13 +4,17 @@
 // then skips most of the inverse DCT work, which is where decoding time goes for ImageNet's
 // ~400x350 images cut to 224x224 crops of 8%..100% of their area.
 // Any problem libjpeg-turbo reports, warnings included (a truncated file decodes "successfully"
-// with a grey bottom), makes the file bad: the caller skips it.
+// with a grey bottom), makes the file bad: the caller skips it. So does a progressive file with an
+// absurd number of scans (libjpeg-turbo's scan limit, 500), which would otherwise take minutes.
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 namespace dtrain::train {
+
+// Larger than any photograph of a public training set (ImageNet's largest is ~15 megapixels).
+constexpr int64_t kDefaultMaxImagePixels = 64'000'000;
 
 struct JpegHeader {
   int width = 0;
@@ -26,13 +30,15 @@ struct DecodedImage {
 };
 
 // Reads size and colour space; false with the library's reason when the bytes are not a readable
-// JPEG (or claim an implausible size).
-bool read_jpeg_header(const uint8_t* data, size_t size, JpegHeader* header, std::string* error);
+// JPEG, or claim an implausible size or more than `max_pixels` pixels (a decompression bomb is
+// refused here, before any decoding).
+bool read_jpeg_header(const uint8_t* data, size_t size, JpegHeader* header, std::string* error,
+                      int64_t max_pixels = kDefaultMaxImagePixels);
 
 // Decodes the JPEG whose `header` read_jpeg_header gave (the crop is chosen from it first) to RGB
 // (grey and CMYK/YCCK are converted), at the smallest DCT scale at which a region of region_width x
 // region_height original pixels still spans at least min_width x min_height pixels.
-// Thread-safe: each thread uses its own decompressor.
+// Thread-safe: each thread uses its own decompressor. `image`'s memory is reused across calls.
 bool decode_jpeg(const uint8_t* data, size_t size, const JpegHeader& header, double region_width,
                  double region_height, int min_width, int min_height, DecodedImage* image, std::string* error);
 

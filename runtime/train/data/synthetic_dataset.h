@@ -1,12 +1,17 @@
 #pragma once
 // Random images of a fixed shape with fixed random labels, for throughput benchmarks (as
-// tf_cnn_benchmarks' synthetic data): no decoding cost, deterministic for a seed.
+// tf_cnn_benchmarks' synthetic data): no decoding cost, deterministic for a seed. The pixels of
+// kDistinctImages images are made once at construction; sample i is image i mod that.
+#include <vector>
+
 #include "runtime/train/data/dataset.h"
 
 namespace dtrain::train {
 
 class SyntheticDataset final : public Dataset {
  public:
+  static constexpr size_t kDistinctImages = 64;
+
   SyntheticDataset(size_t size, ImageShape shape, int num_classes, uint64_t seed);
   std::string name() const override { return "synthetic"; }
   size_t size() const override { return size_; }
@@ -20,6 +25,7 @@ class SyntheticDataset final : public Dataset {
   ImageShape shape_;
   int classes_;
   uint64_t seed_;
+  std::vector<uint8_t> pool_;
 };
 
 }  // namespace dtrain::train
