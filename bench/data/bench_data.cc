@@ -1,0 +1,341 @@
+// dtrain-bench-data: the loader alone, on a folder of JPEGs, from the file to the pinned uint8 batch
+// (read, decode at the smallest DCT scale that covers the crop, random-resized-crop, resize, flip,
+// write NHWC), as dtrain-train's training split uses it. One row per thread count:
+//   dtrain-bench-data --data_dir DIR --threads 1,2,4,14 --batch 256 --batches 20 --json FILE
+// reads DIR/train when it exists, else DIR. Each row builds a fresh loader, takes --warmup-batches
+// batches untimed (thread start, first reads), then times --batches batches; when an epoch runs dry
+// the next starts inside the timing, as in training. A plain process: no MPI, no GPU.
+//
+// What it checks: no batch is all zeros, every label is a class of the folder, and the last batch
+// (the same batch number in every row) has the same checksum at every thread count, since a
+// sample's augmentation depends only on (seed, epoch, index). Any failure exits non-zero.
+#include <sched.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench/common/result_file.h"
+#include "runtime/core/cli.h"
+#include "runtime/core/env.h"
+#include "runtime/core/error.h"
+#include "runtime/core/main_guard.h"
+#include "runtime/core/process_identity.h"
+#include "runtime/train/data/data_loader.h"
+#include "runtime/train/data/image_folder_dataset.h"
+#include "runtime/train/data/sharded_sampler.h"
+
+namespace dtrain::bench {
+namespace {
+
+namespace po = core::po;
+
+struct Options {
+  std::string data_dir;
+  std::string threads = "1,2,4,14";
+  int batch = 256;
+  int batches = 20;
+  int warmup_batches = 2;
+  int prefetch = 4;
+  int crop = 224;
+  uint64_t seed = 1;
+  std::string json;
+};
+
+// Every flag answers to both spellings, --data_dir and --data-dir, as dtrain-train's flags do.
+class Flags {
+ public:
+  explicit Flags(po::options_description* d) : d_(d) {}
+  template <typename T>
+  void add(const std::string& dashed, const std::string& help) {
+    std::string underscored = dashed;
+    std::replace(underscored.begin(), underscored.end(), '-', '_');
+    d_->add_options()(dashed.c_str(), po::value<T>(), help.c_str());
+    if (underscored != dashed) d_->add_options()(underscored.c_str(), po::value<T>(), "  (same)");
+  }
+  // Stores the flag's value in *out when it was given in either spelling (not both).
+  template <typename T>
+  static void take(const po::variables_map& values, const std::string& dashed, T* out) {
+    std::string underscored = dashed;
+    std::replace(underscored.begin(), underscored.end(), '-', '_');
+    const bool has_dashed = values.count(dashed) > 0, has_underscored = values.count(underscored) > 0;
+    DTRAIN_USAGE_CHECK(!(has_dashed && has_underscored && dashed != underscored))
+        << "--" << dashed << " and --" << underscored << " are the same flag; give it once";
+    if (has_dashed) *out = values[dashed].as<T>();
+    if (has_underscored) *out = values[underscored].as<T>();
+  }
+
+ private:
+  po::options_description* d_;
+};
+
+Options parse(int argc, char** argv, bool* help) {
+  Options o;
+  po::options_description d("dtrain-bench-data options (each also with underscores: --data_dir)");
+  Flags flags(&d);
+  flags.add<std::string>("data-dir", "ImageNet-layout folder of JPEGs; its train/ split when there is one (required)");
+  flags.add<std::string>("threads", "comma-separated loader thread counts, one row each (default " + o.threads + ")");
+  flags.add<int>("batch", "images per batch (default " + std::to_string(o.batch) + ")");
+  flags.add<int>("batches", "timed batches per row (default " + std::to_string(o.batches) + ")");
+  flags.add<int>("warmup-batches",
+                 "batches taken before timing, per row (default " + std::to_string(o.warmup_batches) + ")");
+  flags.add<int>("prefetch", "batches in flight (default " + std::to_string(o.prefetch) + ")");
+  flags.add<int>("crop", "side of the random-resized crop (default " + std::to_string(o.crop) + ")");
+  flags.add<uint64_t>("seed", "sampler and augmentation seed (default " + std::to_string(o.seed) + ")");
+  flags.add<std::string>("json", "also write the results to this JSON file");
+  const core::ParsedCommandLine parsed = core::parse_command_line(argc, argv, d);
+  if (parsed.help) {
+    std::printf("%s", core::usage("dtrain-bench-data", d).c_str());
+    *help = true;
+    return o;
+  }
+  const po::variables_map& v = parsed.values;
+  Flags::take(v, "data-dir", &o.data_dir);
+  Flags::take(v, "threads", &o.threads);
+  Flags::take(v, "batch", &o.batch);
+  Flags::take(v, "batches", &o.batches);
+  Flags::take(v, "warmup-batches", &o.warmup_batches);
+  Flags::take(v, "prefetch", &o.prefetch);
+  Flags::take(v, "crop", &o.crop);
+  Flags::take(v, "seed", &o.seed);
+  Flags::take(v, "json", &o.json);
+  DTRAIN_USAGE_CHECK(!o.data_dir.empty())
+      << "--data_dir is required: a folder of JPEGs (run with --help for the flags)";
+  DTRAIN_USAGE_CHECK(o.batch > 0) << "--batch " << o.batch << ": must be positive";
+  DTRAIN_USAGE_CHECK(o.batches > 0) << "--batches " << o.batches << ": must be positive";
+  DTRAIN_USAGE_CHECK(o.warmup_batches >= 0) << "--warmup-batches " << o.warmup_batches << ": must not be negative";
+  DTRAIN_USAGE_CHECK(o.prefetch > 0) << "--prefetch " << o.prefetch << ": must be positive";
+  DTRAIN_USAGE_CHECK(o.crop >= 8 && o.crop <= 4096) << "--crop " << o.crop << ": expected 8-4096";
+  return o;
+}
+
+std::vector<int> thread_counts(const std::string& text) {
+  std::vector<int> counts;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    counts.push_back(static_cast<int>(core::parse_int_in_range(item, 1, 1024, "--threads " + text + ": count")));
+  }
+  DTRAIN_USAGE_CHECK(!counts.empty() && text.back() != ',')
+      << "--threads '" << text << "': expected a list like 1,2,4,14";
+  return counts;
+}
+
+struct Machine {
+  std::string host, cpu_model;
+  unsigned online_cores = 0;  // std::thread::hardware_concurrency()
+  int usable_cores = 0;       // in this process's affinity mask
+};
+
+Machine this_machine() {
+  Machine m;
+  m.host = core::process_identity().host;
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; std::getline(cpuinfo, line);) {
+    if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos) {
+      m.cpu_model = line.substr(line.find(':') + 2);
+      break;
+    }
+  }
+  if (m.cpu_model.empty()) m.cpu_model = "unknown";
+  m.online_cores = std::thread::hardware_concurrency();
+  cpu_set_t set;
+  m.usable_cores = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : static_cast<int>(m.online_cores);
+  return m;
+}
+
+struct Row {
+  int threads = 0;
+  double seconds = 0;
+  double img_per_sec = 0;
+  double img_per_sec_per_thread = 0;
+  double linear_percent = 0;  // per-thread rate against the first row's
+  int epochs_started = 0;     // inside the timed batches
+  uint64_t checksum = 0;      // of the last batch: pixels and labels
+};
+
+// FNV-1a over the batch's pixels and labels.
+uint64_t checksum(const train::Batch& batch, size_t image_bytes) {
+  uint64_t h = 1469598103934665603ull;
+  const auto* p = static_cast<const uint8_t*>(batch.pixels.data());
+  for (size_t i = 0; i < image_bytes * static_cast<size_t>(batch.size); ++i) h = (h ^ p[i]) * 1099511628211ull;
+  for (int i = 0; i < batch.size; ++i) h = (h ^ static_cast<uint32_t>(batch.labels[i])) * 1099511628211ull;
+  return h;
+}
+
+// Cheap enough for every batch: a sample of bytes first, the whole batch only when the sample is 0.
+void check_batch(const train::Batch& batch, size_t image_bytes, int expected_size, int classes, long number) {
+  DTRAIN_CHECK(batch.size == expected_size)
+      << "batch " << number << " holds " << batch.size << " images, not " << expected_size;
+  for (int i = 0; i < batch.size; ++i) {
+    DTRAIN_CHECK(batch.labels[i] >= 0 && batch.labels[i] < classes)
+        << "batch " << number << " image " << i << " has label " << batch.labels[i] << " outside 0.." << classes - 1;
+  }
+  const auto* p = static_cast<const uint8_t*>(batch.pixels.data());
+  const size_t bytes = image_bytes * static_cast<size_t>(batch.size);
+  for (size_t i = 0; i < bytes; i += 97) {
+    if (p[i] != 0) return;
+  }
+  DTRAIN_CHECK(std::any_of(p, p + bytes, [](uint8_t v) { return v != 0; }))
+      << "batch " << number << " is all zeros: the loader wrote nothing into it";
+}
+
+Row measure(const Options& o, const train::ImageFolderDataset& dataset, const train::ShardedSampler& sampler,
+            int threads) {
+  train::LoaderOptions lo;
+  lo.batch_size = o.batch;
+  lo.threads = threads;
+  lo.prefetch = o.prefetch;
+  lo.seed = o.seed;
+  lo.keep_partial_batch = false;
+  train::DataLoader loader(dataset, sampler, lo);
+  const size_t image_bytes = dataset.output_shape().bytes();
+  int epoch = 0;
+  long number = 0;
+  Row row;
+  row.threads = threads;
+  loader.start_epoch(epoch);
+  auto take = [&]() -> const train::Batch* {
+    const train::Batch* batch = loader.next();
+    if (batch == nullptr) {
+      loader.start_epoch(++epoch);
+      ++row.epochs_started;
+      batch = loader.next();
+      DTRAIN_CHECK(batch != nullptr) << "epoch " << epoch << " has no batch";
+    }
+    check_batch(*batch, image_bytes, o.batch, dataset.num_classes(), number++);
+    return batch;
+  };
+  for (int i = 0; i < o.warmup_batches; ++i) take();
+  row.epochs_started = 0;
+  const auto start = std::chrono::steady_clock::now();
+  const train::Batch* last = nullptr;
+  for (int i = 0; i < o.batches; ++i) last = take();
+  row.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  row.checksum = checksum(*last, image_bytes);
+  row.img_per_sec = static_cast<double>(o.batch) * o.batches / row.seconds;
+  row.img_per_sec_per_thread = row.img_per_sec / threads;
+  return row;
+}
+
+std::string json_string(const std::string& text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof(escaped), "\\u%04x", static_cast<unsigned char>(c));
+      out += escaped;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+std::string hex(uint64_t v) {
+  char text[24];
+  std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(v));
+  return text;
+}
+
+void write_json(const Options& o, const std::string& command, const std::string& date, const Machine& m,
+                const std::string& split_dir, size_t images, int classes, const std::vector<Row>& rows,
+                bool checksums_agree) {
+  std::ostringstream j;
+  j << "{\n  \"loader\": \"dtrain DataLoader\",\n  \"rows\": [\n";
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
+    char line[512];
+    std::snprintf(line, sizeof(line),
+                  "    {\"threads\": %d, \"img_per_sec\": %.1f, \"img_per_sec_per_thread\": %.1f, "
+                  "\"linear_percent\": %.1f, \"seconds\": %.3f, \"epochs_started\": %d, \"last_batch_checksum\": "
+                  "\"%s\"}%s\n",
+                  r.threads, r.img_per_sec, r.img_per_sec_per_thread, r.linear_percent, r.seconds, r.epochs_started,
+                  hex(r.checksum).c_str(), i + 1 < rows.size() ? "," : "");
+    j << line;
+  }
+  j << "  ],\n  \"machine\": {\"host\": " << json_string(m.host) << ", \"cpu_model\": " << json_string(m.cpu_model)
+    << ", \"online_cores\": " << m.online_cores << ", \"usable_cores\": " << m.usable_cores << "},\n"
+    << "  \"command\": " << json_string(command) << ",\n  \"date\": " << json_string(date) << ",\n"
+    << "  \"data_dir\": " << json_string(split_dir) << ",\n  \"images\": " << images << ",\n  \"classes\": " << classes
+    << ",\n  \"batch\": " << o.batch << ",\n  \"warmup_batches\": " << o.warmup_batches
+    << ",\n  \"measured_batches\": " << o.batches << ",\n  \"prefetch\": " << o.prefetch << ",\n  \"crop\": " << o.crop
+    << ",\n  \"seed\": " << o.seed << ",\n  \"checksums_agree\": " << (checksums_agree ? "true" : "false") << "\n}\n";
+  write_file_atomically(o.json, j.str(), "--json");
+}
+
+int bench_main(int argc, char** argv) {
+  const std::string command = command_line(argc, argv);
+  bool help = false;
+  const Options o = parse(argc, argv, &help);
+  if (help) return 0;
+  const std::vector<int> counts = thread_counts(o.threads);
+  namespace fs = std::filesystem;
+  DTRAIN_USAGE_CHECK(fs::is_directory(o.data_dir)) << "--data_dir " << o.data_dir << ": not a directory";
+  const std::string split_dir =
+      fs::is_directory(fs::path(o.data_dir) / "train") ? (fs::path(o.data_dir) / "train").string() : o.data_dir;
+  train::ImageFolderOptions fo;
+  fo.train = true;
+  fo.crop = o.crop;
+  fo.resize = 256;
+  fo.max_bad_fraction = 0.001;
+  const train::ImageFolderDataset dataset(split_dir, fo);
+  train::SamplerOptions so;
+  so.seed = o.seed;
+  so.shuffle = true;
+  so.drop_last = true;
+  so.pad = true;
+  const train::ShardedSampler sampler(dataset.size(), 1, 0, so);
+  DTRAIN_USAGE_CHECK(sampler.per_rank() >= static_cast<size_t>(o.batch))
+      << "--batch " << o.batch << ": " << split_dir << " has only " << dataset.size() << " images";
+
+  const Machine m = this_machine();
+  const std::string date = utc_date();
+  std::printf(
+      "# dtrain-bench-data: JPEG -> decode, random-resized crop %d, flip -> pinned uint8 NHWC batches\n"
+      "# %s\n# %s, host %s, %s, %u cores online, %d usable\n"
+      "# data: %s, %zu images in %d classes\n"
+      "# batch %d, prefetch %d, %d warm-up + %d timed batches per row, seed %llu\n#\n",
+      o.crop, command.c_str(), date.c_str(), m.host.c_str(), m.cpu_model.c_str(), m.online_cores, m.usable_cores,
+      split_dir.c_str(), dataset.size(), dataset.num_classes(), o.batch, o.prefetch, o.warmup_batches, o.batches,
+      static_cast<unsigned long long>(o.seed));
+  std::printf("# %7s %12s %14s %12s %9s %7s %18s\n", "threads", "img/s", "img/s/thread", "% of linear", "seconds",
+              "epochs", "last batch fnv1a");
+  std::fflush(stdout);
+  std::vector<Row> rows;
+  for (int threads : counts) {
+    Row r = measure(o, dataset, sampler, threads);
+    r.linear_percent = 100.0 * r.img_per_sec_per_thread / (rows.empty() ? r : rows.front()).img_per_sec_per_thread;
+    rows.push_back(r);
+    std::printf("  %7d %12.1f %14.1f %11.1f%% %9.3f %7d %18s\n", r.threads, r.img_per_sec, r.img_per_sec_per_thread,
+                r.linear_percent, r.seconds, r.epochs_started, hex(r.checksum).c_str());
+    std::fflush(stdout);
+  }
+  const bool agree =
+      std::all_of(rows.begin(), rows.end(), [&](const Row& r) { return r.checksum == rows[0].checksum; });
+  const train::BadFiles bad = dataset.bad_files();
+  std::printf(
+      "#\n# %% of linear: img/s per thread against the first row's. The last batch is batch %d of every row: "
+      "its checksums %s.\n# bad files: %zu found by the scan, %zu unreadable\n",
+      o.warmup_batches + o.batches - 1, agree ? "agree" : "DIFFER", bad.found_by_scan, bad.unreadable.size());
+  if (!o.json.empty()) write_json(o, command, date, m, split_dir, dataset.size(), dataset.num_classes(), rows, agree);
+  DTRAIN_CHECK(agree) << "the last batch differs between thread counts: the loader's output depends on its threads";
+  return 0;
+}
+
+}  // namespace
+}  // namespace dtrain::bench
+
+int main(int argc, char** argv) {
+  return dtrain::core::run_main(argc, argv, dtrain::bench::bench_main);
+}
