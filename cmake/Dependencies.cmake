@@ -54,12 +54,14 @@ dtrain_report("OpenBLAS" "${BLAS_LIBRARIES} (cblas.h in ${DTRAIN_CBLAS_INCLUDE_D
 find_package(libjpeg-turbo REQUIRED CONFIG)
 add_library(dtrain_jpeg INTERFACE)
 add_library(dtrain::jpeg ALIAS dtrain_jpeg)
+# TurboJPEG for headers and encoding, the libjpeg API for region decoding: the static TurboJPEG
+# archive holds the whole codec, the shared one exports only the tj* functions.
 if(DTRAIN_STATIC_DEPS)
   target_link_libraries(dtrain_jpeg INTERFACE libjpeg-turbo::turbojpeg-static)
-  dtrain_report("libjpeg-turbo" "${libjpeg-turbo_VERSION} (static turbojpeg)")
+  dtrain_report("libjpeg-turbo" "${libjpeg-turbo_VERSION} (static turbojpeg, with the libjpeg API)")
 else()
-  target_link_libraries(dtrain_jpeg INTERFACE libjpeg-turbo::turbojpeg)
-  dtrain_report("libjpeg-turbo" "${libjpeg-turbo_VERSION} (shared turbojpeg)")
+  target_link_libraries(dtrain_jpeg INTERFACE libjpeg-turbo::turbojpeg libjpeg-turbo::jpeg)
+  dtrain_report("libjpeg-turbo" "${libjpeg-turbo_VERSION} (shared turbojpeg and jpeg)")
 endif()
 
 # --- zlib (gzip-compressed idx datasets) ----------------------------------------------------

@@ -221,7 +221,7 @@ TEST_F(ImageFolder, HostileFilesAreRefusedAndCounted) {
   const std::vector<uint8_t> scans = test::many_scan_progressive_jpeg(64, 48);
   ASSERT_TRUE(read_jpeg_header(scans.data(), scans.size(), &header, &error)) << error;
   DecodedImage image;
-  EXPECT_FALSE(decode_jpeg(scans.data(), scans.size(), header, 64, 48, 32, 32, &image, &error));
+  EXPECT_FALSE(decode_jpeg(scans.data(), scans.size(), header, CropRegion{0, 0, 64, 48}, 32, 32, &image, &error));
   EXPECT_NE(error.find("scans"), std::string::npos) << error;
 }
 

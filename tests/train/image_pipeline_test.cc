@@ -158,6 +158,8 @@ JpegHeader header_of(const std::vector<uint8_t>& jpeg) {
   return header;
 }
 
+CropRegion whole(int w, int h) { return CropRegion{0, 0, static_cast<double>(w), static_cast<double>(h)}; }
+
 TEST(JpegDecoder, DecodesFullSizeCloseToTheSource) {
   std::mt19937_64 rng = fresh_rng();
   const int w = 320, h = 240;
@@ -168,7 +170,7 @@ TEST(JpegDecoder, DecodesFullSizeCloseToTheSource) {
   EXPECT_EQ(header.height, h);
   DecodedImage image;
   std::string error;
-  ASSERT_TRUE(decode_jpeg(jpeg.data(), jpeg.size(), header, w, h, w, h, &image, &error)) << error;
+  ASSERT_TRUE(decode_jpeg(jpeg.data(), jpeg.size(), header, whole(w, h), w, h, &image, &error)) << error;
   EXPECT_EQ(image.width, w);
   EXPECT_EQ(image.height, h);
   EXPECT_EQ(image.scale, 1.0);
@@ -183,21 +185,67 @@ TEST(JpegDecoder, ScaledDecodeMatchesAFullDecodeResized) {
   const JpegHeader header = header_of(jpeg);
   DecodedImage full, scaled;
   std::string error;
-  ASSERT_TRUE(decode_jpeg(jpeg.data(), jpeg.size(), header, w, h, w, h, &full, &error)) << error;
+  ASSERT_TRUE(decode_jpeg(jpeg.data(), jpeg.size(), header, whole(w, h), w, h, &full, &error)) << error;
   // The whole image becomes 40x30: the 1/8 DCT scale is exactly enough.
-  ASSERT_TRUE(decode_jpeg(jpeg.data(), jpeg.size(), header, w, h, 40, 30, &scaled, &error)) << error;
+  ASSERT_TRUE(decode_jpeg(jpeg.data(), jpeg.size(), header, whole(w, h), 40, 30, &scaled, &error)) << error;
   EXPECT_EQ(scaled.width, 40);
   EXPECT_EQ(scaled.height, 30);
   EXPECT_DOUBLE_EQ(scaled.scale, 0.125);
   // A region needing 100x100 of a 160x120 area: 3/4 is the smallest scale that still covers it.
   DecodedImage partial;
-  ASSERT_TRUE(decode_jpeg(jpeg.data(), jpeg.size(), header, 160, 120, 100, 100, &partial, &error)) << error;
+  ASSERT_TRUE(decode_jpeg(jpeg.data(), jpeg.size(), header, CropRegion{0, 0, 160, 120}, 100, 100, &partial, &error)) << error;
   EXPECT_GE(partial.scale * 120, 100);
   EXPECT_LT(partial.scale, 1.0);
   std::vector<uint8_t> resized(40 * 30 * 3);
   resize_region(ImageView{full.rgb.data(), w, h, 3, w * 3L}, CropRegion{0, 0, double(w), double(h)}, 40, 30, false,
                 resized.data());
   EXPECT_LT(mean_abs_difference(scaled.rgb, resized), 4.0);
+}
+
+// A region decode (rows above skipped, columns outside cropped, rows below never read) gives the
+// pixels a whole-image decode at the same scale gives there, for regions anywhere in the image.
+TEST(JpegDecoder, RegionDecodeMatchesTheWholeImageDecode) {
+  std::mt19937_64 rng = fresh_rng();
+  const int w = 333, h = 250;
+  const std::vector<uint8_t> rgb = smooth_image(w, h, rng);
+  {
+    const std::vector<uint8_t> jpeg = encode_jpeg(rgb.data(), w, h, 90);
+    const JpegHeader header = header_of(jpeg);
+    std::string error;
+    for (int trial = 0; trial < 20; ++trial) {
+      const CropRegion region = random_resized_crop(w, h, rng);
+      const int min_side = 16 + static_cast<int>(rng() % 200);
+      DecodedImage whole_image, part;
+      ASSERT_TRUE(decode_jpeg(jpeg.data(), jpeg.size(), header, region, min_side, min_side, &part, &error)) << error;
+      // The whole image at the scale the region decode chose.
+      const CropRegion everything = whole(w, h);
+      const int eighths = static_cast<int>(std::lround(part.scale * 8));
+      const int min_whole = std::min(w, h) * eighths / 8;
+      ASSERT_TRUE(decode_jpeg(jpeg.data(), jpeg.size(), header, everything, min_whole, min_whole, &whole_image, &error));
+      ASSERT_EQ(whole_image.scale, part.scale);
+      ASSERT_LE(part.x0 + part.width, whole_image.width);
+      ASSERT_LE(part.y0 + part.height, whole_image.height);
+      // The window covers the region.
+      EXPECT_LE(part.x0, region.x * part.scale);
+      EXPECT_LE(part.y0, region.y * part.scale);
+      EXPECT_GE(part.x0 + part.width, std::min<double>(whole_image.width, (region.x + region.width) * part.scale));
+      EXPECT_GE(part.y0 + part.height, std::min<double>(whole_image.height, (region.y + region.height) * part.scale));
+      double total = 0;
+      int worst = 0;
+      for (int y = 0; y < part.height; ++y) {
+        for (int x = 0; x < part.width * 3; ++x) {
+          const int a = part.rgb[static_cast<size_t>(y) * part.width * 3 + static_cast<size_t>(x)];
+          const int b = whole_image.rgb[static_cast<size_t>(y + part.y0) * whole_image.width * 3 + part.x0 * 3 +
+                                        static_cast<size_t>(x)];
+          total += std::abs(a - b);
+          worst = std::max(worst, std::abs(a - b));
+        }
+      }
+      // Chroma upsampling at the window's cut edges may differ by a few levels; nothing else.
+      EXPECT_LT(total / (part.width * 3.0 * part.height), 0.5) << "trial " << trial;
+      EXPECT_LE(worst, 24) << "trial " << trial;
+    }
+  }
 }
 
 TEST(JpegDecoder, RejectsGarbageAndTruncatedFilesWithTheLibrarysReason) {
@@ -215,7 +263,7 @@ TEST(JpegDecoder, RejectsGarbageAndTruncatedFilesWithTheLibrarysReason) {
   error.clear();
   ASSERT_TRUE(read_jpeg_header(jpeg.data(), jpeg.size(), &header, &error)) << error;
   DecodedImage image;
-  EXPECT_FALSE(decode_jpeg(jpeg.data(), jpeg.size(), header, 256, 256, 256, 256, &image, &error));
+  EXPECT_FALSE(decode_jpeg(jpeg.data(), jpeg.size(), header, whole(256, 256), 256, 256, &image, &error));
   EXPECT_NE(error.find("Premature end"), std::string::npos) << error;
 }
 

@@ -130,13 +130,13 @@ bool ImageFolderDataset::try_load(size_t index, std::mt19937_64& rng, uint8_t* o
   const CropRegion region = options_.train ? random_resized_crop(header.width, header.height, rng)
                                            : center_crop_after_resize(header.width, header.height, options_.resize, options_.crop);
   const bool flip = options_.train && std::uniform_int_distribution<int>(0, 1)(rng) == 1;
-  if (!decode_jpeg(bytes.data(), bytes.size(), header, region.width, region.height, options_.crop, options_.crop, &image,
-                   error)) {
+  if (!decode_jpeg(bytes.data(), bytes.size(), header, region, options_.crop, options_.crop, &image, error)) {
     return false;
   }
-  // The region in the decoded (possibly DCT-scaled) image's coordinates.
+  // The region in the coordinates of the decoded window of the (possibly DCT-scaled) image.
   const double s = image.scale;
-  CropRegion scaled{region.x * s, region.y * s, region.width * s, region.height * s};
+  CropRegion scaled{std::max(0.0, region.x * s - image.x0), std::max(0.0, region.y * s - image.y0), region.width * s,
+                    region.height * s};
   scaled.width = std::min(scaled.width, image.width - scaled.x);
   scaled.height = std::min(scaled.height, image.height - scaled.y);
   const ImageView view{image.rgb.data(), image.width, image.height, 3, static_cast<long>(image.width) * 3};

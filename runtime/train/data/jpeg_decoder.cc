@@ -1,8 +1,13 @@
 #include "runtime/train/data/jpeg_decoder.h"
 
-#include <turbojpeg.h>
-
+#include <algorithm>
+#include <cmath>
+#include <csetjmp>
+#include <cstdio>  // before jpeglib.h, which needs FILE
 #include <memory>
+
+#include <jpeglib.h>
+#include <turbojpeg.h>
 
 #include "runtime/core/error.h"
 
@@ -63,30 +68,115 @@ bool read_jpeg_header(const uint8_t* data, size_t size, JpegHeader* header, std:
   return plausible_size(header->width, header->height, max_pixels, error);
 }
 
-bool decode_jpeg(const uint8_t* data, size_t size, const JpegHeader& header, double region_width,
-                 double region_height, int min_width, int min_height, DecodedImage* image, std::string* error) {
-  tjhandle tj = thread_decompressor();
-  int factor_count = 0;
-  const tjscalingfactor* factors = tjGetScalingFactors(&factor_count);
-  tjscalingfactor chosen{1, 1};
-  for (int i = 0; i < factor_count; ++i) {
-    const tjscalingfactor f = factors[i];
-    const double s = static_cast<double>(f.num) / f.denom;
-    const double chosen_s = static_cast<double>(chosen.num) / chosen.denom;
-    if (s < chosen_s && region_width * s >= min_width && region_height * s >= min_height) chosen = f;
+namespace {
+
+// libjpeg reports errors through a handler that must not return: it jumps back into decode_jpeg
+// with the message. Warnings (a truncated or damaged file) are errors too.
+struct JpegErrors {
+  jpeg_error_mgr mgr;
+  std::jmp_buf escape;
+  char message[JMSG_LENGTH_MAX + 32];
+};
+
+[[noreturn]] void jump_out(j_common_ptr c, const char* prefix) {
+  auto* errors = reinterpret_cast<JpegErrors*>(c->err);
+  char text[JMSG_LENGTH_MAX];
+  c->err->format_message(c, text);
+  std::snprintf(errors->message, sizeof(errors->message), "%s%s", prefix, text);
+  std::longjmp(errors->escape, 1);
+}
+
+void on_error(j_common_ptr c) { jump_out(c, ""); }
+void on_message(j_common_ptr c, int level) {
+  if (level < 0) jump_out(c, "libjpeg-turbo warning: ");
+}
+
+// A progressive file may hold any number of scans, each a pass over the whole image: past this
+// many (libjpeg-turbo's own limit in TJFLAG_LIMITSCANS) the file is refused.
+constexpr int kMaxScans = 500;
+
+struct ScanLimit {
+  jpeg_progress_mgr mgr;
+};
+
+void on_progress(j_common_ptr c) {
+  const auto* d = reinterpret_cast<j_decompress_ptr>(c);
+  if (c->is_decompressor && d->input_scan_number > kMaxScans) {
+    auto* errors = reinterpret_cast<JpegErrors*>(c->err);
+    std::snprintf(errors->message, sizeof(errors->message), "progressive JPEG with more than %d scans", kMaxScans);
+    std::longjmp(errors->escape, 1);
   }
-  image->width = TJSCALED(header.width, chosen);
-  image->height = TJSCALED(header.height, chosen);
-  image->scale = static_cast<double>(image->width) / header.width;
-  const bool cmyk = header.colorspace == TJCS_CMYK || header.colorspace == TJCS_YCCK;
+}
+
+// One decompressor per thread, created once and reset after each image (also after a failure).
+struct ThreadDecompressor {
+  jpeg_decompress_struct cinfo{};
+  JpegErrors errors{};
+  ScanLimit progress{};
+  ThreadDecompressor() {
+    cinfo.err = jpeg_std_error(&errors.mgr);
+    errors.mgr.error_exit = on_error;
+    errors.mgr.emit_message = on_message;
+    jpeg_create_decompress(&cinfo);
+    progress.mgr.progress_monitor = on_progress;
+    cinfo.progress = &progress.mgr;
+  }
+  ~ThreadDecompressor() { jpeg_destroy_decompress(&cinfo); }
+};
+
+// The smallest n/8 at which the region still spans min_width x min_height (n = 1..8).
+int scale_eighths(double region_width, double region_height, int min_width, int min_height) {
+  int n = 8;
+  while (n > 1 && region_width * (n - 1) / 8 >= min_width && region_height * (n - 1) / 8 >= min_height) --n;
+  return n;
+}
+
+}  // namespace
+
+bool decode_jpeg(const uint8_t* data, size_t size, const JpegHeader& header, const CropRegion& region, int min_width,
+                 int min_height, DecodedImage* image, std::string* error) {
+  thread_local ThreadDecompressor d;
   thread_local std::vector<uint8_t> cmyk_pixels;
+  jpeg_decompress_struct& cinfo = d.cinfo;
+  const bool cmyk = header.colorspace == TJCS_CMYK || header.colorspace == TJCS_YCCK;
   std::vector<uint8_t>& target = cmyk ? cmyk_pixels : image->rgb;
-  target.resize(static_cast<size_t>(image->width) * image->height * (cmyk ? 4 : 3));
-  if (tjDecompress2(tj, data, static_cast<unsigned long>(size), target.data(), image->width, 0, image->height,
-                    cmyk ? TJPF_CMYK : TJPF_RGB, TJFLAG_LIMITSCANS) != 0) {
-    *error = library_error(tj);
+  // Everything libjpeg may jump over is set up before this point (no C++ object lives in the
+  // frames between here and the library).
+  if (setjmp(d.errors.escape)) {
+    *error = d.errors.message;
+    jpeg_abort_decompress(&cinfo);
     return false;
   }
+  jpeg_mem_src(&cinfo, data, static_cast<unsigned long>(size));
+  jpeg_read_header(&cinfo, TRUE);
+  cinfo.scale_num = static_cast<unsigned>(scale_eighths(region.width, region.height, min_width, min_height));
+  cinfo.scale_denom = 8;
+  cinfo.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
+  jpeg_start_decompress(&cinfo);
+  const int scaled_width = static_cast<int>(cinfo.output_width), scaled_height = static_cast<int>(cinfo.output_height);
+  image->scale = static_cast<double>(scaled_width) / header.width;
+  // The window of scaled pixels that covers the region (its filter taps included).
+  const double s = image->scale;
+  const int x0 = std::clamp(static_cast<int>(std::floor(region.x * s)) - 1, 0, scaled_width - 1);
+  const int x1 = std::clamp(static_cast<int>(std::ceil((region.x + region.width) * s)) + 1, x0 + 1, scaled_width);
+  const int y0 = std::clamp(static_cast<int>(std::floor(region.y * s)) - 1, 0, scaled_height - 1);
+  const int y1 = std::clamp(static_cast<int>(std::ceil((region.y + region.height) * s)) + 1, y0 + 1, scaled_height);
+  JDIMENSION x_offset = static_cast<JDIMENSION>(x0), width = static_cast<JDIMENSION>(x1 - x0);
+  if (width < cinfo.output_width) jpeg_crop_scanline(&cinfo, &x_offset, &width);  // widens to iMCU columns
+  if (y0 > 0) jpeg_skip_scanlines(&cinfo, static_cast<JDIMENSION>(y0));
+  const int components = cmyk ? 4 : 3;
+  const size_t stride = static_cast<size_t>(cinfo.output_width) * components;
+  target.resize(stride * static_cast<size_t>(y1 - y0));
+  while (cinfo.output_scanline < static_cast<JDIMENSION>(y1)) {
+    JSAMPROW row = target.data() + stride * (cinfo.output_scanline - static_cast<JDIMENSION>(y0));
+    jpeg_read_scanlines(&cinfo, &row, 1);
+  }
+  image->x0 = static_cast<int>(x_offset);
+  image->y0 = y0;
+  image->width = static_cast<int>(cinfo.output_width);
+  image->height = y1 - y0;
+  // The rows below the window are never decoded.
+  jpeg_abort_decompress(&cinfo);
   if (cmyk) cmyk_to_rgb(cmyk_pixels, &image->rgb);
   return true;
 }

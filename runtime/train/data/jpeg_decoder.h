@@ -1,6 +1,7 @@
 #pragma once
-// JPEG decoding with libjpeg-turbo (TurboJPEG API). When the crop that will be taken is much larger
-// than the output, the image is decoded at a reduced DCT scale (1/2, 1/4, 3/8, 1/8, ...): libjpeg
+// JPEG decoding with libjpeg-turbo (TurboJPEG for headers and encoding, the libjpeg API for region
+// decoding). When the crop that will be taken is much larger than the output, the image is decoded
+// at a reduced DCT scale (1/2, 1/4, 3/8, 1/8, ...): libjpeg
 // then skips most of the inverse DCT work, which is where decoding time goes for ImageNet's
 // ~400x350 images cut to 224x224 crops of 8%..100% of their area.
 // Any problem libjpeg-turbo reports, warnings included (a truncated file decodes "successfully"
@@ -10,6 +11,8 @@
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "runtime/train/data/crop_geometry.h"
 
 namespace dtrain::train {
 
@@ -23,10 +26,11 @@ struct JpegHeader {
 };
 
 struct DecodedImage {
-  std::vector<uint8_t> rgb;  // height x width x 3
+  std::vector<uint8_t> rgb;  // height x width x 3: the decoded window
   int width = 0;
   int height = 0;
-  double scale = 1;  // decoded size / original size
+  int x0 = 0, y0 = 0;  // the window's top-left corner in the scaled image
+  double scale = 1;    // scaled image size / original size
 };
 
 // Reads size and colour space; false with the library's reason when the bytes are not a readable
@@ -35,12 +39,17 @@ struct DecodedImage {
 bool read_jpeg_header(const uint8_t* data, size_t size, JpegHeader* header, std::string* error,
                       int64_t max_pixels = kDefaultMaxImagePixels);
 
-// Decodes the JPEG whose `header` read_jpeg_header gave (the crop is chosen from it first) to RGB
-// (grey and CMYK/YCCK are converted), at the smallest DCT scale at which a region of region_width x
-// region_height original pixels still spans at least min_width x min_height pixels.
+// Decodes the part of the JPEG whose `header` read_jpeg_header gave that covers `region` (in
+// original pixels; the crop is chosen from the header first) to RGB (grey and CMYK/YCCK are
+// converted), at the smallest DCT scale at which the region still spans min_width x min_height.
+// Only that part is decoded: rows above the region are skipped without the inverse DCT, columns
+// outside its iMCU columns are entropy-decoded only, and rows below it are not read at all
+// (libjpeg-turbo's jpeg_skip_scanlines / jpeg_crop_scanline). The window is a pixel wider than
+// the region on every side where the image allows, for the resize filter's taps. A damaged part
+// of a file outside the window goes unnoticed for this crop, and is found when a crop covers it.
 // Thread-safe: each thread uses its own decompressor. `image`'s memory is reused across calls.
-bool decode_jpeg(const uint8_t* data, size_t size, const JpegHeader& header, double region_width,
-                 double region_height, int min_width, int min_height, DecodedImage* image, std::string* error);
+bool decode_jpeg(const uint8_t* data, size_t size, const JpegHeader& header, const CropRegion& region, int min_width,
+                 int min_height, DecodedImage* image, std::string* error);
 
 // RGB (height x width x 3) to a baseline JPEG at `quality`: for generating test data.
 std::vector<uint8_t> encode_jpeg(const uint8_t* rgb, int width, int height, int quality);
