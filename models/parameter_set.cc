@@ -16,6 +16,7 @@ int ParameterSet::add(std::string name, core::Shape shape, ParamKind kind) {
 
 int ParameterSet::add_state(std::string name, int64_t numel) {
   DTRAIN_CHECK(!finalized_) << "state " << name << " registered after the layout was fixed";
+  state_total_ = (state_total_ + kSlotAlignment - 1) / kSlotAlignment * kSlotAlignment;
   state_slots_.push_back(ParamSlot{std::move(name), {numel}, ParamKind::kBias, numel, state_total_});
   state_total_ += numel;
   return static_cast<int>(state_slots_.size()) - 1;
@@ -26,8 +27,10 @@ void ParameterSet::finalize() {
   // Backward order: walk the registrations from the last one.
   int64_t offset = 0;
   for (auto it = slots_.rbegin(); it != slots_.rend(); ++it) {
+    offset = (offset + kSlotAlignment - 1) / kSlotAlignment * kSlotAlignment;
     it->offset = offset;
     offset += it->numel;
+    parameters_ += it->numel;
   }
   total_ = offset;
   params_ = core::Tensor(core::DType::kF32, {total_});

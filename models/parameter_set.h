@@ -5,7 +5,10 @@
 // that is complete as soon as backward has passed it (../shared/DESIGN.md, step 4).
 //
 // Registration happens while the model is built (forward order); finalize() fixes the layout and
-// allocates. Batch-norm running statistics live in a second pair of flat buffers ("state"), which
+// allocates. Every slot starts at a multiple of kSlotAlignment elements (the gaps stay zero): the
+// GPU's bf16 weight copy has the same offsets, and cuDNN and cuBLAS fall back to slow kernels for
+// tensors not 16-byte aligned. Without it a 100-class ResNet-50 (a 204,900-element classifier
+// first in the buffer) trained at 59 img/s instead of 6,000 on an H200. Batch-norm running statistics live in a second pair of flat buffers ("state"), which
 // are broadcast at start but not all-reduced or decayed.
 #include <cstdint>
 #include <functional>
@@ -58,7 +61,11 @@ class ParameterSet {
     if (listener_) listener_(slot(id).offset, slot(id).offset + slot(id).numel);
   }
 
-  int64_t parameter_count() const { return total_; }
+  static constexpr int64_t kSlotAlignment = 64;  // elements: 256 bytes in fp32, 128 in bf16
+  // Trained parameters (what a model card states).
+  int64_t parameter_count() const { return parameters_; }
+  // Elements of the flat parameter and gradient buffers: the parameters and the alignment gaps.
+  int64_t flat_size() const { return total_; }
   int64_t state_count() const { return state_total_; }
   float* params_flat() { return params_.data<float>(); }
   float* grads_flat() { return grads_.data<float>(); }
@@ -68,6 +75,7 @@ class ParameterSet {
   std::vector<ParamSlot> slots_;
   std::vector<ParamSlot> state_slots_;
   int64_t total_ = 0;
+  int64_t parameters_ = 0;
   int64_t state_total_ = 0;
   bool finalized_ = false;
   core::Tensor params_;

@@ -34,7 +34,7 @@ DeviceParameters::DeviceParameters(ParameterSet& layout, const GpuContext& conte
     : layout_(layout), context_(context) {
   DTRAIN_CHECK(layout.finalized()) << "device parameters need a finalized parameter layout";
   core::DeviceGuard on(context.device());
-  const size_t n = static_cast<size_t>(layout.parameter_count());
+  const size_t n = static_cast<size_t>(layout.flat_size());
   params_ = core::Buffer(core::MemoryKind::kDevice, n * sizeof(float));
   grads_ = core::Buffer(core::MemoryKind::kDevice, n * sizeof(float));
   state_ = core::Buffer(core::MemoryKind::kDevice, static_cast<size_t>(layout.state_count()) * sizeof(float));

@@ -45,7 +45,7 @@ class DeviceParameters {
   float* grads_f32() { return static_cast<float*>(grads_.data()); }
   float* state_f32() { return static_cast<float*>(state_.data()); }
   core::bfloat16* params_bf16() { return static_cast<core::bfloat16*>(params_bf16_.data()); }
-  int64_t count() const { return layout_.parameter_count(); }
+  int64_t count() const { return layout_.flat_size(); }
   int64_t state_count() const { return layout_.state_count(); }
   ParameterSet& layout() { return layout_; }
 

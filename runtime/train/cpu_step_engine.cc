@@ -21,12 +21,12 @@ class CpuStepEngine final : public StepEngine {
     models::ParameterSet& params = model_.parameters();
     comm_ = comm::make_communicator(comm::parse_backend(c.backend(), "backend"), ctx, false);
     sync_ = std::make_unique<comm::GradientSynchronizer>(
-        *comm_, params.grads_flat(), static_cast<size_t>(params.parameter_count()),
+        *comm_, params.grads_flat(), static_cast<size_t>(params.flat_size()),
         static_cast<size_t>(c.bucket_mib()) << 20, core::parse_dtype(c.gradient_wire_dtype(), "gradient_wire_dtype"));
     params.set_gradient_listener([this](int64_t begin, int64_t end) {
       sync_->mark_ready(static_cast<size_t>(begin), static_cast<size_t>(end));
     });
-    sgd_ = std::make_unique<Sgd>(static_cast<size_t>(params.parameter_count()),
+    sgd_ = std::make_unique<Sgd>(static_cast<size_t>(params.flat_size()),
                                  decay_ranges(params, static_cast<float>(c.weight_decay()),
                                               c.exclude_norm_and_bias_from_decay()),
                                  SgdOptions{c.momentum(), c.weight_decay(), c.nesterov()});
@@ -78,7 +78,7 @@ class CpuStepEngine final : public StepEngine {
   void sync_to_host() override {}  // the replica is the mirror
   void load_from_host() override {
     models::ParameterSet& params = model_.parameters();
-    comm_->broadcast(params.params_flat(), static_cast<size_t>(params.parameter_count()), core::DType::kF32, 0).wait();
+    comm_->broadcast(params.params_flat(), static_cast<size_t>(params.flat_size()), core::DType::kF32, 0).wait();
     comm_->broadcast(params.state_flat(), static_cast<size_t>(params.state_count()), core::DType::kF32, 0).wait();
     comm_->broadcast(sgd_->momentum_buffer().data(), sgd_->momentum_buffer().size(), core::DType::kF32, 0).wait();
   }

@@ -146,7 +146,7 @@ Trainer::~Trainer() = default;
 void Trainer::verify_replicas() {
   models::ParameterSet& params = parts_->engine->parameters();
   const std::string config_bytes = config_.SerializeAsString();
-  const uint64_t mine[2] = {core::fingerprint(params.params_flat(), static_cast<size_t>(params.parameter_count()) * 4),
+  const uint64_t mine[2] = {core::fingerprint(params.params_flat(), static_cast<size_t>(params.flat_size()) * 4),
                             core::fingerprint(config_bytes.data(), config_bytes.size())};
   const int n = ctx_.topology().world_size;
   std::vector<uint64_t> all(2 * static_cast<size_t>(n));
@@ -312,7 +312,7 @@ bool Trainer::step_limit_reached() const {
 std::vector<NamedTensor> Trainer::checkpoint_tensors() {
   models::ParameterSet& params = parts_->engine->parameters();
   std::vector<float>& momentum = parts_->engine->momentum();
-  return {{"params", params.params_flat(), static_cast<size_t>(params.parameter_count())},
+  return {{"params", params.params_flat(), static_cast<size_t>(params.flat_size())},
           {"momentum", momentum.data(), momentum.size()},
           {"bn_state", params.state_flat(), static_cast<size_t>(params.state_count())}};
 }

@@ -31,11 +31,17 @@ TEST(ResNet, FlatLayoutIsInBackwardOrder) {
   const ParameterSet& p = net.parameters();
   const auto& slots = p.slots();
   EXPECT_EQ(slots.front().name, "conv1.weight");
-  EXPECT_EQ(slots.front().offset + slots.front().numel, p.parameter_count()) << "the first layer comes last";
+  EXPECT_EQ(slots.front().offset + slots.front().numel, p.flat_size()) << "the first layer comes last";
   EXPECT_EQ(slots.back().name, "fc.bias");
   EXPECT_EQ(slots.back().offset, 0) << "the classifier comes first";
-  // Offsets strictly decrease in registration order and tile the buffer without gaps.
-  for (size_t i = 1; i < slots.size(); ++i) EXPECT_EQ(slots[i].offset + slots[i].numel, slots[i - 1].offset);
+  // Offsets strictly decrease in registration order, each slot aligned and followed by the next
+  // aligned offset: the gaps are only the alignment's.
+  for (size_t i = 1; i < slots.size(); ++i) {
+    const int64_t end = slots[i].offset + slots[i].numel;
+    const int64_t a = ParameterSet::kSlotAlignment;
+    EXPECT_EQ((end + a - 1) / a * a, slots[i - 1].offset) << slots[i].name;
+    EXPECT_EQ(slots[i].offset % a, 0) << slots[i].name;
+  }
   // Inside a block, the branch's parameters precede the shortcut's (backward visits the branch first).
   int64_t conv3 = -1, downsample = -1;
   for (const ParamSlot& s : slots) {
@@ -53,7 +59,7 @@ TEST(ResNet, InitializationIsDeterministicPerSeedAndZeroInitWorks) {
   config.seed = 8;
   config.zero_init_residual = true;
   ResNet c(config);
-  const int64_t n = a.parameters().parameter_count();
+  const int64_t n = a.parameters().flat_size();
   EXPECT_TRUE(std::equal(a.parameters().params_flat(), a.parameters().params_flat() + n, b.parameters().params_flat()));
   EXPECT_FALSE(std::equal(a.parameters().params_flat(), a.parameters().params_flat() + n, c.parameters().params_flat()));
   // Kaiming fan-out: the std of conv1 (64 x 7 x 7 fan-out) is sqrt(2 / 3136).
@@ -105,7 +111,7 @@ TEST(ResNet, SmallNetworkGradientsMatchFiniteDifferences) {
   core::Tensor dy(core::DType::kF32, {2, 3});
   std::copy(dlogits.begin(), dlogits.end(), dy.data<float>());
   net.backward(dy);
-  std::vector<float> analytic(p.grads_flat(), p.grads_flat() + p.parameter_count());
+  std::vector<float> analytic(p.grads_flat(), p.grads_flat() + p.flat_size());
 
   // Per parameter tensor, a directional derivative along its own gradient g/|g|: central
   // differences of the whole float32 loss must give |g|. A gradient routed
@@ -178,11 +184,13 @@ TEST(ResNet50, ForwardAndBackwardAt224) {
   const double loss = cpu::softmax_cross_entropy(2, 1000, logits.data<float>(), labels, 0.0, dlogits.data<float>());
   EXPECT_TRUE(std::isfinite(loss));
   EXPECT_NEAR(loss, std::log(1000.0), 3.0) << "an untrained network is near uniform";
-  std::fill(net.parameters().grads_flat(), net.parameters().grads_flat() + net.parameters().parameter_count(), NAN);
+  std::fill(net.parameters().grads_flat(), net.parameters().grads_flat() + net.parameters().flat_size(), NAN);
   const core::Tensor& dx = net.backward(dlogits);
   EXPECT_EQ(dx.shape(), x.shape());
   int64_t unwritten = 0;
-  for (int64_t i = 0; i < net.parameters().parameter_count(); ++i) unwritten += std::isnan(net.parameters().grads_flat()[i]);
+  for (const ParamSlot& slot : net.parameters().slots()) {
+    for (int64_t i = 0; i < slot.numel; ++i) unwritten += std::isnan(net.parameters().grads_flat()[slot.offset + i]);
+  }
   EXPECT_EQ(unwritten, 0) << "backward writes every gradient";
 }
 

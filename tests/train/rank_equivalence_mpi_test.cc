@@ -42,10 +42,10 @@ void expect_rank_equivalence(TrainConfig config, int gpu) {
   const core::RankContext world(MPI_COMM_WORLD, core::NodeLayout{});
   Trainer parallel(config, world, gpu);
   models::ParameterSet& p = parallel.parameters();
-  const std::vector<float> initial(p.params_flat(), p.params_flat() + p.parameter_count());
+  const std::vector<float> initial(p.params_flat(), p.params_flat() + p.flat_size());
   parallel.train_epoch(0);
   models::ParameterSet& trained = parallel.parameters();
-  const std::vector<float> distributed(trained.params_flat(), trained.params_flat() + trained.parameter_count());
+  const std::vector<float> distributed(trained.params_flat(), trained.params_flat() + trained.flat_size());
   double moved = 0;
   for (size_t i = 0; i < initial.size(); ++i) moved = std::max(moved, double(std::fabs(distributed[i] - initial[i])));
   EXPECT_GT(moved, 1e-4) << "five steps should move the parameters";
@@ -57,10 +57,10 @@ void expect_rank_equivalence(TrainConfig config, int gpu) {
     Trainer single(config, alone, gpu);
     single.train_epoch(0);
     models::ParameterSet& q = single.parameters();
-    ASSERT_EQ(q.parameter_count(), p.parameter_count());
+    ASSERT_EQ(q.flat_size(), p.flat_size());
     double worst = 0;
     size_t worst_at = 0;
-    for (int64_t i = 0; i < q.parameter_count(); ++i) {
+    for (int64_t i = 0; i < q.flat_size(); ++i) {
       const double a = distributed[size_t(i)], b = q.params_flat()[i];
       const double rel = std::fabs(a - b) / std::max(1e-3, std::fabs(b));
       if (rel > worst) {

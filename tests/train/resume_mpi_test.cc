@@ -33,7 +33,7 @@ std::vector<float> train_and_get_params(const TrainConfig& config) {
   Trainer trainer(config, world);
   trainer.run();
   models::ParameterSet& p = trainer.parameters();
-  return std::vector<float>(p.params_flat(), p.params_flat() + p.parameter_count());
+  return std::vector<float>(p.params_flat(), p.params_flat() + p.flat_size());
 }
 
 TEST(Resume, CheckpointThenResumeEqualsAnUninterruptedRun) {

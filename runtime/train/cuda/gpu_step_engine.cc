@@ -38,7 +38,7 @@ class GpuStepEngine final : public StepEngine {
     o.bucket_bytes = static_cast<size_t>(c.bucket_mib()) << 20;
     comm_ = comm::make_communicator(comm::parse_backend(c.backend(), "backend"), ctx, true);
     step_ = std::make_unique<cuda::GpuTrainStep>(o, comm_.get(), gpu);
-    momentum_.assign(static_cast<size_t>(step_->model().parameters().parameter_count()), 0.0f);
+    momentum_.assign(static_cast<size_t>(step_->model().parameters().flat_size()), 0.0f);
     std::ostringstream text;
     text << "GPU " << gpu << " (" << core::visible_gpus().at(static_cast<size_t>(gpu)).name << "), "
          << (c.precision() == "fp32" ? (c.no_tf32() ? "fp32 NCHW, TF32 off" : "fp32 NCHW, TF32 on") : "bf16 NHWC")
@@ -87,7 +87,7 @@ class GpuStepEngine final : public StepEngine {
   }
   void load_from_host() override { step_->load_from_host(momentum_); }
   size_t gradient_buckets() const override {
-    const int64_t count = step_->model().parameters().parameter_count();
+    const int64_t count = step_->model().parameters().flat_size();
     return comm::GradientBuckets(static_cast<size_t>(count), step_->options().bucket_bytes).size();
   }
 
