@@ -30,14 +30,25 @@ train() {  # train NAME NP ARGS...: dtrain-train, its step and epoch lines into 
   local name=$1 np=$2
   shift 2
   step "dtrain-train $name (np $np): $*"
-  timeout "${TRAIN_TIMEOUT:-150}" $MPI -np "$np" build/bin/dtrain-train --batch_per_rank 256 --log_every_steps 10 \
-    --timing_warmup_steps 5 --max_validation_batches 4 --metrics_file "$OUT/$name.jsonl" "$@" > "$OUT/$name.log" 2>&1
+  timeout "${TRAIN_TIMEOUT:-150}" $MPI -np "$np" build/bin/dtrain-train --metrics_file "$OUT/$name.jsonl" "$@" \
+    > "$OUT/$name.log" 2>&1
   echo "exit $?" | tee -a "$S"
   grep -E "loader threads|widened|step [0-9]+/|epoch [0-9]+:|rror" "$OUT/$name.log" | cut -c1-260 | tee -a "$S"
 }
 IMAGENET="--dataset imagenet --data_dir $DATA"
+RN50="--batch_per_rank 256 --log_every_steps 25 --timing_warmup_steps 5 --max_validation_batches 4"
 
-if [ -x /tmp/old/dtrain-train ] || [ -e .carry/old/dtrain-train.xz ]; then
+if [ "${CLASSES_CHECK:-0}" = 1 ] && [ -e .carry/old/dtrain-bench-train.xz ]; then
+  # The 4.3 s step: ResNet-50 with 100 classes before and after the aligned parameter layout.
+  xz -dc .carry/old/dtrain-bench-train.xz > /tmp/old-bench-train && chmod +x /tmp/old-bench-train
+  for classes in 1000 100; do
+    step "dtrain-bench-train --classes $classes, before the aligned layout (773dbe5)"
+    timeout 100 $MPI -np 1 /tmp/old-bench-train --classes $classes --warmup 2 --steps 3 2>&1 | grep -E "^ +1 " | tee -a "$S"
+    step "dtrain-bench-train --classes $classes, after (this build)"
+    timeout 100 $MPI -np 1 build/bin/dtrain-bench-train --classes $classes --warmup 5 --steps 20 2>&1 | grep -E "^ +1 " | tee -a "$S"
+  done
+fi
+if [ "${OLD:-1}" = 1 ] && [ -e .carry/old/dtrain-train.xz ]; then
   mkdir -p /tmp/old && xz -dc .carry/old/dtrain-train.xz > /tmp/old/dtrain-train && chmod +x /tmp/old/dtrain-train
   step "main at c96be46, mpirun's default binding (one core per rank), 14 loader threads"
   timeout 100 $MPI -np 1 /tmp/old/dtrain-train $IMAGENET --batch_per_rank 256 --loader_threads 14 --epochs 1 \
@@ -50,16 +61,35 @@ if [ -x /tmp/old/dtrain-train ] || [ -e .carry/old/dtrain-train.xz ]; then
 fi
 
 step "dtrain-bench-train 1 GPU"
-timeout 120 $MPI -np 1 build/bin/dtrain-bench-train --precision bf16 --batch 256 --warmup 10 --steps 30 \
+[ "${BENCH:-1}" = 1 ] && timeout 120 $MPI -np 1 build/bin/dtrain-bench-train --precision bf16 --batch 256 --warmup 10 --steps 30 \
   --json "$OUT/bench_train_1gpu.json" 2>&1 | grep -v " INFO " | tee -a "$S"
-train synthetic_1gpu 1 --dataset synthetic --synthetic_samples 20480 --epochs 1
-train jpeg_1gpu 1 $IMAGENET --loader_threads 14 --epochs 2
-train jpeg_${GPUS}gpu "$GPUS" $IMAGENET --loader_threads 14 --epochs 3
+[ "${SYNTHETIC:-1}" = 1 ] && train synthetic_1gpu 1 $RN50 --dataset synthetic --synthetic_samples 20480 --epochs 1
+train jpeg_1gpu 1 $RN50 $IMAGENET --loader_threads 14 --epochs 2
+train jpeg_${GPUS}gpu "$GPUS" $RN50 $IMAGENET --loader_threads 14 --epochs 3
 step "PyTorch ResNet-50 training from $DATA, 14 workers"
-timeout 200 $PY bench/peers/pytorch_imagefolder_train.py --data_dir "$DATA" --workers 14 --batch 256 \
+[ "${PEER:-1}" = 1 ] && timeout 200 $PY bench/peers/pytorch_imagefolder_train.py --data_dir "$DATA" --workers 14 --batch 256 \
   --json "$OUT/pytorch_jpeg_1gpu.json" 2>&1 | grep -v "Warning\|warn" | tail -2 | tee -a "$S"
 if [ "${DATA_BENCH:-1}" = 1 ]; then
   step "loaders alone"
   BATCHES=${BATCHES:-12} OUT=$OUT timeout 300 bench/run_data.sh "$DATA" "${THREADS:-1,2,4,8,14}" > "$OUT/run_data.log" 2>&1
   tail -14 "$OUT/run_data.log" | tee -a "$S"
+fi
+if [ "${GPU_TESTS:-1}" = 1 ]; then
+  step "GPU tests of this change"
+  timeout 300 build/bin/dtrain-models-gpu-tests --gtest_filter="${MODELS_FILTER:-*}" > "$OUT/models_gpu.log" 2>&1
+  echo "models GPU tests exit $? $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/models_gpu.log" | tr '\n' ' ')" | tee -a "$S"
+  timeout 120 build/bin/dtrain-train-gpu-tests > "$OUT/train_gpu.log" 2>&1
+  echo "train GPU tests exit $? $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/train_gpu.log" | tr '\n' ' ')" | tee -a "$S"
+  if [ -x build/bin/dtrain-train-mpi-tests ] && [ "$GPUS" -ge 2 ]; then
+    timeout 200 $MPI -np "$GPUS" build/bin/dtrain-train-mpi-tests --gtest_filter='RankEquivalence.OnGpus*' > "$OUT/rank_equivalence.log" 2>&1
+    echo "GPU rank equivalence exit $? $(grep -h 'worst relative' "$OUT/rank_equivalence.log" | head -2 | tr '\n' ' ')" | tee -a "$S"
+  fi
+  FMNIST=${FMNIST:-.carry/fmnist}
+  # e2e.fashion_mnist.gpu: the CPU run's config and global batch on one GPU, evaluated on the GPU.
+  train fashion_mnist_gpu 1 --config configs/fashion_mnist_resnet.pbtxt --data_dir "$FMNIST" --device gpu \
+    --batch_per_rank 64 --log_every_steps 0
+fi
+# Everything in one archive: the device tool brings back at most 8 files.
+if [ "${PACK:-1}" = 1 ]; then
+  tar czf /tmp/dtrain_real_data.tgz -C "$OUT" . && rm -rf "${OUT:?}"/* && mv /tmp/dtrain_real_data.tgz "$OUT/"
 fi

@@ -55,6 +55,7 @@ struct Trainer::Parts {
   std::unique_ptr<MetricsLog> metrics;
   long global_step = 0;
   int start_epoch = 0;
+  int loading_epoch = -1;  // the epoch the train loader already works on from its first batch
   long start_step_in_epoch = 0;
   float mean[3] = {0, 0, 0};
   float std[3] = {1, 1, 1};
@@ -164,7 +165,8 @@ EpochResult Trainer::train_epoch(int epoch) {
   Parts& p = *parts_;
   const int batch = config_.batch_per_rank();
   const long first_step = epoch == p.start_epoch ? p.start_step_in_epoch : 0;
-  p.train_loader->start_epoch(epoch, static_cast<size_t>(first_step));
+  if (p.loading_epoch != epoch || first_step != 0) p.train_loader->start_epoch(epoch, static_cast<size_t>(first_step));
+  p.loading_epoch = -1;
   const long steps = steps_per_epoch();
 
   using Clock = std::chrono::steady_clock;
@@ -237,6 +239,12 @@ EpochResult Trainer::train_epoch(int epoch) {
   }
   DTRAIN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &median, 1, MPI_DOUBLE, MPI_MAX, ctx_.world()));
   result.median_images_per_second = median > 0 ? batch * ctx_.topology().world_size / median : 0;
+  // The next epoch's first batches are decoded while this one is evaluated and checkpointed, so
+  // the step loop does not start it waiting for an empty pipeline to fill.
+  if (epoch + 1 < config_.epochs() && !step_limit_reached()) {
+    p.train_loader->start_epoch(epoch + 1);
+    p.loading_epoch = epoch + 1;
+  }
   evaluate(result);
   report_bad_files();
   DTRAIN_LOG0(kInfo) << "epoch " << epoch << ": train loss " << result.train_loss << ", validation loss "
