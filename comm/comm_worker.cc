@@ -1,22 +1,32 @@
 #include "comm/comm_worker.h"
 
+#include "runtime/core/error.h"
+
 namespace dtrain::comm {
 
 CommWorker::CommWorker() : thread_([this] { run(); }) {}
 
-CommWorker::~CommWorker() {
+CommWorker::~CommWorker() { stop(); }
+
+void CommWorker::stop() {
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
   }
   queue_cv_.notify_all();
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
+}
+
+void CommWorker::wait_idle() {
+  std::unique_lock lock(mutex_);
+  idle_cv_.wait(lock, [&] { return queue_.empty() && !busy_; });
 }
 
 Work CommWorker::submit(std::function<void()> operation) {
   Work work = Work::pending();
   {
     std::lock_guard lock(mutex_);
+    DTRAIN_CHECK(!stopping_) << "operation submitted to a communicator that is shutting down";
     queue_.push_back(Task{std::move(operation), work});
   }
   queue_cv_.notify_one();
@@ -26,6 +36,7 @@ Work CommWorker::submit(std::function<void()> operation) {
 Work CommWorker::run_inline_if_idle(std::function<void()> operation) {
   {
     std::lock_guard lock(mutex_);
+    DTRAIN_CHECK(!stopping_) << "operation submitted to a communicator that is shutting down";
     if (busy_ || !queue_.empty()) {
       Work work = Work::pending();
       queue_.push_back(Task{std::move(operation), work});
@@ -46,6 +57,7 @@ Work CommWorker::run_inline_if_idle(std::function<void()> operation) {
     std::lock_guard lock(mutex_);
     busy_ = false;
     queued = !queue_.empty();
+    if (!queued) idle_cv_.notify_all();
   }
   // Wake the worker only if work was queued behind us: a needless wake-up costs a context switch
   // on a core another rank may be using.
@@ -72,6 +84,7 @@ void CommWorker::run() {
     }
     std::lock_guard lock(mutex_);
     busy_ = false;
+    if (queue_.empty()) idle_cv_.notify_all();
   }
 }
 

@@ -15,7 +15,11 @@ namespace dtrain::comm {
 class CommWorker {
  public:
   CommWorker();
-  ~CommWorker();  // finishes queued operations, then joins
+  ~CommWorker();  // stop()
+  // Runs every queued operation, then joins the thread. Idempotent; nothing may be submitted after.
+  void stop();
+  // Blocks until every operation submitted so far has run (the worker is idle).
+  void wait_idle();
   CommWorker(const CommWorker&) = delete;
   CommWorker& operator=(const CommWorker&) = delete;
 
@@ -36,6 +40,7 @@ class CommWorker {
 
   std::mutex mutex_;
   std::condition_variable queue_cv_;
+  std::condition_variable idle_cv_;
   std::deque<Task> queue_;
   bool stopping_ = false;
   bool busy_ = false;  // an operation is running, on the worker or inline

@@ -73,4 +73,27 @@ void check_same_collective(MPI_Comm comm, const Collective& call) {
   DTRAIN_FAIL() << message.str() << " every rank must pass the same count, dtype, op and root";
 }
 
+void check_same_setting(MPI_Comm comm, const char* name, uint64_t value,
+                        const std::function<std::string(uint64_t)>& describe) {
+  if (core::same_on_every_rank(comm, value)) return;
+  int size = 0;
+  DTRAIN_MPI_CHECK(MPI_Comm_size(comm, &size));
+  std::vector<uint64_t> all(static_cast<size_t>(size));
+  DTRAIN_MPI_CHECK(MPI_Allgather(&value, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, comm));
+  // "65536 on ranks 0,2; 131072 on rank 1", ranks numbered within `comm`.
+  std::map<uint64_t, std::string> ranks_by_value;
+  for (int r = 0; r < size; ++r) {
+    std::string& ranks = ranks_by_value[all[static_cast<size_t>(r)]];
+    if (!ranks.empty()) ranks += ',';
+    ranks += std::to_string(r);
+  }
+  std::ostringstream values;
+  for (const auto& [v, ranks] : ranks_by_value) {
+    if (values.tellp() > 0) values << "; ";
+    values << (describe ? describe(v) : std::to_string(v)) << " on rank" << (ranks.find(',') == std::string::npos ? " " : "s ") << ranks;
+  }
+  DTRAIN_USAGE_FAIL() << name << " differs between ranks: " << values.str()
+                      << ". Every rank must use the same value (set it for all ranks, e.g. mpirun -x " << name << ")";
+}
+
 }  // namespace dtrain::comm

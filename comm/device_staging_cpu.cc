@@ -6,10 +6,10 @@ namespace dtrain::comm {
 
 struct DeviceStaging::State {};
 
-DeviceStaging::DeviceStaging(size_t) {}
+DeviceStaging::DeviceStaging(size_t, int) {}
 DeviceStaging::~DeviceStaging() = default;
 
-Work DeviceStaging::run(CommWorker&, const Collective& call, int, std::function<void(const Collective&)>,
+Work DeviceStaging::run(CommWorker&, const Collective& call, int, int, std::function<void(const Collective&)>,
                         std::function<void(const Collective&)>) {
   DTRAIN_USAGE_FAIL() << describe(call) << ": device buffers need a CUDA build of dtrain (DTRAIN_CUDA=ON)";
 }

@@ -1,26 +1,33 @@
-// DeviceStaging for CUDA builds. The caller's stream is held by a StreamGate; the worker copies the
-// input out once the stream reaches the call (an event), runs the host collective on pinned
-// buffers, copies the result back, and opens the gate.
+// DeviceStaging for CUDA builds (device_staging.h describes both paths and why the worker of the
+// staged path never calls CUDA).
 #include <cuda_runtime_api.h>
 
-#include "comm/communicator.h"
 #include <algorithm>
+#include <mutex>
+#include <utility>
 #include <vector>
 
+#include "comm/communicator.h"
 #include "comm/cuda/convert_kernels.cuh"
-#include "comm/cuda/stream_gate.cuh"
+#include "comm/cuda/stream_flag.cuh"
 #include "comm/device_staging.h"
 #include "runtime/core/buffer.h"
 #include "runtime/core/cuda/cuda_check.h"
 #include "runtime/core/cuda/stream.h"
-#include "runtime/core/log.h"
+#include "runtime/core/error.h"
 
 namespace dtrain::comm {
 namespace {
 
-// Grows a pinned staging buffer without freeing the old one: cudaFreeHost synchronizes the whole
-// device, and the worker calling it while a StreamGate holds a stream for this very worker would
-// deadlock. Outgrown buffers are kept until the DeviceStaging is destroyed; doubling bounds them.
+// One piece of a staged call: the host collective on pinned memory, and its ticket (the value of
+// the `landed` flag once its input is on the host, and of `reduced` once the host is done).
+struct Piece {
+  uint64_t ticket = 0;
+  Collective host_call;
+};
+
+// Grows a pinned buffer at the call. The old one is kept, not freed: queued copies and queued host
+// collectives may still use it, and cudaFreeHost would wait for the whole device.
 void grow(core::Buffer& buffer, size_t bytes, std::vector<core::Buffer>& retired) {
   if (buffer.bytes() >= bytes) return;
   const size_t size = std::max(bytes, 2 * buffer.bytes());
@@ -28,160 +35,200 @@ void grow(core::Buffer& buffer, size_t bytes, std::vector<core::Buffer>& retired
   buffer = core::Buffer(core::MemoryKind::kPinnedHost, size);
 }
 
+bool lies_inside(const unsigned char* inner, size_t inner_bytes, const unsigned char* outer, size_t outer_bytes) {
+  return inner >= outer && inner + inner_bytes <= outer + outer_bytes;
+}
+
 }  // namespace
 
 struct DeviceStaging::State {
+  explicit State(int device_index) : device(device_index), out(device_index), back(device_index) {}
+
   int device = 0;
   size_t piece_bytes = 0;
-  cuda::StreamGate gate;
-  // Created on the worker's first use. Two streams, so results flow back to the device while
-  // later pieces are still being copied out (the GPU's copy engines run both directions at once).
-  std::unique_ptr<core::CudaStream> copy_stream;    // device -> host
-  std::unique_ptr<core::CudaStream> return_stream;  // host -> device
-  std::vector<core::CudaEvent> piece_copied;        // one per piece of a pipelined all-reduce
-  core::Buffer host_send;
-  core::Buffer host_recv;
+  // Held while a call is enqueued and handed to the worker: tickets must reach the worker in order.
+  std::mutex submit_mutex;
+  core::CudaStream out;   // device -> host copies
+  core::CudaStream back;  // host -> device copies (both directions run at once on the copy engines)
+  core::CudaEvent ready;  // the caller's stream at the call
+  core::CudaEvent done;   // the last copy back of the call
+  cuda::StreamFlag landed;   // raised by `out` once a piece is on the host
+  cuda::StreamFlag reduced;  // raised by the worker once the host collective of a piece is done
+  uint64_t next_ticket = 0;
+  // All-reduce and broadcast pieces rotate through these; a slot is refilled only after its
+  // previous piece went back (slot_free, recorded on `back`).
+  std::vector<core::Buffer> slots;
+  std::vector<core::CudaEvent> slot_free;
+  size_t next_slot = 0;
+  // All-gather and reduce-scatter: the whole buffers.
+  core::Buffer whole_send, whole_recv;
+  core::CudaEvent whole_free;
   std::vector<core::Buffer> retired;
+  // The direct path: the caller's stream raises `reached` at the call and waits for `opened`.
+  cuda::StreamFlag reached, opened;
+  uint64_t next_gate = 0;
 };
 
-namespace {
-
-// A large all-reduce in pieces: every piece's device->host copy is queued at once, and piece k is
-// all-reduced on the host as soon as it has landed, while later pieces are still copying and
-// earlier results are already copying back. Element-wise reductions split freely into pieces.
-void pipelined_all_reduce(DeviceStaging::State& state, const Collective& call, const unsigned char* host_in,
-                          unsigned char* host_out, const std::function<void(const Collective&)>& run_host) {
-  const size_t esize = core::dtype_size(call.dtype);
-  const size_t piece = std::max<size_t>(1, state.piece_bytes / esize);
-  const size_t pieces = (call.count + piece - 1) / piece;
-  while (state.piece_copied.size() < pieces) state.piece_copied.emplace_back();
-  const cudaStream_t out_stream = state.copy_stream->get();
-  const cudaStream_t back_stream = state.return_stream->get();
-  const auto* device_in = static_cast<const unsigned char*>(call.send);
-  for (size_t k = 0; k < pieces; ++k) {
-    const size_t at = k * piece * esize;
-    const size_t bytes = std::min(piece, call.count - k * piece) * esize;
-    DTRAIN_CUDA_CHECK(cudaMemcpyAsync(const_cast<unsigned char*>(host_in) + at, device_in + at, bytes,
-                                      cudaMemcpyDeviceToHost, out_stream));
-    state.piece_copied[k].record(out_stream);
-  }
-  for (size_t k = 0; k < pieces; ++k) {
-    const size_t first = k * piece;
-    const size_t n = std::min(piece, call.count - first);
-    state.piece_copied[k].synchronize();
-    Collective part = call;
-    part.where = Location::host();
-    part.count = n;
-    part.send = host_in + first * esize;
-    part.recv = host_out + first * esize;
-    run_host(part);
-    DTRAIN_CUDA_CHECK(cudaMemcpyAsync(static_cast<unsigned char*>(call.recv) + first * esize, host_out + first * esize,
-                                      n * esize, cudaMemcpyHostToDevice, back_stream));
-  }
-  state.return_stream->synchronize();
-}
-
-}  // namespace
-
-DeviceStaging::DeviceStaging(size_t piece_bytes) : state_(std::make_unique<State>()) {
-  DTRAIN_CUDA_CHECK(cudaGetDevice(&state_->device));
+DeviceStaging::DeviceStaging(size_t piece_bytes, int slots) {
+  DTRAIN_CHECK(piece_bytes > 0 && slots > 0) << "device staging needs pieces and slots";
+  int device = 0;
+  DTRAIN_CUDA_CHECK(cudaGetDevice(&device));
+  cuda::load_kernels();  // the direct path's worker launches them while the caller's stream is held
+  state_ = std::make_unique<State>(device);
   state_->piece_bytes = piece_bytes;
-  cuda::load_kernels();  // before any stream is held (convert_kernels.cuh says why)
+  for (int i = 0; i < slots; ++i) {
+    state_->slots.emplace_back(core::MemoryKind::kPinnedHost, piece_bytes);
+    state_->slot_free.emplace_back();
+  }
 }
 
-DeviceStaging::~DeviceStaging() = default;
+DeviceStaging::~DeviceStaging() {
+  // The worker has run everything queued (every flag it owes is raised), so these finish.
+  cudaStreamSynchronize(state_->out.get());
+  cudaStreamSynchronize(state_->back.get());
+}
 
 namespace {
 
-// The frame of both paths: holds the caller's stream at `call`, then on the worker runs `check`
-// (once for the whole call, before any data moves), selects the device and runs `body` with an
-// event the caller's stream recorded at the call. The gate opens when body returns or throws, so
-// the caller's stream is never left held.
-Work run_holding_stream(DeviceStaging::State& state, CommWorker& worker, const Collective& call,
-                        std::function<void(const Collective&)> check,
-                        std::function<void(const core::CudaEvent& ready)> body) {
-  const auto user_stream = static_cast<cudaStream_t>(call.where.stream);
-  auto ready = std::make_shared<core::CudaEvent>();
-  ready->record(user_stream);
-  const uint64_t ticket = state.gate.hold(user_stream);
-  return worker.submit([&state, call, ready, ticket, check = std::move(check), body = std::move(body)] {
-    struct OpenOnExit {
-      cuda::StreamGate& gate;
-      uint64_t ticket;
-      ~OpenOnExit() { gate.open(ticket); }
-    } open_on_exit{state.gate, ticket};
-    check(call);
-    DTRAIN_CUDA_CHECK(cudaSetDevice(state.device));
-    body(*ready);
-  });
+// Enqueues piece `ticket`: copy `out_bytes` from `device_in` to `host` (after `free` says the host
+// memory is no longer being copied back), flag it landed, wait for the host, copy `back_bytes`
+// from `host_out` to `device_out`, and record `free`.
+void enqueue_piece(DeviceStaging::State& s, uint64_t ticket, const void* device_in, void* host_in, size_t out_bytes,
+                   void* device_out, const void* host_out, size_t back_bytes, core::CudaEvent& free) {
+  free.make_stream_wait(s.out.get());
+  if (out_bytes > 0) {
+    DTRAIN_CUDA_CHECK(cudaMemcpyAsync(host_in, device_in, out_bytes, cudaMemcpyDeviceToHost, s.out.get()));
+  }
+  s.landed.enqueue_set(s.out.get(), ticket);
+  s.reduced.enqueue_wait(s.back.get(), ticket);
+  if (back_bytes > 0) {
+    DTRAIN_CUDA_CHECK(cudaMemcpyAsync(device_out, host_out, back_bytes, cudaMemcpyHostToDevice, s.back.get()));
+  }
+  free.record(s.back.get());
+}
+
+// All-reduce and broadcast: element-wise, so they split into pieces freely. A broadcast's root
+// only copies out, the other ranks only copy back.
+std::vector<Piece> enqueue_in_pieces(DeviceStaging::State& s, const Collective& call, int rank) {
+  const size_t esize = core::dtype_size(call.dtype);
+  const size_t per_piece = std::max<size_t>(1, s.piece_bytes / esize);
+  const bool broadcast = call.kind == CollectiveKind::kBroadcast;
+  const bool copy_out = !broadcast || rank == call.root;
+  const bool copy_back = !broadcast || rank != call.root;
+  const auto* device_in = static_cast<const unsigned char*>(call.send);
+  auto* device_out = static_cast<unsigned char*>(call.recv);
+  std::vector<Piece> pieces;
+  for (size_t first = 0; first < call.count; first += per_piece) {
+    const size_t n = std::min(per_piece, call.count - first);
+    const size_t slot = s.next_slot++ % s.slots.size();
+    auto* host = static_cast<unsigned char*>(s.slots[slot].data());
+    Piece piece;
+    piece.ticket = ++s.next_ticket;
+    enqueue_piece(s, piece.ticket, device_in + first * esize, host, copy_out ? n * esize : 0,
+                  device_out + first * esize, host, copy_back ? n * esize : 0, s.slot_free[slot]);
+    piece.host_call = call;
+    piece.host_call.where = Location::host();
+    piece.host_call.count = n;
+    piece.host_call.send = host;
+    piece.host_call.recv = host;
+    pieces.push_back(piece);
+  }
+  return pieces;
+}
+
+// All-gather and reduce-scatter: one piece, the whole buffers, keeping the caller's in-place
+// relation on the host so the host collective sees it too.
+std::vector<Piece> enqueue_whole(DeviceStaging::State& s, const Collective& call, int world_size) {
+  const size_t esize = core::dtype_size(call.dtype);
+  const size_t send_bytes = send_elements(call, world_size) * esize;
+  const size_t recv_bytes = recv_elements(call, world_size) * esize;
+  if (send_bytes == 0 && recv_bytes == 0) return {};
+  grow(s.whole_send, send_bytes, s.retired);
+  grow(s.whole_recv, recv_bytes, s.retired);
+  const auto* device_send = static_cast<const unsigned char*>(call.send);
+  auto* device_recv = static_cast<unsigned char*>(call.recv);
+  auto* host_send = static_cast<unsigned char*>(s.whole_send.data());
+  auto* host_recv = static_cast<unsigned char*>(s.whole_recv.data());
+  if (lies_inside(device_send, send_bytes, device_recv, recv_bytes)) {  // all-gather in place
+    host_send = host_recv + (device_send - device_recv);
+  } else if (lies_inside(device_recv, recv_bytes, device_send, send_bytes)) {  // reduce-scatter in place
+    host_recv = host_send + (device_recv - device_send);
+  }
+  Piece piece;
+  piece.ticket = ++s.next_ticket;
+  enqueue_piece(s, piece.ticket, device_send, host_send, send_bytes, device_recv, host_recv, recv_bytes, s.whole_free);
+  piece.host_call = call;
+  piece.host_call.where = Location::host();
+  piece.host_call.send = host_send;
+  piece.host_call.recv = host_recv;
+  return {piece};
 }
 
 }  // namespace
 
-Work DeviceStaging::run(CommWorker& worker, const Collective& call, int world_size,
+Work DeviceStaging::run(CommWorker& worker, const Collective& call, int world_size, int rank,
                         std::function<void(const Collective&)> check, std::function<void(const Collective&)> run_host) {
-  State* state = state_.get();
-  auto stage = [state, call, world_size, run_host = std::move(run_host)](const core::CudaEvent& ready) {
-    if (!state->copy_stream) {
-      state->copy_stream = std::make_unique<core::CudaStream>(state->device);
-      state->return_stream = std::make_unique<core::CudaStream>(state->device);
+  State& s = *state_;
+  std::lock_guard lock(s.submit_mutex);
+  core::DeviceGuard on(s.device);
+  const auto user = static_cast<cudaStream_t>(call.where.stream);
+  s.ready.record(user);
+  s.ready.make_stream_wait(s.out.get());
+  const bool in_pieces = call.kind == CollectiveKind::kAllReduce || call.kind == CollectiveKind::kBroadcast;
+  const uint64_t first_ticket = s.next_ticket + 1;
+  std::vector<Piece> pieces;
+  try {
+    pieces = in_pieces ? enqueue_in_pieces(s, call, rank) : enqueue_whole(s, call, world_size);
+    if (!pieces.empty()) {
+      s.done.record(s.back.get());
+      s.done.make_stream_wait(user);
     }
-    const cudaStream_t copy = state->copy_stream->get();
-    const size_t esize = core::dtype_size(call.dtype);
-    const size_t send_bytes = send_elements(call, world_size) * esize;
-    const size_t recv_bytes = recv_elements(call, world_size) * esize;
-    grow(state->host_recv, recv_bytes, state->retired);
-    auto* host_recv = static_cast<unsigned char*>(state->host_recv.data());
-
-    // Keep the caller's in-place relation on the host side, so the host collective sees it too.
-    Collective host_call = call;
-    host_call.where = Location::host();
-    host_call.recv = host_recv;
-    const auto* device_recv = static_cast<const unsigned char*>(call.recv);
-    const auto* device_send = static_cast<const unsigned char*>(call.send);
-    const bool send_inside_recv = device_send >= device_recv && device_send + send_bytes <= device_recv + recv_bytes;
-    if (send_inside_recv) {
-      host_call.send = host_recv + (device_send - device_recv);
-    } else if (device_recv >= device_send && device_recv + recv_bytes <= device_send + send_bytes) {
-      // reduce_scatter in place: recv lies inside send. Stage send; recv maps into it.
-      grow(state->host_send, send_bytes, state->retired);
-      host_call.send = state->host_send.data();
-      host_call.recv = static_cast<unsigned char*>(state->host_send.data()) + (device_recv - device_send);
-    } else {
-      grow(state->host_send, send_bytes, state->retired);
-      host_call.send = state->host_send.data();
+  } catch (...) {
+    // Tickets handed out before the failure have waits on the return stream: the worker releases
+    // them in turn, so later calls are not stuck behind them.
+    if (s.next_ticket >= first_ticket) worker.submit([&s, last = s.next_ticket] { s.reduced.set(last); });
+    throw;
+  }
+  const uint64_t last = pieces.empty() ? 0 : pieces.back().ticket;
+  return worker.submit([&s, call, last, pieces = std::move(pieces), check = std::move(check),
+                        run_host = std::move(run_host)] {
+    // However this ends, the return stream (and so the caller's stream) goes on past this call.
+    struct ReleaseOnExit {
+      cuda::StreamFlag& reduced;
+      uint64_t last;
+      ~ReleaseOnExit() {
+        if (last > 0 && reduced.value() < last) reduced.set(last);
+      }
+    } release{s.reduced, last};
+    check(call);
+    for (const Piece& piece : pieces) {
+      s.landed.wait_at_least(piece.ticket);
+      run_host(piece.host_call);
+      s.reduced.set(piece.ticket);
     }
-
-    ready.make_stream_wait(copy);
-    if (call.kind == CollectiveKind::kAllReduce && recv_bytes > state->piece_bytes) {
-      pipelined_all_reduce(*state, call, static_cast<const unsigned char*>(host_call.send), host_recv, run_host);
-      return;
-    }
-    const void* staged_from = send_inside_recv ? call.recv : call.send;
-    const size_t staged_bytes = send_inside_recv ? recv_bytes : send_bytes;
-    void* staged_to = send_inside_recv ? host_recv : const_cast<void*>(host_call.send);
-    if (staged_bytes > 0) {
-      DTRAIN_CUDA_CHECK(cudaMemcpyAsync(staged_to, staged_from, staged_bytes, cudaMemcpyDeviceToHost, copy));
-    }
-    state->copy_stream->synchronize();
-
-    run_host(host_call);
-
-    if (recv_bytes > 0) {
-      DTRAIN_CUDA_CHECK(cudaMemcpyAsync(call.recv, host_call.recv, recv_bytes, cudaMemcpyHostToDevice, copy));
-    }
-    state->copy_stream->synchronize();
-  };
-  return run_holding_stream(*state, worker, call, std::move(check), std::move(stage));
+  });
 }
 
 Work DeviceStaging::run_direct(CommWorker& worker, const Collective& call, std::function<void(const Collective&)> check,
                                std::function<void(const Collective&)> run_device) {
-  return run_holding_stream(*state_, worker, call, std::move(check),
-                            [call, run_device = std::move(run_device)](const core::CudaEvent& ready) {
-                              ready.synchronize();  // the caller's earlier work on these buffers is done
-                              run_device(call);
-                            });
+  State& s = *state_;
+  std::lock_guard lock(s.submit_mutex);
+  core::DeviceGuard on(s.device);
+  const auto user = static_cast<cudaStream_t>(call.where.stream);
+  const uint64_t ticket = ++s.next_gate;
+  s.reached.enqueue_set(user, ticket);
+  s.opened.enqueue_wait(user, ticket);
+  return worker.submit([&s, call, ticket, check = std::move(check), run_device = std::move(run_device)] {
+    struct OpenOnExit {
+      cuda::StreamFlag& opened;
+      uint64_t ticket;
+      ~OpenOnExit() { opened.set(ticket); }
+    } open_on_exit{s.opened, ticket};
+    s.reached.wait_at_least(ticket);  // the caller's earlier work on these buffers is done
+    check(call);
+    DTRAIN_CUDA_CHECK(cudaSetDevice(s.device));
+    run_device(call);
+  });
 }
 
 }  // namespace dtrain::comm

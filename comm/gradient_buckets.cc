@@ -18,6 +18,7 @@ void GradientBuckets::begin_step() {
   }
   launched_early_ = 0;
   in_step_ = true;
+  ++steps_begun_;
 }
 
 }  // namespace dtrain::comm

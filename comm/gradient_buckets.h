@@ -1,7 +1,9 @@
 #pragma once
 // The bucket bookkeeping of gradient averaging during backward, shared by the host synchronizer
-// (comm::GradientSynchronizer) and the device one (train::cuda::DeviceGradientSync), which differ
-// only in how a bucket's all-reduce is started and waited for.
+// (GradientSynchronizer) and the device one (DeviceGradientSynchronizer), which differ only in how
+// a bucket's all-reduce is started and waited for. The bucket count lives here, and so does the
+// consistency-check policy of both: the communicator checks every call of the first step (that
+// every rank has the same buckets), and later steps cannot differ from the first.
 //
 // [0, count) fp32 elements are cut into buckets of bucket_bytes / 4 consecutive elements (the last
 // one shorter). Each step, backward reports the ranges it has written; the moment a bucket's last
@@ -55,6 +57,8 @@ class GradientBuckets {
 
   // Buckets launched from mark_ready, i.e. overlapping backward, in the latest step.
   int launched_during_backward() const { return launched_early_; }
+  // Whether this step's all-reduces should be consistency-checked (the first step only).
+  bool check_calls_this_step() const { return steps_begun_ == 1; }
 
  private:
   size_t count_;
@@ -63,6 +67,7 @@ class GradientBuckets {
   std::vector<bool> launched_;
   int launched_early_ = 0;
   bool in_step_ = false;
+  long steps_begun_ = 0;
 };
 
 }  // namespace dtrain::comm

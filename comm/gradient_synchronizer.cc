@@ -19,6 +19,7 @@ GradientSynchronizer::GradientSynchronizer(Communicator& comm, float* gradients,
 
 void GradientSynchronizer::begin_step() {
   buckets_.begin_step();
+  comm_.set_consistency_check(buckets_.check_calls_this_step());
   for (Work& w : work_) w = Work();
 }
 

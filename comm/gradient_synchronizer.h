@@ -9,7 +9,9 @@
 // bf16 or fp16: a bucket is cast down for the all-reduce and back to fp32 afterwards.
 //
 // One step at a time: begin_step(), mark_ready() for every element exactly once, finish().
-// Host buffers (the CPU path; the GPU path's counterpart is train::cuda::DeviceGradientSync);
+// The communicator checks every call of the first step only (GradientBuckets says why). A failed
+// all-reduce throws from finish().
+// Host buffers (the CPU path; the GPU path's counterpart is DeviceGradientSynchronizer);
 // not thread-safe.
 #include <cstddef>
 #include <vector>

@@ -27,6 +27,8 @@ HierarchicalCommunicator::HierarchicalCommunicator(const core::RankContext& ctx,
   size_ = t.world_size;
   local_rank_ = t.local_rank;
   local_size_ = t.local_size;
+  core::require_mpi_thread_multiple("the hierarchical communicator runs host calls on its own thread");
+  check_same_tuning(control_.get(), tuning);
 
   int sizes[2] = {local_size_, -local_size_};
   int extremes[2] = {0, 0};
@@ -38,6 +40,14 @@ HierarchicalCommunicator::HierarchicalCommunicator(const core::RankContext& ctx,
                               : std::make_unique<MpiRingCommunicator>(ctx.node(), tuning));
   flat_ = unchecked(use_nccl ? make_nccl_communicator(ctx.world())
                              : std::make_unique<MpiRingCommunicator>(ctx.world(), tuning));
+  host_intra_ = intra_.get();
+  host_flat_ = flat_.get();
+  if (use_nccl) {
+    own_host_intra_ = unchecked(std::make_unique<MpiRingCommunicator>(ctx.node(), tuning));
+    own_host_flat_ = unchecked(std::make_unique<MpiRingCommunicator>(ctx.world(), tuning));
+    host_intra_ = own_host_intra_.get();
+    host_flat_ = own_host_flat_.get();
+  }
   if (uniform_nodes_) {
     cross_ = unchecked(std::make_unique<MpiRingCommunicator>(ctx.cross_node(), tuning));
   } else {
@@ -57,55 +67,67 @@ HierarchicalCommunicator::HierarchicalCommunicator(const core::RankContext& ctx,
   worker_ = std::make_unique<CommWorker>();
 }
 
-HierarchicalCommunicator::~HierarchicalCommunicator() = default;
+HierarchicalCommunicator::~HierarchicalCommunicator() { worker_->stop(); }
 
 Work HierarchicalCommunicator::submit(const Collective& call) {
   validate_call(call, size_);
-  if (call.kind != CollectiveKind::kAllReduce) {
-    if (check_) check_same_collective(control_.get(), call);
-    return flat_->submit(call);
+  std::lock_guard lock(submit_mutex_);
+  if (!call.where.device) {
+    const bool check = check_;
+    return worker_->submit([this, call, check] {
+      if (check) check_same_collective(control_.get(), call);
+      if (call.kind == CollectiveKind::kAllReduce) {
+        all_reduce(call);
+      } else {
+        flat(call.where).submit(call).wait();
+      }
+    });
   }
-  if (call.where.device) {
-    // Every step enqueues on the caller's stream; nothing here blocks on the GPU.
-    if (check_) check_same_collective(control_.get(), call);
-    all_reduce(call);
-    return Work();
-  }
-  const bool check = check_;
-  return worker_->submit([this, call, check] {
-    if (check) check_same_collective(control_.get(), call);
-    all_reduce(call);
-  });
+  // This call's steps go to the sub-communicators after every earlier host call's, and the check
+  // below must not overlap a host call's check on the worker.
+  worker_->wait_idle();
+  if (check_) check_same_collective(control_.get(), call);
+  if (call.kind != CollectiveKind::kAllReduce) return flat(call.where).submit(call);
+  return Work::all_of(all_reduce(call));
 }
 
-void HierarchicalCommunicator::all_reduce(const Collective& call) {
+std::vector<Work> HierarchicalCommunicator::all_reduce(const Collective& call) {
   const Location where = call.where;
   const float scale = call.op == ReduceOp::kAverage ? 1.0f / static_cast<float>(size_) : 1.0f;
   if (call.dtype == DType::kF32) {
     copy_bytes(call.recv, call.send, call.count * sizeof(float), where);
-    all_reduce_f32(static_cast<float*>(call.recv), call.count, where);
+    std::vector<Work> cross = all_reduce_f32(static_cast<float*>(call.recv), call.count, where);
     if (scale != 1.0f) narrow_from_f32(static_cast<float*>(call.recv), scale, call.recv, DType::kF32, call.count, where);
-    return;
+    return cross;
   }
+  // Device scratch is tagged with the caller's stream; the staged cross-node step reads and writes
+  // it on its own streams, but the caller's stream waits for them before any later use.
   core::Buffer wide = scratch_buffer(call.count * sizeof(float), where);
   auto* wide_f = static_cast<float*>(wide.data());
   widen_to_f32(call.send, call.dtype, wide_f, call.count, where);
-  all_reduce_f32(wide_f, call.count, where);
+  std::vector<Work> cross = all_reduce_f32(wide_f, call.count, where);
   narrow_from_f32(wide_f, scale, call.recv, call.dtype, call.count, where);
+  return cross;
 }
 
-void HierarchicalCommunicator::all_reduce_f32(float* work, size_t count, Location where) {
-  if (count == 0) return;
-  auto wait_host = [&](Work w) {
-    if (!where.device) w.wait();  // device steps are ordered by the stream
+std::vector<Work> HierarchicalCommunicator::all_reduce_f32(float* work, size_t count, Location where) {
+  std::vector<Work> cross;  // device: the cross-node steps, still running
+  if (count == 0) return cross;
+  // Host steps run one after another (on the worker thread); device steps are ordered by the stream.
+  auto step = [&](Work w, bool cross_node) {
+    if (!where.device) {
+      w.wait();
+    } else if (cross_node) {
+      cross.push_back(std::move(w));
+    }
   };
   const size_t lmax = static_cast<size_t>(max_local_size_);
 
   if (uniform_nodes_) {
     const size_t local = static_cast<size_t>(local_size_);
     if (local == 1) {
-      wait_host(cross_->all_reduce(work, work, count, DType::kF32, ReduceOp::kSum, where));
-      return;
+      step(cross_->all_reduce(work, work, count, DType::kF32, ReduceOp::kSum, where), true);
+      return cross;
     }
     // Pad to a multiple of L so every shard has the same length (NCCL's reduce-scatter requires it).
     const size_t shard = (count + local - 1) / local;
@@ -118,15 +140,15 @@ void HierarchicalCommunicator::all_reduce_f32(float* work, size_t count, Locatio
       zero_bytes(data + count, (shard * local - count) * sizeof(float), where);
     }
     float* mine = data + static_cast<size_t>(local_rank_) * shard;
-    wait_host(intra_->reduce_scatter(data, mine, shard, DType::kF32, ReduceOp::kSum, where));
-    wait_host(cross_->all_reduce(mine, mine, shard, DType::kF32, ReduceOp::kSum, where));
-    wait_host(intra_->all_gather(mine, data, shard, DType::kF32, where));
+    step(intra(where).reduce_scatter(data, mine, shard, DType::kF32, ReduceOp::kSum, where), false);
+    step(cross_->all_reduce(mine, mine, shard, DType::kF32, ReduceOp::kSum, where), true);
+    step(intra(where).all_gather(mine, data, shard, DType::kF32, where), false);
     if (data != work) copy_bytes(work, data, count * sizeof(float), where);
-    return;
+    return cross;
   }
 
   // Uneven nodes.
-  wait_host(intra_->all_reduce(work, work, count, DType::kF32, ReduceOp::kSum, where));
+  step(intra(where).all_reduce(work, work, count, DType::kF32, ReduceOp::kSum, where), false);
   const std::vector<size_t> offsets = even_chunks(count, max_local_size_);
   std::vector<Work> pending;
   for (size_t shard = 0; shard < lmax; ++shard) {
@@ -135,11 +157,13 @@ void HierarchicalCommunicator::all_reduce_f32(float* work, size_t count, Locatio
     pending.push_back(shard_cross_[shard]->all_reduce(at, at, offsets[shard + 1] - offsets[shard], DType::kF32,
                                                       ReduceOp::kSum, where));
   }
-  for (Work& w : pending) wait_host(w);
+  for (Work& w : pending) step(std::move(w), true);
   for (size_t shard = 0; shard < lmax; ++shard) {
     const int owner = static_cast<int>(shard) % local_size_;
-    wait_host(intra_->broadcast(work + offsets[shard], offsets[shard + 1] - offsets[shard], DType::kF32, owner, where));
+    step(intra(where).broadcast(work + offsets[shard], offsets[shard + 1] - offsets[shard], DType::kF32, owner, where),
+         false);
   }
+  return cross;
 }
 
 }  // namespace dtrain::comm

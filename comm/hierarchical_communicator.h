@@ -10,10 +10,20 @@
 // an intra-node all-reduce, then each of Lmax shards is all-reduced across nodes by one owner per
 // node (local rank = shard mod node size), then each owner broadcasts its shards inside its node.
 //
-// Intra-node: NCCL on GPU hosts; an MPI node communicator (our ring) on CPU-only hosts.
-// fp16/bf16 are widened to fp32 for the whole operation and rounded once at the end.
-// Broadcast, all-gather and reduce-scatter delegate to a flat world communicator.
+// Intra-node: NCCL for device buffers on GPU hosts; an MPI node communicator (our ring) for host
+// buffers (and for everything on CPU-only hosts). fp16/bf16 are widened to fp32 for the whole
+// operation and rounded once at the end. Broadcast, all-gather and reduce-scatter delegate to a
+// flat world communicator (NCCL for device buffers, our ring for host buffers).
+//
+// Order (communicator.h): the sub-communicators see every call's steps in submission order, on
+// every rank, and the control communicator (the consistency check) is used by one thread at a
+// time. Host calls run as a whole on this communicator's worker thread, in order. A device call
+// enqueues its steps on the caller's thread; if host calls are still running, it first waits for
+// them (a host wait, only when host and device calls are mixed).
+// The Work of a device all-reduce is the cross-node step's (staged on the host): it completes when
+// that step has, and carries its failure. Errors of the NCCL steps are thrown at the call.
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "comm/comm_worker.h"
@@ -26,7 +36,7 @@ namespace dtrain::comm {
 
 class HierarchicalCommunicator final : public Communicator {
  public:
-  // Collective over ctx.world(). use_nccl: the intra-node step runs on NCCL (device buffers).
+  // Collective over ctx.world(). use_nccl: device buffers take NCCL inside the node.
   HierarchicalCommunicator(const core::RankContext& ctx, bool use_nccl, RingTuning tuning);
   ~HierarchicalCommunicator() override;
 
@@ -37,9 +47,12 @@ class HierarchicalCommunicator final : public Communicator {
   void set_consistency_check(bool enabled) override { check_ = enabled; }
 
  private:
-  // The whole all-reduce on fp32 buffers (work holds the input, in place), enqueued or run inline.
-  void all_reduce_f32(float* work, size_t count, Location where);
-  void all_reduce(const Collective& call);
+  // The whole all-reduce on fp32 buffers (work holds the input, in place). Host: runs to the end.
+  // Device: enqueues, and returns the Works of the cross-node steps.
+  std::vector<Work> all_reduce_f32(float* work, size_t count, Location where);
+  std::vector<Work> all_reduce(const Collective& call);
+  Communicator& intra(Location where) { return where.device ? *intra_ : *host_intra_; }
+  Communicator& flat(Location where) { return where.device ? *flat_ : *host_flat_; }
 
   core::MpiComm control_;
   int rank_ = 0;
@@ -50,10 +63,15 @@ class HierarchicalCommunicator final : public Communicator {
   int max_local_size_ = 1;
   bool check_ = true;
 
-  std::unique_ptr<Communicator> intra_;                      // this node's ranks
+  std::unique_ptr<Communicator> intra_;                      // this node's ranks (NCCL with GPUs)
   std::unique_ptr<Communicator> cross_;                      // uniform: ranks of my local index
   std::vector<std::unique_ptr<Communicator>> shard_cross_;   // uneven: [shard] -> owners, or null
   std::unique_ptr<Communicator> flat_;                       // the other collectives
+  // Host buffers with GPUs: our ring (NCCL takes device buffers only). Without GPUs: intra_ / flat_.
+  std::unique_ptr<Communicator> own_host_intra_, own_host_flat_;
+  Communicator* host_intra_ = nullptr;
+  Communicator* host_flat_ = nullptr;
+  std::mutex submit_mutex_;  // one submission at a time, so every rank sees one order
   // Host calls run here, in order. Last member: its thread stops before the communicators it uses go.
   std::unique_ptr<CommWorker> worker_;
 };

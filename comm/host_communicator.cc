@@ -13,7 +13,7 @@ namespace {
 constexpr size_t kInlineBytes = 64 * 1024;
 
 size_t staging_piece_bytes() {
-  return static_cast<size_t>(core::env_int("DTRAIN_STAGING_PIECE_BYTES", 4096, int64_t{1} << 34).value_or(8 << 20));
+  return static_cast<size_t>(core::env_int("DTRAIN_STAGING_PIECE_BYTES", 4096, int64_t{1} << 34).value_or(4 << 20));
 }
 
 }  // namespace
@@ -21,9 +21,13 @@ size_t staging_piece_bytes() {
 HostCommunicator::HostCommunicator(MPI_Comm comm) : comm_(core::MpiComm::duplicate(comm)) {
   rank_ = comm_.rank();
   size_ = comm_.size();
+  core::require_mpi_thread_multiple("a host-side communicator (mpi-ring, mpi) runs MPI on its own thread");
+  staging_piece_bytes_ = staging_piece_bytes();
+  // Ranks cutting a staged call into different pieces would run mismatched collectives.
+  check_same_setting(comm_.get(), "DTRAIN_STAGING_PIECE_BYTES", staging_piece_bytes_);
 }
 
-HostCommunicator::~HostCommunicator() = default;
+HostCommunicator::~HostCommunicator() { worker_.stop(); }
 
 Work HostCommunicator::submit(const Collective& call) {
   validate_call(call, size_);
@@ -31,19 +35,21 @@ Work HostCommunicator::submit(const Collective& call) {
   if (!call.where.device) {
     auto operation = [this, call, check] {
       if (check) check_same_collective(comm_.get(), call);
+      faults_.on_operation(name(), call);
       run(call);
     };
     const size_t bytes = std::max(send_elements(call, size_), recv_elements(call, size_)) * core::dtype_size(call.dtype);
     if (bytes <= kInlineBytes) return worker_.run_inline_if_idle(std::move(operation));
     return worker_.submit(std::move(operation));
   }
-  if (!staging_) staging_ = std::make_unique<DeviceStaging>(staging_piece_bytes());
+  if (!staging_) staging_ = std::make_unique<DeviceStaging>(staging_piece_bytes_);
   auto check_call = [this, check](const Collective& device_call) {
     if (check) check_same_collective(comm_.get(), device_call);
+    faults_.on_operation(name(), device_call);
   };
   auto run_call = [this](const Collective& c) { run(c); };
   if (takes_device_pointers()) return staging_->run_direct(worker_, call, check_call, run_call);
-  return staging_->run(worker_, call, size_, check_call, run_call);
+  return staging_->run(worker_, call, size_, rank_, check_call, run_call);
 }
 
 }  // namespace dtrain::comm

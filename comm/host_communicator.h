@@ -4,6 +4,13 @@
 // consistency check, and staging of device buffers through pinned host memory.
 // A subclass implements run(), called on the worker thread with host buffers, or with device buffers
 // when it takes_device_pointers() (a CUDA-aware MPI).
+//
+// MPI is called from the worker thread beside the caller's, so the constructor requires
+// MPI_THREAD_MULTIPLE (core::require_mpi_thread_multiple). Every rank must use the same staging
+// piece size (DTRAIN_STAGING_PIECE_BYTES); the constructor checks, naming both values.
+// A subclass must call stop_worker() first thing in its destructor: queued operations run
+// subclass code (run()) and use subclass members, so the worker must finish them and stop before
+// any of that is destroyed.
 #include <mpi.h>
 
 #include <memory>
@@ -11,6 +18,7 @@
 #include "comm/comm_worker.h"
 #include "comm/communicator.h"
 #include "comm/device_staging.h"
+#include "comm/fault_injection.h"
 #include "runtime/core/mpi_scope.h"
 
 namespace dtrain::comm {
@@ -32,12 +40,16 @@ class HostCommunicator : public Communicator {
   virtual void run(const Collective& call) = 0;
   virtual bool takes_device_pointers() const { return false; }
   MPI_Comm mpi_comm() const { return comm_.get(); }
+  // Runs what is queued, then stops the worker thread. Idempotent.
+  void stop_worker() { worker_.stop(); }
 
  private:
   core::MpiComm comm_;
   int rank_ = 0;
   int size_ = 1;
   bool check_ = true;
+  size_t staging_piece_bytes_ = 0;
+  FaultInjector faults_{fault_plan_from_env()};
   std::unique_ptr<DeviceStaging> staging_;  // created on the first device call
   CommWorker worker_;  // last member: its thread must stop before the rest is destroyed
 };

@@ -11,6 +11,7 @@ namespace dtrain::comm {
 class MpiCommunicator final : public HostCommunicator {
  public:
   explicit MpiCommunicator(MPI_Comm comm);
+  ~MpiCommunicator() override { stop_worker(); }
   const char* name() const override { return "mpi"; }
 
  private:

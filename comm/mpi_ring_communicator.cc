@@ -1,5 +1,8 @@
 #include "comm/mpi_ring_communicator.h"
 
+#include <string>
+
+#include "comm/consistency_check.h"
 #include "comm/memory_ops.h"
 #include "runtime/core/error.h"
 #include "runtime/core/mpi_check.h"
@@ -12,7 +15,13 @@ constexpr int kWidenSlot = 3;  // RingMemory slot of the fp32 copy of 16-bit dat
 }  // namespace
 
 MpiRingCommunicator::MpiRingCommunicator(MPI_Comm comm, RingTuning tuning)
-    : HostCommunicator(comm), tuning_(tuning), device_mode_(device_pointer_mode()), host_ring_(mpi_comm(), tuning) {}
+    : HostCommunicator(comm), tuning_(tuning), device_mode_(device_pointer_mode()), host_ring_(mpi_comm(), tuning) {
+  check_same_tuning(mpi_comm(), tuning_);
+  // Staged calls run the ring piece by piece, direct ones on the whole buffer: different messages.
+  check_same_setting(mpi_comm(), "DTRAIN_MPI_DEVICE_POINTERS", static_cast<uint64_t>(device_mode_), [](uint64_t mode) {
+    return std::string("'") + device_pointer_mode_name(static_cast<DevicePointerMode>(mode)) + "'";
+  });
+}
 
 Ring& MpiRingCommunicator::ring_for(const Collective& call) {
   if (!call.where.device) return host_ring_;

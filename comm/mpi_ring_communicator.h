@@ -5,6 +5,9 @@
 // Device buffers are staged through pinned host memory, or, when the MPI library takes device
 // pointers (DTRAIN_MPI_DEVICE_POINTERS, mpi_features.h), handed to MPI directly and reduced by
 // kernels: the same ring on a second Ring whose memory is the device's.
+// The constructor checks that every rank has the same ring tuning (a UsageError naming
+// DTRAIN_RING_SEGMENT_BYTES or DTRAIN_RING_SMALL_BYTES and the values): ranks cutting messages
+// differently would otherwise corrupt memory or hang.
 #include <memory>
 
 #include "comm/host_communicator.h"
@@ -16,6 +19,7 @@ namespace dtrain::comm {
 class MpiRingCommunicator final : public HostCommunicator {
  public:
   MpiRingCommunicator(MPI_Comm comm, RingTuning tuning);
+  ~MpiRingCommunicator() override { stop_worker(); }
   const char* name() const override { return "mpi-ring"; }
 
  private:

@@ -4,6 +4,7 @@
 #include <climits>
 #include <cstring>
 
+#include "comm/consistency_check.h"
 #include "runtime/core/env.h"
 #include "runtime/core/error.h"
 #include "runtime/core/mpi_check.h"
@@ -27,6 +28,11 @@ RingTuning ring_tuning_from_env() {
   }
   if (auto v = core::env_int("DTRAIN_RING_SMALL_BYTES", 0, int64_t{1} << 30)) tuning.small_bytes = static_cast<size_t>(*v);
   return tuning;
+}
+
+void check_same_tuning(MPI_Comm comm, const RingTuning& tuning) {
+  check_same_setting(comm, "DTRAIN_RING_SEGMENT_BYTES", tuning.segment_bytes);
+  check_same_setting(comm, "DTRAIN_RING_SMALL_BYTES", tuning.small_bytes);
 }
 
 std::vector<size_t> even_chunks(size_t count, int n) {

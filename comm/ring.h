@@ -32,6 +32,10 @@ struct RingTuning {
 // Reads DTRAIN_RING_SEGMENT_BYTES and DTRAIN_RING_SMALL_BYTES (UsageError if malformed).
 RingTuning ring_tuning_from_env();
 
+// Collective over `comm`: a UsageError on every rank, naming the variable and both values, unless
+// every rank has the same tuning.
+void check_same_tuning(MPI_Comm comm, const RingTuning& tuning);
+
 // Element offsets of n chunks of `count` elements, sizes differing by at most one: offsets[i]..offsets[i+1].
 std::vector<size_t> even_chunks(size_t count, int n);
 

@@ -27,7 +27,7 @@ class DeviceRingMemory final : public RingMemory {
     Slot& s = slots_[static_cast<size_t>(slot)];
     if (s.count < count) {
       // Outgrown buffers are not freed until the end: cudaFree synchronizes the whole device, and
-      // the caller's stream is held (StreamGate) while this runs, so it would never return.
+      // the caller's stream is held (DeviceStaging::run_direct) while this runs, so it would never return.
       void* p = nullptr;
       const size_t bytes = std::max<size_t>(count, 1) * sizeof(float);
       if (managed_) {

@@ -6,6 +6,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 namespace dtrain::comm {
 
@@ -16,6 +17,10 @@ class Work {
   void wait() const;
   // True once done; rethrows the failure if it failed.
   bool test() const;
+
+  // Done when every one of `works` is; wait() waits for all of them, then rethrows the first
+  // failure (so no part is still running when it throws).
+  static Work all_of(std::vector<Work> works);
 
   // The producer side: a pending Work and its completion.
   static Work pending();
@@ -28,6 +33,7 @@ class Work {
     std::condition_variable done_cv;
     bool done = false;
     std::exception_ptr error;
+    std::vector<Work> parts;  // all_of
   };
   std::shared_ptr<State> state_;
 };

@@ -1,9 +1,10 @@
 #!/bin/bash
 # The GPU tests on a GPU machine without cmake/ctest (the lent device machines): run from the
-# repository root with build/bin present (carried); logs under $OUT.
+# repository root with the binaries in $BIN (default build/bin, carried); logs under $OUT.
 #   scripts/gpu_checks.sh [DATA_DIR]   # DATA_DIR: the Fashion-MNIST idx files (default Debian's)
 set -u
 OUT=${OUT:-/tmp/dtrain_gpu_checks}
+BIN=${BIN:-build/bin}
 DATA=${1:-/usr/share/datasets/fashion-mnist}
 mkdir -p "$OUT"
 SP=/opt/torch/.venv/lib/python3.12/site-packages
@@ -13,20 +14,47 @@ GPUS=$(nvidia-smi -L | wc -l)
 MPI="mpirun --allow-run-as-root -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE"
 status=0
 check() {  # check NAME COMMAND...
-  local name=$1
-  shift
-  if timeout 600 "$@" > "$OUT/$name.log" 2>&1; then echo "PASS $name"; else echo "FAIL $name (rc $?)"; status=1; fi
+  check_within 600 "$@"
+}
+check_within() {  # check_within SECONDS NAME COMMAND...: a command still running then is a hang, and fails
+  local limit=$1 name=$2
+  shift 2
+  timeout -k 10 "$limit" "$@" > "$OUT/$name.log" 2>&1
+  local rc=$?
+  if [ $rc -eq 0 ]; then
+    echo "PASS $name"
+  elif [ $rc -eq 124 ] || [ $rc -eq 137 ] || grep -q WATCHDOG "$OUT/$name.log"; then
+    echo "FAIL $name (hung: killed after $limit s or by its watchdog)"; status=1
+  else
+    echo "FAIL $name (rc $rc)"; status=1
+  fi
 }
 for t in dtrain-models-gpu-tests dtrain-train-gpu-tests; do
-  [ -x build/bin/$t ] && check "$t" build/bin/$t
+  [ -x $BIN/$t ] && check "$t" $BIN/$t
 done
-if [ -x build/bin/dtrain-train-mpi-tests ] && [ "$GPUS" -ge 2 ]; then
-  check rank_equivalence_np$GPUS $MPI -np "$GPUS" build/bin/dtrain-train-mpi-tests --gtest_filter='RankEquivalence.OnGpus*'
+if [ -x $BIN/dtrain-train-mpi-tests ] && [ "$GPUS" -ge 2 ]; then
+  check rank_equivalence_np$GPUS $MPI -np "$GPUS" $BIN/dtrain-train-mpi-tests --gtest_filter='RankEquivalence.OnGpus*'
   grep -h "worst relative" "$OUT/rank_equivalence_np$GPUS.log"
 fi
-if [ -x build/bin/dtrain-train ]; then
+# Issue 13: the multi-node GPU path, 2 GPUs as 2 simulated nodes (DTRAIN_RANKS_PER_NODE=1), with
+# the cross-node ring staged through the host. Each training test in a process of its own (lazy
+# kernel loading, which the hang needed, happens once per process) and under a time limit.
+if [ -x $BIN/dtrain-multinode-gpu-mpi-tests ] && [ "$GPUS" -ge 2 ]; then
+  MN="$MPI -np 2 -x DTRAIN_MPI_DEVICE_POINTERS=stage"
+  for b in hierarchical mpi_ring; do
+    check_within 240 multinode_train_steps_$b $MN $BIN/dtrain-multinode-gpu-mpi-tests --gtest_filter="*/MultiNodeTraining.*/$b"
+    check_within 240 multinode_train_fault_$b $MN $BIN/dtrain-multinode-gpu-mpi-tests --gtest_filter="*/TrainingFaults.*/$b"
+  done
+  check_within 300 rank_equivalence_backends $MN $BIN/dtrain-multinode-gpu-mpi-tests --gtest_filter='*/RankEquivalenceOnBackends.*'
+  grep -h "simulated nodes, \|worst relative" "$OUT"/multinode_train_steps_*.log "$OUT/rank_equivalence_backends.log"
+fi
+if [ -x $BIN/dtrain-comm-robustness-mpi-tests ] && [ "$GPUS" -ge 2 ]; then
+  check_within 240 comm_robustness_np2 $MPI -np 2 $BIN/dtrain-comm-robustness-mpi-tests
+  check_within 300 comm_gpu_collectives_np2 $MPI -np 2 $BIN/dtrain-comm-gpu-mpi-tests
+fi
+if [ -x $BIN/dtrain-train ]; then
   # e2e.fashion_mnist.gpu: the CPU run's config and global batch on one GPU, top-1 >= 88% at epoch 2.
-  check fashion_mnist_gpu $MPI -np 1 build/bin/dtrain-train --config configs/fashion_mnist_resnet.pbtxt \
+  check fashion_mnist_gpu $MPI -np 1 $BIN/dtrain-train --config configs/fashion_mnist_resnet.pbtxt \
     --data_dir "$DATA" --device gpu --batch_per_rank 64 --log_every_steps 0
   grep -h "epoch .*top-1\|steps on" "$OUT/fashion_mnist_gpu.log"
   grep -q "epoch 2: .*top-1 \(8[89]\|9[0-9]\)\." "$OUT/fashion_mnist_gpu.log" || { echo "FAIL fashion_mnist_gpu accuracy"; status=1; }

@@ -2,6 +2,9 @@
 
 #include <mpi.h>
 
+#include <utility>
+#include <vector>
+
 #include "comm/factory.h"
 #include "runtime/core/error.h"
 #include "runtime/core/mpi_check.h"
@@ -19,13 +22,22 @@ class CommunicatorTarget final : public AllReduceTarget {
   void run(const void* send, void* recv, size_t count, comm::DType dtype, comm::ReduceOp op) override {
     const comm::Location where = device_ ? comm::Location::gpu(stream_) : comm::Location::host();
     comm::Work work = comm_->all_reduce(send, recv, count, dtype, op, where);
-    if (!device_) work.wait();
+    if (device_) {
+      pending_.push_back(std::move(work));  // checked at synchronize(): a failed call must not pass
+    } else {
+      work.wait();
+    }
   }
   void synchronize() override {
-    if (device_) synchronize_stream(stream_);
+    if (!device_) return;
+    synchronize_stream(stream_);
+    std::vector<comm::Work> works = std::move(pending_);
+    pending_.clear();
+    comm::Work::all_of(std::move(works)).wait();
   }
 
  private:
+  std::vector<comm::Work> pending_;
   std::unique_ptr<comm::Communicator> comm_;
   bool device_;
   void* stream_;

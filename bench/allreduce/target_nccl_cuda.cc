@@ -57,7 +57,17 @@ void* make_bench_stream() {
   return stream;  // lives as long as the benchmark process
 }
 
-void synchronize_stream(void* stream) { DTRAIN_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream))); }
+// The waiting thread sleeps instead of spinning (cudaEventBlockingSync): mpirun binds a rank to one
+// core, and a spinning wait would take it from the communicator's worker thread, which the staged
+// paths need to make progress.
+void synchronize_stream(void* stream) {
+  cudaEvent_t done = nullptr;
+  DTRAIN_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventBlockingSync | cudaEventDisableTiming));
+  DTRAIN_CUDA_CHECK(cudaEventRecord(done, static_cast<cudaStream_t>(stream)));
+  const cudaError_t status = cudaEventSynchronize(done);
+  cudaEventDestroy(done);
+  DTRAIN_CUDA_CHECK(status);
+}
 
 void* device_alloc(size_t bytes) {
   void* ptr = nullptr;

@@ -19,7 +19,8 @@ void launch_add_scaled(float* out, const float* a, const float* b, size_t n, flo
 
 // Loads every kernel above now. With CUDA's lazy loading (the default), the first launch of a
 // kernel loads it, which can wait for the device to go idle; a launch from the comm worker while a
-// StreamGate kernel spins would then never return. DeviceStaging calls this before holding a stream.
+// stream-holding kernel (cuda/stream_flag.cuh) spins would then never return. DeviceStaging calls
+// this before holding any stream.
 void load_kernels();
 
 }  // namespace dtrain::comm::cuda

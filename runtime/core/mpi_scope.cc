@@ -3,6 +3,7 @@
 #include <exception>
 #include <utility>
 
+#include "runtime/core/error.h"
 #include "runtime/core/mpi_check.h"
 
 namespace dtrain::core {
@@ -34,6 +35,37 @@ bool mpi_is_active() {
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
   return initialized && !finalized;
+}
+
+const char* mpi_thread_level_name(int level) {
+  switch (level) {
+    case MPI_THREAD_SINGLE: return "MPI_THREAD_SINGLE";
+    case MPI_THREAD_FUNNELED: return "MPI_THREAD_FUNNELED";
+    case MPI_THREAD_SERIALIZED: return "MPI_THREAD_SERIALIZED";
+    case MPI_THREAD_MULTIPLE: return "MPI_THREAD_MULTIPLE";
+    default: return "an unknown thread level";
+  }
+}
+
+std::string mpi_library_version() {
+  char text[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int length = 0;
+  if (MPI_Get_library_version(text, &length) != MPI_SUCCESS) return "an MPI library that does not say its version";
+  std::string version(text, static_cast<size_t>(length));
+  const size_t end = version.find_first_of("\r\n,");
+  if (end != std::string::npos) version.resize(end);
+  while (!version.empty() && version.back() == ' ') version.pop_back();
+  return version;
+}
+
+void require_mpi_thread_multiple(std::string_view who) {
+  int level = MPI_THREAD_SINGLE;
+  DTRAIN_MPI_CHECK(MPI_Query_thread(&level));
+  DTRAIN_CHECK(level >= MPI_THREAD_MULTIPLE)
+      << who << " and needs MPI_THREAD_MULTIPLE, but " << mpi_library_version() << " granted "
+      << mpi_thread_level_name(level)
+      << " (initialize MPI with MPI_Init_thread(MPI_THREAD_MULTIPLE), as core::MpiScope does, with an MPI built "
+         "with thread support)";
 }
 
 MpiComm::MpiComm(MPI_Comm comm) : comm_(comm) {

@@ -2,6 +2,9 @@
 // RAII ownership of MPI itself (MPI_Init_thread .. MPI_Finalize) and of MPI communicators.
 #include <mpi.h>
 
+#include <string>
+#include <string_view>
+
 namespace dtrain::core {
 
 // Initializes MPI for the life of the object and finalizes it on destruction. Requests
@@ -24,6 +27,17 @@ class MpiScope {
 
 // True between MPI_Init and MPI_Finalize.
 bool mpi_is_active();
+
+// "MPI_THREAD_MULTIPLE", ... for a thread level.
+const char* mpi_thread_level_name(int level);
+
+// The MPI library's own version line (MPI_Get_library_version), first line only.
+std::string mpi_library_version();
+
+// For code that calls MPI from threads of its own beside the main thread (the communicators'
+// worker threads): an Error unless MPI granted MPI_THREAD_MULTIPLE, naming `who`, the MPI library
+// and the level it granted.
+void require_mpi_thread_multiple(std::string_view who);
 
 // An owned communicator, freed on destruction; MPI_ERRORS_RETURN is set on adoption.
 class MpiComm {

@@ -81,8 +81,8 @@ class DeviceBytes {
 bool direct(const std::string& backend) { return backend == "mpi-ring-direct"; }
 
 DeviceRun make(const std::string& backend, int ranks_per_node) {
-  // Small staging pieces, so the larger counts below run the pipelined (piece-by-piece) staging of
-  // mpi-ring and hierarchical, and the small ones the whole-buffer path.
+  // Small staging pieces, so the larger counts below run many pieces through the reused pinned
+  // slots of mpi-ring's and hierarchical's staging (more pieces than slots), the small ones one.
   setenv("DTRAIN_STAGING_PIECE_BYTES", "1048576", 1);
   DeviceRun run;
   run.ctx = std::make_unique<core::RankContext>(

@@ -27,8 +27,8 @@ GpuTrainStep::GpuTrainStep(const GpuStepOptions& options, comm::Communicator* co
   const size_t count = static_cast<size_t>(params.count());
 
   if (comm_ != nullptr && comm_->size() > 1) {
-    sync_ = std::make_unique<DeviceGradientSync>(*comm_, params.grads_f32(), count, options.bucket_bytes, stream,
-                                                 device);
+    sync_ = std::make_unique<comm::DeviceGradientSynchronizer>(*comm_, params.grads_f32(), count,
+                                                               options.bucket_bytes, stream, device);
     params.set_gradient_listener([this](int64_t begin, int64_t end) {
       sync_->mark_ready(static_cast<size_t>(begin), static_cast<size_t>(end));
     });
@@ -63,16 +63,19 @@ GpuTrainStep::GpuTrainStep(const GpuStepOptions& options, comm::Communicator* co
 void GpuTrainStep::broadcast_from_rank0() {
   models::cuda::DeviceParameters& params = model_->device_parameters();
   const cudaStream_t stream = context_->stream();
+  std::vector<comm::Work> sent;
   if (comm_ != nullptr && comm_->size() > 1) {
     // Every rank initialized from the same seed; rank 0's values win all the same (DDP's rule).
     const auto on_stream = comm::Location::gpu(stream);
     const size_t count = static_cast<size_t>(params.count());
-    comm_->broadcast(params.params_f32(), count, core::DType::kF32, 0, on_stream);
-    comm_->broadcast(params.state_f32(), static_cast<size_t>(params.state_count()), core::DType::kF32, 0, on_stream);
-    if (context_->bf16()) comm_->broadcast(params.params_bf16(), count, core::DType::kBF16, 0, on_stream);
-    comm_->broadcast(momentum_.data(), count, core::DType::kF32, 0, on_stream);
+    sent.push_back(comm_->broadcast(params.params_f32(), count, core::DType::kF32, 0, on_stream));
+    sent.push_back(
+        comm_->broadcast(params.state_f32(), static_cast<size_t>(params.state_count()), core::DType::kF32, 0, on_stream));
+    if (context_->bf16()) sent.push_back(comm_->broadcast(params.params_bf16(), count, core::DType::kBF16, 0, on_stream));
+    sent.push_back(comm_->broadcast(momentum_.data(), count, core::DType::kF32, 0, on_stream));
   }
   DTRAIN_CUDA_CHECK(cudaStreamSynchronize(stream));
+  for (const comm::Work& w : sent) w.wait();  // a failed broadcast would leave replicas apart
 }
 
 void GpuTrainStep::load_from_host(const std::vector<float>& momentum) {

@@ -15,13 +15,13 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "comm/device_gradient_synchronizer.h"
 #include "models/cuda/classification_metrics.h"
 #include "models/cuda/gpu_context.h"
 #include "models/cuda/gpu_resnet.h"
 #include "models/resnet.h"
 #include "runtime/core/buffer.h"
 #include "runtime/core/cuda/stream.h"
-#include "runtime/train/cuda/device_gradient_sync.h"
 #include "runtime/train/sgd.h"
 
 namespace dtrain::train::cuda {
@@ -91,7 +91,7 @@ class GpuTrainStep {
   comm::Communicator* comm_;
   std::unique_ptr<models::cuda::GpuContext> context_;
   std::unique_ptr<models::cuda::GpuResNet> model_;
-  std::unique_ptr<DeviceGradientSync> sync_;
+  std::unique_ptr<comm::DeviceGradientSynchronizer> sync_;
   core::CudaStream copy_stream_;
   // Device input slots, so the copies of the next steps overlap this one.
   core::Buffer images_[kInputSlots], labels_[kInputSlots];

@@ -1,0 +1,34 @@
+#include "comm/fault_injection.h"
+
+#include <cstdint>
+#include <string>
+
+#include "runtime/core/env.h"
+#include "runtime/core/error.h"
+#include "runtime/core/process_identity.h"
+
+namespace dtrain::comm {
+
+FaultPlan fault_plan_from_env() {
+  FaultPlan plan;
+  const std::optional<std::string> text = core::env_string("DTRAIN_FAULT_INJECT");
+  if (!text) return plan;
+  const size_t comma = text->find(',');
+  const std::string source = "DTRAIN_FAULT_INJECT='" + *text + "' (K or K,R)";
+  plan.at_operation = static_cast<uint64_t>(core::parse_int_in_range(text->substr(0, comma), 1, INT64_MAX, source));
+  if (comma != std::string::npos) {
+    plan.only_world_rank = static_cast<int>(core::parse_int_in_range(text->substr(comma + 1), 0, INT32_MAX, source));
+  }
+  return plan;
+}
+
+void FaultInjector::on_operation(const char* backend, const Collective& call) {
+  const uint64_t n = ++operations_;
+  if (plan_.at_operation == 0 || n != plan_.at_operation) return;
+  const int rank = core::process_identity().world_rank;
+  if (plan_.only_world_rank >= 0 && rank != plan_.only_world_rank) return;
+  DTRAIN_FAIL() << "injected fault (DTRAIN_FAULT_INJECT): " << backend << " operation " << n << ", "
+                << describe(call) << ", failed on purpose on world rank " << rank;
+}
+
+}  // namespace dtrain::comm

@@ -1,0 +1,39 @@
+#pragma once
+// A test hook that makes the data plane fail on purpose, to prove that a failure ends the job with
+// the error instead of a hang or silently diverging replicas (issue 13, item 4).
+//
+//   DTRAIN_FAULT_INJECT=K      the K-th operation (1-based) of every host-side communicator fails
+//   DTRAIN_FAULT_INJECT=K,R    ... on world rank R only
+//
+// Host-side communicators are mpi-ring and mpi, so this also covers device buffers staged through
+// them and the cross-node step of hierarchical. The operation fails on the communicator's worker
+// thread, where real failures happen (after the consistency check, before any data moves): its
+// Work fails with an Error naming the injection, and the streams of a staged call are released.
+// Read when a communicator is constructed; unset, it costs one counter increment per operation.
+#include <atomic>
+#include <cstdint>
+
+#include "comm/collective.h"
+
+namespace dtrain::comm {
+
+struct FaultPlan {
+  uint64_t at_operation = 0;  // 0: never
+  int only_world_rank = -1;   // -1: every rank
+};
+
+// UsageError naming the variable on a malformed value.
+FaultPlan fault_plan_from_env();
+
+class FaultInjector {
+ public:
+  explicit FaultInjector(FaultPlan plan) : plan_(plan) {}
+  // Counts an operation of `backend`; throws core::Error if the plan says this one fails.
+  void on_operation(const char* backend, const Collective& call);
+
+ private:
+  FaultPlan plan_;
+  std::atomic<uint64_t> operations_{0};
+};
+
+}  // namespace dtrain::comm
