@@ -145,6 +145,9 @@ Trainer::Trainer(const TrainConfig& config, const core::RankContext& ctx, int gp
 Trainer::~Trainer() = default;
 
 void Trainer::verify_replicas() {
+  // The GPU engine's host mirror is refreshed from the device first, so this proves the device
+  // replicas agree after the broadcast, not only that the seeds did.
+  parts_->engine->sync_to_host();
   models::ParameterSet& params = parts_->engine->parameters();
   const std::string config_bytes = config_.SerializeAsString();
   const uint64_t mine[2] = {core::fingerprint(params.params_flat(), static_cast<size_t>(params.flat_size()) * 4),

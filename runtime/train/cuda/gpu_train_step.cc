@@ -207,7 +207,12 @@ StepResult GpuTrainStep::last_result() {
   return result;
 }
 
-void GpuTrainStep::synchronize() { DTRAIN_CUDA_CHECK(cudaStreamSynchronize(context_->stream())); }
+void GpuTrainStep::synchronize() {
+  DTRAIN_CUDA_CHECK(cudaStreamSynchronize(context_->stream()));
+  // The latest step's all-reduces are done too (the compute stream waited for them); a failed one
+  // is reported here, on every rank whose Work failed, before a loss or checkpoint is read.
+  if (sync_) sync_->wait_all();
+}
 
 void GpuTrainStep::momentum_to_host(std::vector<float>& out) {
   synchronize();
