@@ -13,7 +13,10 @@ std::vector<DecayRange> decay_ranges(const models::ParameterSet& params, float w
   for (const models::ParamSlot& s : slots) {
     const bool exempt = exempt_norm_and_bias && s.kind != models::ParamKind::kWeight;
     const float wd = exempt ? 0.0f : weight_decay;
-    const auto begin = static_cast<size_t>(s.offset), end = static_cast<size_t>(s.offset + s.numel);
+    // A slot's range starts where the previous one ended: the alignment gap before the slot
+    // (zeros that stay zero under any decay) goes with it, so the ranges tile the flat buffer.
+    const size_t begin = ranges.empty() ? 0 : ranges.back().end;
+    const auto end = static_cast<size_t>(s.offset + s.numel);
     if (!ranges.empty() && ranges.back().weight_decay == wd) {
       ranges.back().end = end;  // merge runs with the same decay: fewer, longer loops
     } else {

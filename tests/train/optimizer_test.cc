@@ -4,6 +4,7 @@
 #include <cmath>
 #include <random>
 
+#include "models/resnet.h"
 #include "runtime/core/error.h"
 #include "runtime/train/lr_schedule.h"
 #include "runtime/train/sgd.h"
@@ -40,6 +41,30 @@ TEST(Sgd, RejectsBadOptionsAndRanges) {
   EXPECT_THROW(Sgd(10, {{0, 5, 0}}, SgdOptions{}), core::Error);
   EXPECT_THROW(Sgd(10, {{0, 10, 0}}, SgdOptions{1.5, 0, false}), core::UsageError);
   EXPECT_THROW(Sgd(10, {{0, 10, 0}}, SgdOptions{0.0, 0, true}), core::UsageError);
+}
+
+// The decay ranges of a real layout (slots aligned, with gaps between them) tile its flat buffer,
+// with every slot's elements under its own decay, also when norms and biases are exempt.
+TEST(Sgd, DecayRangesTileAnAlignedLayout) {
+  models::ResNetConfig config;
+  config.depth = 18;
+  config.num_classes = 100;  // a classifier whose size is not a multiple of the alignment
+  models::ResNet net(config);
+  const models::ParameterSet& p = net.parameters();
+  ASSERT_GT(p.flat_size(), p.parameter_count()) << "the layout has alignment gaps";
+  for (bool exempt : {false, true}) {
+    const std::vector<DecayRange> ranges = decay_ranges(p, 1e-4f, exempt);
+    EXPECT_NO_THROW(Sgd(static_cast<size_t>(p.flat_size()), ranges, SgdOptions{0.9, 1e-4, false}));
+    for (const models::ParamSlot& slot : p.slots()) {
+      const bool free = exempt && slot.kind != models::ParamKind::kWeight;
+      for (const DecayRange& r : ranges) {
+        if (r.begin <= static_cast<size_t>(slot.offset) && static_cast<size_t>(slot.offset) < r.end) {
+          EXPECT_GE(r.end, static_cast<size_t>(slot.offset + slot.numel)) << slot.name;
+          EXPECT_EQ(r.weight_decay, free ? 0.0f : 1e-4f) << slot.name;
+        }
+      }
+    }
+  }
 }
 
 TEST(LinearScalingSchedule, ScalesWarmsUpAndDecays) {
