@@ -171,18 +171,8 @@ INSTANTIATE_TEST_SUITE_P(Backends, TrainingFaults, testing::Values("hierarchical
                            return p.param == "mpi-ring" ? std::string("mpi_ring") : p.param;
                          });
 
-TrainConfig small_bn_free_config(int batch_per_rank, const std::string& backend) {
-  TrainConfig c = tiny_synthetic_config();
-  c.set_width(8);
-  c.set_no_batch_norm(true);
-  c.set_synthetic_samples(600);
-  c.set_batch_per_rank(batch_per_rank);
-  c.set_epochs(1);
-  c.set_max_steps_per_epoch(5);
-  c.set_base_lr(0.05);
-  c.set_warmup_epochs(0);
-  c.set_weight_decay(1e-4);
-  c.set_seed(3);
+TrainConfig gpu_bn_free_config(int batch_per_rank, const std::string& backend) {
+  TrainConfig c = small_bn_free_config(batch_per_rank);
   c.set_device("gpu");
   c.set_precision("fp32");
   c.set_no_tf32(true);
@@ -200,7 +190,7 @@ TEST_P(RankEquivalenceOnBackends, NGpusWithBatchBMatchOneGpuWithBatchNB) {
   setenv("DTRAIN_MPI_DEVICE_POINTERS", "stage", 1);
   const int n = world_size();
   const int batch = 4;
-  TrainConfig config = small_bn_free_config(batch, GetParam());
+  TrainConfig config = gpu_bn_free_config(batch, GetParam());
   const core::NodeLayout layout = GetParam() == "nccl" ? core::NodeLayout{} : core::NodeLayout{1, false};
   const core::RankContext world(MPI_COMM_WORLD, layout);
   const core::GpuBinding binding = core::bind_gpu(world, false);

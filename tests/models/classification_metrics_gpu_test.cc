@@ -18,6 +18,7 @@
 #include "models/cuda/classification_metrics.h"
 #include "runtime/core/cuda/cuda_check.h"
 #include "tests/support/device_vector.h"
+#include "tests/support/element_values.h"
 #endif
 
 namespace dtrain::models {
@@ -52,17 +53,6 @@ void reference_row(const std::vector<double>& z, int classes, int label, Totals*
 }
 
 template <typename T>
-T narrow(double v) {
-  if constexpr (std::is_same_v<T, float>) {
-    return static_cast<float>(v);
-  } else {
-    return core::to_bfloat16(static_cast<float>(v));
-  }
-}
-double widen(float v) { return v; }
-double widen(core::bfloat16 v) { return core::to_float(v); }
-
-template <typename T>
 void run(int batch, int classes, bool poison) {
   const uint64_t seed = std::random_device{}();
   std::printf("seed %llu, batch %d, classes %d\n", static_cast<unsigned long long>(seed), batch, classes);
@@ -74,17 +64,17 @@ void run(int batch, int classes, bool poison) {
   for (int round = 0; round < 3; ++round) {
     std::vector<T> logits(size_t(batch) * classes);
     std::vector<int32_t> labels(static_cast<size_t>(batch));
-    for (T& v : logits) v = narrow<T>(value(rng) * 0.5);
+    for (T& v : logits) v = test::narrow<T>(value(rng) * 0.5);
     for (int32_t& l : labels) l = std::uniform_int_distribution<int32_t>(0, classes - 1)(rng);
     if (poison && round == 1) {
-      logits[size_t(batch / 2) * classes + 1] = narrow<T>(std::numeric_limits<double>::quiet_NaN());
+      logits[size_t(batch / 2) * classes + 1] = test::narrow<T>(std::numeric_limits<double>::quiet_NaN());
       labels[0] = classes;  // out of range
     }
     // The last round counts only the first rows, as for a partial last batch.
     const int rows = round == 2 ? std::max(1, batch / 3) : batch;
     for (int r = 0; r < rows; ++r) {
       std::vector<double> z(static_cast<size_t>(classes));
-      for (int j = 0; j < classes; ++j) z[size_t(j)] = widen(logits[size_t(r) * classes + size_t(j)]);
+      for (int j = 0; j < classes; ++j) z[size_t(j)] = test::widen(logits[size_t(r) * classes + size_t(j)]);
       reference_row(z, classes, labels[size_t(r)], &want);
     }
     const test::DeviceVector<T> logits_dev(logits);

@@ -22,6 +22,7 @@
 #include "models/cuda/softmax_cross_entropy.h"
 #include "runtime/core/cuda/cuda_check.h"
 #include "tests/support/device_vector.h"
+#include "tests/support/element_values.h"
 #include "tests/support/expect_close.h"
 #endif
 
@@ -36,21 +37,6 @@ struct Case {
 };
 
 template <typename T>
-T narrow(double v) {
-  if constexpr (std::is_same_v<T, float>) {
-    return static_cast<float>(v);
-  } else {
-    return core::to_bfloat16(static_cast<float>(v));
-  }
-}
-double widen(float v) {
-  return v;
-}
-double widen(core::bfloat16 v) {
-  return core::to_float(v);
-}
-
-template <typename T>
 void run_case(const Case& c, bool bad_label) {
   std::mt19937_64 rng(std::random_device{}());
   std::uniform_real_distribution<double> u(-4.0, 4.0);
@@ -58,8 +44,8 @@ void run_case(const Case& c, bool bad_label) {
   std::vector<T> logits(n);
   std::vector<double> logits_exact(n);
   for (size_t i = 0; i < n; ++i) {
-    logits[i] = narrow<T>(u(rng));
-    logits_exact[i] = widen(logits[i]);
+    logits[i] = test::narrow<T>(u(rng));
+    logits_exact[i] = test::widen(logits[i]);
   }
   std::vector<int32_t> labels(c.batch);
   for (int32_t& l : labels) l = std::uniform_int_distribution<int32_t>(0, c.classes - 1)(rng);
@@ -94,7 +80,7 @@ void run_case(const Case& c, bool bad_label) {
   }
   EXPECT_EQ(hits, want_hits) << "top-1 hits";
   std::vector<double> got_grad(n);
-  for (size_t i = 0; i < n; ++i) got_grad[i] = widen(dlogits[i]);
+  for (size_t i = 0; i < n; ++i) got_grad[i] = test::widen(dlogits[i]);
   test::expect_close(got_grad, want_grad, c.bf16 ? 2e-2 : 1e-4, "dlogits");
 }
 

@@ -19,21 +19,6 @@
 namespace dtrain::train {
 namespace {
 
-TrainConfig small_bn_free_config(int batch_per_rank) {
-  TrainConfig c = tiny_synthetic_config();
-  c.set_width(8);
-  c.set_no_batch_norm(true);
-  c.set_synthetic_samples(600);
-  c.set_batch_per_rank(batch_per_rank);
-  c.set_epochs(1);
-  c.set_max_steps_per_epoch(5);
-  c.set_base_lr(0.05);
-  c.set_warmup_epochs(0);
-  c.set_weight_decay(1e-4);
-  c.set_seed(3);
-  return c;
-}
-
 // Trains `config` 5 steps on all ranks (batch B each) and, on rank 0 alone, with batch N x B, and
 // compares the parameters. gpu: each rank's GPU for the GPU path, or -1 for the CPU path.
 void expect_rank_equivalence(TrainConfig config, int gpu) {

@@ -19,4 +19,21 @@ inline TrainConfig tiny_synthetic_config() {
   return c;
 }
 
+// A BN-free network (so N ranks x batch b equals 1 rank x N b exactly in fp32) for rank-equivalence
+// tests: 5 steps of plain SGD.
+inline TrainConfig small_bn_free_config(int batch_per_rank) {
+  TrainConfig c = tiny_synthetic_config();
+  c.set_width(8);
+  c.set_no_batch_norm(true);
+  c.set_synthetic_samples(600);
+  c.set_batch_per_rank(batch_per_rank);
+  c.set_epochs(1);
+  c.set_max_steps_per_epoch(5);
+  c.set_base_lr(0.05);
+  c.set_warmup_epochs(0);
+  c.set_weight_decay(1e-4);
+  c.set_seed(3);
+  return c;
+}
+
 }  // namespace dtrain::train
