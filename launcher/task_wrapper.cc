@@ -67,6 +67,12 @@ int run_as_task(const std::vector<std::string>& program) {
   }
   const int wait_error = errno;
   child_pid = 0;
+  // slurmstepd signals every process of the task at once, so the program can die of the stop
+  // signal before this wrapper's own copy is handled: give that copy a moment to arrive before
+  // taking the death as the program's own (under load it came after waitpid returned).
+  if (waited == pid && WIFSIGNALED(status) && is_stop_signal(WTERMSIG(status))) {
+    for (int ms = 0; forwarded_stop_signal == 0 && ms < 1000; ms += 10) usleep(10'000);
+  }
   for (size_t i = 0; i < kCount; ++i) sigaction(kForwardedSignals[i], &previous[i], nullptr);
   DTRAIN_CHECK(waited == pid) << "dtrain-run --as-task: waitpid failed: " << std::strerror(wait_error);
   if (WIFEXITED(status)) return WEXITSTATUS(status);
