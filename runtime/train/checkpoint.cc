@@ -6,9 +6,12 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <random>
+#include <tuple>
 
 #include "runtime/core/error.h"
 #include "runtime/core/log.h"
@@ -17,7 +20,9 @@ namespace dtrain::train {
 namespace {
 
 namespace fs = std::filesystem;
-constexpr char kMagic[8] = {'D', 'T', 'R', 'A', 'I', 'N', 'C', 'K'};
+constexpr char kMagic[8] = {'D', 'T', 'R', 'A', 'I', 'N', 'C', '2'};
+constexpr char kLegacyMagic[8] = {'D', 'T', 'R', 'A', 'I', 'N', 'C', 'K'};  // no header checksum
+constexpr size_t kRunIdDigits = 16;
 
 std::array<uint32_t, 256> make_table() {
   std::array<uint32_t, 256> table{};
@@ -29,30 +34,98 @@ std::array<uint32_t, 256> make_table() {
   return table;
 }
 
-void write_all(int fd, const void* data, size_t bytes, const std::string& path) {
-  const auto* p = static_cast<const char*>(data);
-  while (bytes > 0) {
-    const ssize_t n = ::write(fd, p, bytes);
-    DTRAIN_USAGE_CHECK(n > 0) << "writing checkpoint " << path << ": " << std::strerror(errno);
-    p += n;
-    bytes -= static_cast<size_t>(n);
-  }
+bool is_run_id(const std::string& text) {
+  return text.size() == kRunIdDigits &&
+         std::all_of(text.begin(), text.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
-// Steps of ckpt-<step>.dtrain files in `dir`, newest first.
-std::vector<std::pair<int64_t, std::string>> checkpoints_in(const std::string& dir) {
-  std::vector<std::pair<int64_t, std::string>> found;
-  if (!fs::is_directory(dir)) return found;
-  for (const auto& entry : fs::directory_iterator(dir)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind("ckpt-", 0) != 0 || entry.path().extension() != ".dtrain") continue;
-    try {
-      found.emplace_back(std::stoll(name.substr(5)), entry.path().string());
-    } catch (...) {
+// A checkpoint being written: closed and removed again unless committed, so a failed write (full
+// disk, I/O error, an exception anywhere) leaves no temporary file behind.
+class TemporaryFile {
+ public:
+  explicit TemporaryFile(std::string path) : path_(std::move(path)) {
+    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd_ < 0) DTRAIN_FAIL() << "I/O error: cannot create checkpoint " << path_ << ": " << std::strerror(errno);
+  }
+  TemporaryFile(const TemporaryFile&) = delete;
+  TemporaryFile& operator=(const TemporaryFile&) = delete;
+  ~TemporaryFile() {
+    if (fd_ >= 0) ::close(fd_);
+    if (!committed_) ::unlink(path_.c_str());
+  }
+
+  void write(const void* data, size_t bytes) {
+    const auto* p = static_cast<const char*>(data);
+    while (bytes > 0) {
+      const ssize_t n = ::write(fd_, p, bytes);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0)
+        DTRAIN_FAIL() << "I/O error writing checkpoint " << path_ << ": " << std::strerror(n < 0 ? errno : ENOSPC);
+      p += n;
+      bytes -= static_cast<size_t>(n);
     }
   }
-  std::sort(found.rbegin(), found.rend());
-  return found;
+
+  // Flushes the data to the disk and renames the file to `final_path`.
+  void commit(const std::string& final_path) {
+    if (::fsync(fd_) != 0) DTRAIN_FAIL() << "I/O error flushing checkpoint " << path_ << ": " << std::strerror(errno);
+    const int closed = ::close(fd_);
+    fd_ = -1;
+    if (closed != 0) DTRAIN_FAIL() << "I/O error closing checkpoint " << path_ << ": " << std::strerror(errno);
+    if (::rename(path_.c_str(), final_path.c_str()) != 0) {
+      DTRAIN_FAIL() << "I/O error renaming checkpoint " << path_ << " to " << final_path << ": "
+                    << std::strerror(errno);
+    }
+    committed_ = true;
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  bool committed_ = false;
+};
+
+// Makes a rename in `dir` durable.
+void fsync_directory(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  const int failed = fd < 0 || ::fsync(fd) != 0 ? errno : 0;
+  if (fd >= 0) ::close(fd);
+  if (failed != 0) DTRAIN_FAIL() << "I/O error flushing checkpoint directory " << dir << ": " << std::strerror(failed);
+}
+
+// Reads and verifies the header of `path` (magic, length against the file's size before anything is
+// allocated, checksum). Returns where the tensor data starts; *data_bytes: how many bytes follow.
+uint64_t read_header(std::ifstream& in, const std::string& path, proto::CheckpointHeader* header,
+                     uint64_t* data_bytes) {
+  DTRAIN_USAGE_CHECK(in.good()) << "cannot open checkpoint " << path << ": " << std::strerror(errno);
+  in.seekg(0, std::ios::end);
+  const std::streamoff end = in.tellg();
+  in.seekg(0);
+  DTRAIN_USAGE_CHECK(end >= 0 && in.good()) << "cannot read checkpoint " << path;
+  const uint64_t size = static_cast<uint64_t>(end);
+  char magic[8] = {};
+  uint64_t length = 0;
+  in.read(magic, sizeof(magic));
+  in.read(reinterpret_cast<char*>(&length), sizeof(length));
+  const bool legacy = in.good() && std::memcmp(magic, kLegacyMagic, sizeof(magic)) == 0;
+  DTRAIN_USAGE_CHECK(in.good() && (legacy || std::memcmp(magic, kMagic, sizeof(magic)) == 0))
+      << "checkpoint " << path << " is not a dtrain checkpoint (bad magic)";
+  uint32_t stored_crc = 0;
+  if (!legacy) in.read(reinterpret_cast<char*>(&stored_crc), sizeof(stored_crc));
+  const uint64_t prefix = legacy ? 16 : 20;
+  DTRAIN_USAGE_CHECK(in.good() && length <= size - prefix)
+      << "checkpoint " << path << ": header length " << length << " does not fit the file's " << size
+      << " bytes (truncated or corrupt)";
+  std::string head(length, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(length));
+  DTRAIN_USAGE_CHECK(in.good()) << "checkpoint " << path << ": truncated header";
+  if (!legacy) {
+    DTRAIN_USAGE_CHECK(crc32c(head.data(), head.size(), crc32c(&length, sizeof(length))) == stored_crc)
+        << "checkpoint " << path << ": header fails its CRC32C (corrupt file)";
+  }
+  DTRAIN_USAGE_CHECK(header->ParseFromString(head)) << "checkpoint " << path << ": corrupt header";
+  *data_bytes = size - prefix - length;
+  return prefix + length;
 }
 
 }  // namespace
@@ -65,9 +138,86 @@ uint32_t crc32c(const void* data, size_t bytes, uint32_t crc) {
   return ~crc;
 }
 
-std::string write_checkpoint(const std::string& dir, proto::CheckpointHeader header, const std::vector<NamedTensor>& tensors,
-                             int keep) {
-  fs::create_directories(dir);
+std::string new_run_id() {
+  std::random_device random;
+  const uint64_t id = (uint64_t{random()} << 32) ^ random() ^
+                      static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
+  static const char kHex[] = "0123456789abcdef";
+  std::string text(kRunIdDigits, '0');
+  for (size_t i = 0; i < kRunIdDigits; ++i) text[i] = kHex[(id >> (4 * (kRunIdDigits - 1 - i))) & 0xF];
+  return text;
+}
+
+bool parse_checkpoint_name(const std::string& filename, int64_t* step, std::string* run_id) {
+  const std::string prefix = "ckpt-", suffix = ".dtrain";
+  if (filename.size() <= prefix.size() + suffix.size() || filename.rfind(prefix, 0) != 0 ||
+      filename.compare(filename.size() - suffix.size(), suffix.size(), suffix) != 0) {
+    return false;
+  }
+  const std::string middle = filename.substr(prefix.size(), filename.size() - prefix.size() - suffix.size());
+  const size_t dash = middle.find('-');
+  const std::string digits = middle.substr(0, dash);
+  const std::string id = dash == std::string::npos ? std::string() : middle.substr(dash + 1);
+  if (digits.empty() || digits.size() > 18 || (digits.size() > 1 && digits[0] == '0') ||
+      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return false;
+  }
+  if (dash != std::string::npos && !is_run_id(id)) return false;
+  *step = std::stoll(digits);
+  *run_id = id;
+  return true;
+}
+
+std::vector<CheckpointFile> list_checkpoints(const std::string& dir) {
+  std::vector<CheckpointFile> found;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    CheckpointFile file;
+    if (!it->is_regular_file(ec) || !parse_checkpoint_name(it->path().filename().string(), &file.step, &file.run_id)) {
+      continue;
+    }
+    file.path = it->path().string();
+    try {
+      std::ifstream in(file.path, std::ios::binary);
+      proto::CheckpointHeader header;
+      uint64_t data_bytes = 0;
+      read_header(in, file.path, &header, &data_bytes);
+      file.written_unix_ns = header.written_unix_ns();
+    } catch (const core::UsageError&) {
+      file.written_unix_ns = -1;  // found and named when it is read
+    }
+    found.push_back(std::move(file));
+  }
+  std::sort(found.begin(), found.end(), [](const CheckpointFile& a, const CheckpointFile& b) {
+    return std::tie(a.written_unix_ns, a.step, a.path) > std::tie(b.written_unix_ns, b.step, b.path);
+  });
+  return found;
+}
+
+std::vector<std::string> remove_stale_temporaries(const std::string& dir) {
+  std::vector<std::string> removed;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    int64_t step = 0;
+    std::string run_id;
+    if (name.size() <= 4 || name.compare(name.size() - 4, 4, ".tmp") != 0 || !it->is_regular_file(ec) ||
+        !parse_checkpoint_name(name.substr(0, name.size() - 4), &step, &run_id)) {
+      continue;
+    }
+    std::error_code removing;
+    if (fs::remove(it->path(), removing)) removed.push_back(it->path().string());
+  }
+  return removed;
+}
+
+std::string write_checkpoint(const std::string& dir, proto::CheckpointHeader header,
+                             const std::vector<NamedTensor>& tensors, int keep) {
+  const std::string run_id = header.run_id();
+  DTRAIN_CHECK(is_run_id(run_id)) << "checkpoint header without a run id ('" << run_id << "')";
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) DTRAIN_FAIL() << "I/O error: cannot create checkpoint directory " << dir << ": " << ec.message();
   header.clear_tensors();
   uint64_t offset = 0;
   for (const NamedTensor& t : tensors) {
@@ -78,50 +228,55 @@ std::string write_checkpoint(const std::string& dir, proto::CheckpointHeader hea
     e->set_crc32c(crc32c(t.data, t.count * sizeof(float)));
     offset += t.count * sizeof(float);
   }
+  header.set_written_unix_ns(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count());
   const std::string head = header.SerializeAsString();
-  const std::string path = dir + "/ckpt-" + std::to_string(header.global_step()) + ".dtrain";
-  const std::string temp = path + ".tmp";
-  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  DTRAIN_USAGE_CHECK(fd >= 0) << "cannot create checkpoint " << temp << ": " << std::strerror(errno);
   const uint64_t length = head.size();
-  write_all(fd, kMagic, sizeof(kMagic), temp);
-  write_all(fd, &length, sizeof(length), temp);
-  write_all(fd, head.data(), head.size(), temp);
-  for (const NamedTensor& t : tensors) write_all(fd, t.data, t.count * sizeof(float), temp);
-  DTRAIN_USAGE_CHECK(::fsync(fd) == 0 && ::close(fd) == 0) << "flushing checkpoint " << temp << ": " << std::strerror(errno);
-  fs::rename(temp, path);
-  if (const int dir_fd = ::open(dir.c_str(), O_RDONLY); dir_fd >= 0) {  // make the rename itself durable
-    ::fsync(dir_fd);
-    ::close(dir_fd);
+  const uint32_t head_crc = crc32c(head.data(), head.size(), crc32c(&length, sizeof(length)));
+  const std::string path = dir + "/ckpt-" + std::to_string(header.global_step()) + "-" + run_id + ".dtrain";
+  {
+    TemporaryFile file(path + ".tmp");
+    file.write(kMagic, sizeof(kMagic));
+    file.write(&length, sizeof(length));
+    file.write(&head_crc, sizeof(head_crc));
+    file.write(head.data(), head.size());
+    for (const NamedTensor& t : tensors) file.write(t.data, t.count * sizeof(float));
+    file.commit(path);
   }
-  const auto all = checkpoints_in(dir);
-  for (size_t i = static_cast<size_t>(std::max(keep, 1)); i < all.size(); ++i) fs::remove(all[i].second);
+  fsync_directory(dir);
+  // Rotation: this run's files only, newest kept; another run's checkpoints are never touched.
+  const fs::path written = fs::path(path).filename();
+  int kept = 1;
+  for (const CheckpointFile& f : list_checkpoints(dir)) {
+    if (f.run_id != run_id || fs::path(f.path).filename() == written || kept++ < std::max(keep, 1)) continue;
+    std::error_code removing;
+    fs::remove(f.path, removing);
+    if (removing) {
+      DTRAIN_LOG(kWarn) << "cannot remove old checkpoint " << f.path << ": " << removing.message();
+    }
+  }
   return path;
 }
 
-void read_checkpoint(const std::string& path, proto::CheckpointHeader* header, const std::vector<NamedTensor>& tensors) {
+void read_checkpoint(const std::string& path, proto::CheckpointHeader* header,
+                     const std::vector<NamedTensor>& tensors) {
   std::ifstream in(path, std::ios::binary);
-  DTRAIN_USAGE_CHECK(in.good()) << "cannot open checkpoint " << path << ": " << std::strerror(errno);
-  char magic[8] = {};
-  uint64_t length = 0;
-  in.read(magic, sizeof(magic));
-  in.read(reinterpret_cast<char*>(&length), sizeof(length));
-  DTRAIN_USAGE_CHECK(in.good() && std::memcmp(magic, kMagic, sizeof(kMagic)) == 0)
-      << "checkpoint " << path << " is not a dtrain checkpoint (bad magic)";
-  DTRAIN_USAGE_CHECK(length < (uint64_t{1} << 30)) << "checkpoint " << path << " has an implausible header length";
-  std::string head(length, '\0');
-  in.read(head.data(), static_cast<std::streamsize>(length));
-  DTRAIN_USAGE_CHECK(in.good() && header->ParseFromString(head)) << "checkpoint " << path << ": truncated or corrupt header";
+  uint64_t data_bytes = 0;
+  const uint64_t data_start = read_header(in, path, header, &data_bytes);
   for (const NamedTensor& t : tensors) {
     const auto entry = std::find_if(header->tensors().begin(), header->tensors().end(),
                                     [&](const proto::TensorEntry& e) { return e.name() == t.name; });
     DTRAIN_USAGE_CHECK(entry != header->tensors().end()) << "checkpoint " << path << " has no tensor " << t.name;
     DTRAIN_USAGE_CHECK(entry->count() == t.count) << "checkpoint " << path << ": tensor " << t.name << " has "
                                                   << entry->count() << " elements, the model " << t.count;
-    in.seekg(static_cast<std::streamoff>(16 + length + entry->offset()));
-    in.read(reinterpret_cast<char*>(t.data), static_cast<std::streamsize>(t.count * sizeof(float)));
+    const uint64_t bytes = t.count * sizeof(float);
+    DTRAIN_USAGE_CHECK(entry->offset() <= data_bytes && bytes <= data_bytes - entry->offset())
+        << "checkpoint " << path << " is truncated (tensor " << t.name << ")";
+    in.seekg(static_cast<std::streamoff>(data_start + entry->offset()));
+    in.read(reinterpret_cast<char*>(t.data), static_cast<std::streamsize>(bytes));
     DTRAIN_USAGE_CHECK(in.good()) << "checkpoint " << path << " is truncated (tensor " << t.name << ")";
-    DTRAIN_USAGE_CHECK(crc32c(t.data, t.count * sizeof(float)) == entry->crc32c())
+    DTRAIN_USAGE_CHECK(crc32c(t.data, bytes) == entry->crc32c())
         << "checkpoint " << path << ": tensor " << t.name << " fails its CRC32C (corrupt file)";
   }
 }
@@ -132,12 +287,12 @@ std::string resolve_checkpoint(const std::string& spec, const std::string& dir, 
     read_checkpoint(spec, header, tensors);
     return spec;
   }
-  const auto all = checkpoints_in(dir);
+  const std::vector<CheckpointFile> all = list_checkpoints(dir);
   DTRAIN_USAGE_CHECK(!all.empty()) << "--resume latest: no checkpoint in '" << dir << "'";
-  for (const auto& [step, path] : all) {
+  for (const CheckpointFile& file : all) {
     try {
-      read_checkpoint(path, header, tensors);
-      return path;
+      read_checkpoint(file.path, header, tensors);
+      return file.path;
     } catch (const core::UsageError& e) {
       DTRAIN_LOG(kWarn) << "skipping checkpoint: " << e.detail();
     }

@@ -1,7 +1,10 @@
 #include "runtime/train/trainer.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <set>
 #include <sstream>
 
@@ -57,6 +60,7 @@ struct Trainer::Parts {
   int start_epoch = 0;
   int loading_epoch = -1;  // the epoch the train loader already works on from its first batch
   long start_step_in_epoch = 0;
+  std::string run_id;  // rank 0: names this run's checkpoints
   float mean[3] = {0, 0, 0};
   float std[3] = {1, 1, 1};
 };
@@ -133,6 +137,10 @@ Trainer::Trainer(const TrainConfig& config, const core::RankContext& ctx, int gp
 
   // The engine gave every rank rank 0's initial values; prove every replica agrees.
   verify_replicas();
+  if (t.world_rank == 0) {
+    p.run_id = new_run_id();
+    if (!config_.checkpoint_dir().empty()) prepare_checkpoint_dir();
+  }
   if (!config_.resume().empty()) resume_from(config_.resume());
   DTRAIN_LOG0(kInfo) << "config: " << describe(config_);
   DTRAIN_LOG0(kInfo) << "steps on " << p.engine->describe() << "; " << threads << " loader threads, " << prefetch
@@ -328,6 +336,17 @@ std::vector<NamedTensor> Trainer::checkpoint_tensors() {
           {"bn_state", params.state_flat(), static_cast<size_t>(params.state_count())}};
 }
 
+void Trainer::prepare_checkpoint_dir() {
+  const std::string& dir = config_.checkpoint_dir();
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  DTRAIN_USAGE_CHECK(!ec && std::filesystem::is_directory(dir) && ::access(dir.c_str(), W_OK | X_OK) == 0)
+      << "checkpoint_dir " << dir << ": not a writable directory" << (ec ? ": " + ec.message() : std::string());
+  for (const std::string& path : remove_stale_temporaries(dir)) {
+    DTRAIN_LOG(kWarn) << "removed " << path << ", left behind by a checkpoint write that did not finish";
+  }
+}
+
 void Trainer::save_checkpoint(int epoch, long step_in_epoch) {
   if (ctx_.topology().world_rank != 0) return;
   parts_->engine->sync_to_host();
@@ -340,6 +359,7 @@ void Trainer::save_checkpoint(int epoch, long step_in_epoch) {
   header.set_global_step(parts_->global_step);
   header.set_data_seed(config_.seed());
   header.set_world_size(ctx_.topology().world_size);
+  header.set_run_id(parts_->run_id);
   const std::string path = write_checkpoint(config_.checkpoint_dir(), header, checkpoint_tensors(), config_.keep_checkpoints());
   DTRAIN_LOG(kInfo) << "checkpoint " << path << " (step " << parts_->global_step << ")";
 }
@@ -357,8 +377,19 @@ void Trainer::resume_from(const std::string& spec) {
     position[0] = header.epoch();
     position[1] = header.step_in_epoch();
     position[2] = header.global_step();
-    DTRAIN_LOG(kInfo) << "resuming from " << path << " at epoch " << position[0] << ", step " << position[1]
-                      << " of the epoch, step " << position[2] << " in total";
+    // Resumed from the newest checkpoint of its run, the run continues (its id, so rotation goes on
+    // with its files). Resumed from an older one, it branches off under a new id, so its rotation
+    // never deletes the original run's later checkpoints.
+    bool newest = !header.run_id().empty();
+    for (const CheckpointFile& f : list_checkpoints(config_.checkpoint_dir())) {
+      const bool later = f.written_unix_ns > header.written_unix_ns() ||
+                         (f.written_unix_ns == header.written_unix_ns() && f.step > header.global_step());
+      if (f.run_id == header.run_id() && later) newest = false;
+    }
+    if (newest) parts_->run_id = header.run_id();
+    DTRAIN_LOG(kInfo) << "resuming " << (newest ? "run " : "as new run ") << parts_->run_id << " from " << path
+                      << " at epoch " << position[0] << ", step " << position[1] << " of the epoch, step "
+                      << position[2] << " in total";
   }
   DTRAIN_MPI_CHECK(MPI_Bcast(position, 3, MPI_INT64_T, 0, ctx_.world()));
   // Rank 0 read them into the engine's host mirror; the engine hands them to every rank.

@@ -49,6 +49,9 @@ class Trainer {
   // Rank 0 counts the distinct bad files all ranks skipped so far and logs them; past the limit it
   // stops the job.
   void report_bad_files();
+  // Rank 0: creates checkpoint_dir (a UsageError naming it if it cannot) and removes the
+  // temporaries of checkpoint writes that were killed.
+  void prepare_checkpoint_dir();
   void resume_from(const std::string& spec);
   void save_checkpoint(int epoch, long step_in_epoch);
   // Steps in an epoch: the loader's batches, capped by max_steps_per_epoch.

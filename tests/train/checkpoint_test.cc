@@ -29,6 +29,7 @@ TEST(Checkpoint, RoundTripKeepLastAndCorruptionHandling) {
   std::vector<NamedTensor> tensors = {{"params", params.data(), params.size()}, {"momentum", momentum.data(), momentum.size()}};
   proto::CheckpointHeader header;
   header.mutable_config()->set_batch_per_rank(7);
+  header.set_run_id(new_run_id());
   std::vector<std::string> paths;
   for (int step = 1; step <= 4; ++step) {
     header.set_global_step(step * 10);
