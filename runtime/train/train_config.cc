@@ -198,6 +198,8 @@ void validate(const TrainConfig& c) {
   DTRAIN_USAGE_CHECK(c.max_steps_per_epoch() >= 0) << "max_steps_per_epoch must not be negative";
   DTRAIN_USAGE_CHECK(c.max_validation_batches() >= 0) << "max_validation_batches must not be negative";
   DTRAIN_USAGE_CHECK(c.timing_warmup_steps() >= 0) << "timing_warmup_steps must not be negative";
+  DTRAIN_USAGE_CHECK(c.max_nonfinite_steps() >= 0) << "max_nonfinite_steps must not be negative, got "
+                                                   << c.max_nonfinite_steps();
   DTRAIN_USAGE_CHECK(c.checkpoint_every_steps() >= 0 && c.keep_checkpoints() > 0 && c.max_total_steps() >= 0)
       << "checkpoint_every_steps and max_total_steps must not be negative, keep_checkpoints must be positive";
   DTRAIN_USAGE_CHECK(c.checkpoint_every_steps() == 0 || !c.checkpoint_dir().empty())

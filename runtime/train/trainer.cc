@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <set>
 #include <sstream>
@@ -60,7 +61,8 @@ struct Trainer::Parts {
   int start_epoch = 0;
   int loading_epoch = -1;  // the epoch the train loader already works on from its first batch
   long start_step_in_epoch = 0;
-  std::string run_id;  // rank 0: names this run's checkpoints
+  std::string run_id;        // rank 0: names this run's checkpoints
+  int nonfinite_streak = 0;  // consecutive loss checks with a non-finite loss on some rank
   float mean[3] = {0, 0, 0};
   float std[3] = {1, 1, 1};
 };
@@ -204,14 +206,20 @@ EpochResult Trainer::train_epoch(int epoch) {
     const bool report = config_.log_every_steps() > 0 && (step + 1) % config_.log_every_steps() == 0;
     const bool read = report || p.engine->loss_is_free() || step + 1 == steps || step_limit_reached();
     const double loss = read ? p.engine->last_loss() : 0.0;
+    std::vector<double> losses(static_cast<size_t>(ctx_.topology().world_size));
     if (read) {
-      loss_sum += loss;
-      ++losses_read;
+      // Every rank's loss, for the divergence guard and the reported mean.
+      DTRAIN_MPI_CHECK(MPI_Allgather(&loss, 1, MPI_DOUBLE, losses.data(), 1, MPI_DOUBLE, ctx_.world()));
+      check_losses(losses, epoch, step, steps);
+      if (std::isfinite(loss)) {  // a tolerated bad step does not make the epoch's mean NaN
+        loss_sum += loss;
+        ++losses_read;
+      }
     }
     step_seconds.push_back(std::chrono::duration<double>(Clock::now() - step_start).count());
     if (report) {
-      double mean_loss = loss;
-      DTRAIN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &mean_loss, 1, MPI_DOUBLE, MPI_SUM, ctx_.world()));
+      double mean_loss = 0;
+      for (double l : losses) mean_loss += l;
       mean_loss /= ctx_.topology().world_size;
       const auto now = Clock::now();
       const double seconds = std::chrono::duration<double>(now - interval_start).count();
@@ -225,7 +233,9 @@ EpochResult Trainer::train_epoch(int epoch) {
                                  {"lr", lr}, {"img_per_sec", rate}, {"data_wait_fraction", wait}});
     }
     const bool periodic = config_.checkpoint_every_steps() > 0 && p.global_step % config_.checkpoint_every_steps() == 0;
-    if (periodic || (step + 1 == steps && !config_.checkpoint_dir().empty())) save_checkpoint(epoch, step + 1);
+    // Also when max_total_steps ends the run mid-epoch: the steps since the last one are not lost.
+    const bool last = step + 1 == steps || step_limit_reached();
+    if (periodic || (last && !config_.checkpoint_dir().empty())) save_checkpoint(epoch, step + 1);
   }
   release_finished(*p.engine, *p.train_loader, true);
   // Steps this call ran: fewer than `steps` when resuming mid-epoch or stopping at max_total_steps.
@@ -336,6 +346,31 @@ std::vector<NamedTensor> Trainer::checkpoint_tensors() {
           {"bn_state", params.state_flat(), static_cast<size_t>(params.state_count())}};
 }
 
+void Trainer::check_losses(const std::vector<double>& losses, int epoch, long step, long steps) {
+  Parts& p = *parts_;
+  std::ostringstream bad;
+  int bad_ranks = 0;
+  for (size_t r = 0; r < losses.size(); ++r) {
+    if (!std::isfinite(losses[r])) bad << (bad_ranks++ ? ", " : "") << r << " (" << losses[r] << ")";
+  }
+  if (bad_ranks == 0) {
+    p.nonfinite_streak = 0;
+    return;
+  }
+  ++p.nonfinite_streak;
+  if (ctx_.topology().world_rank != 0) return;
+  const int allowed = config_.max_nonfinite_steps();
+  if (p.nonfinite_streak > allowed) {
+    DTRAIN_FAIL() << "training diverged: non-finite loss at step " << p.global_step << " (epoch " << epoch << ", step "
+                  << step + 1 << " of " << steps << ") on rank(s) " << bad.str() << "; " << p.nonfinite_streak
+                  << " check(s) in a row, more than max_nonfinite_steps " << allowed
+                  << " tolerates (lower base_lr, or raise max_nonfinite_steps)";
+  }
+  DTRAIN_LOG(kWarn) << "non-finite loss at step " << p.global_step << " (epoch " << epoch << ", step " << step + 1
+                    << " of " << steps << ") on rank(s) " << bad.str() << ": " << p.nonfinite_streak << " in a row, "
+                    << allowed << " tolerated (max_nonfinite_steps)";
+}
+
 void Trainer::prepare_checkpoint_dir() {
   const std::string& dir = config_.checkpoint_dir();
   std::error_code ec;
@@ -350,6 +385,16 @@ void Trainer::prepare_checkpoint_dir() {
 void Trainer::save_checkpoint(int epoch, long step_in_epoch) {
   if (ctx_.topology().world_rank != 0) return;
   parts_->engine->sync_to_host();
+  // The GPU path reads its loss only now and then: a diverged model is caught here at the latest.
+  for (const NamedTensor& t : checkpoint_tensors()) {
+    const float* begin = t.data;
+    const float* end = begin + t.count;
+    const float* bad = std::find_if(begin, end, [](float v) { return !std::isfinite(v); });
+    if (bad != end) {
+      DTRAIN_FAIL() << "training diverged: " << t.name << "[" << bad - begin << "] is " << *bad << " at step "
+                    << parts_->global_step << " (epoch " << epoch << "); no checkpoint written";
+    }
+  }
   const long steps = steps_per_epoch();
   proto::CheckpointHeader header;
   *header.mutable_config() = config_;

@@ -49,10 +49,15 @@ class Trainer {
   // Rank 0 counts the distinct bad files all ranks skipped so far and logs them; past the limit it
   // stops the job.
   void report_bad_files();
+  // Divergence guard, on every rank at each loss read-back with every rank's loss: counts the
+  // consecutive checks with a non-finite loss; past max_nonfinite_steps rank 0 stops the job with
+  // an error naming the step (the other ranks go on until its abort ends them).
+  void check_losses(const std::vector<double>& losses, int epoch, long step, long steps);
   // Rank 0: creates checkpoint_dir (a UsageError naming it if it cannot) and removes the
   // temporaries of checkpoint writes that were killed.
   void prepare_checkpoint_dir();
   void resume_from(const std::string& spec);
+  // Rank 0 writes the checkpoint; non-finite parameters stop the run instead (never saved).
   void save_checkpoint(int epoch, long step_in_epoch);
   // Steps in an epoch: the loader's batches, capped by max_steps_per_epoch.
   long steps_per_epoch() const;
