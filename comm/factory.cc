@@ -1,5 +1,7 @@
 #include "comm/factory.h"
 
+#include <string>
+
 #include "comm/hierarchical_communicator.h"
 #include "comm/mpi_features.h"
 #include "comm/mpi_communicator.h"
@@ -35,20 +37,27 @@ Backend resolve_backend(Backend requested, const core::Topology& topology, bool 
   return gpus ? Backend::kNccl : Backend::kMpiRing;
 }
 
-std::unique_ptr<Communicator> make_communicator(Backend requested, const core::RankContext& ctx, bool gpus) {
+std::unique_ptr<Communicator> make_communicator(Backend requested, const core::RankContext& ctx, bool gpus,
+                                                DType cross_node_wire) {
   const Backend backend = resolve_backend(requested, ctx.topology(), gpus);
   DTRAIN_USAGE_CHECK(gpus || backend != Backend::kNccl) << "the nccl backend needs GPUs, and this run is in CPU mode";
+  DTRAIN_USAGE_CHECK(cross_node_wire == DType::kF32 || backend == Backend::kHierarchical)
+      << "a " << core::dtype_name(cross_node_wire) << " cross-node wire needs the hierarchical backend, and this job's is "
+      << backend_name(backend) << (requested == Backend::kAuto ? " (auto, one node)" : "");
   const RingTuning tuning = ring_tuning_from_env();
   DTRAIN_LOG0(kInfo) << "communicator: " << backend_name(backend)
                      << (requested == Backend::kAuto ? " (auto: " : " (requested: ") << ctx.topology().node_count
                      << " node(s), " << (gpus ? "GPUs" : "CPU") << "), ring segment " << tuning.segment_bytes
                      << " B, MPI " << (mpi_reports_cuda_support() ? "reports" : "does not report")
-                     << " CUDA support (mpi-ring device buffers: " << device_pointer_mode_name(device_pointer_mode()) << ")";
+                     << " CUDA support (mpi-ring device buffers: " << device_pointer_mode_name(device_pointer_mode()) << ")"
+                     << (cross_node_wire != DType::kF32 ? std::string(", cross-node wire ") + core::dtype_name(cross_node_wire)
+                                                        : std::string());
   switch (backend) {
     case Backend::kMpiRing: return std::make_unique<MpiRingCommunicator>(ctx.world(), tuning);
     case Backend::kMpi: return std::make_unique<MpiCommunicator>(ctx.world());
     case Backend::kNccl: return make_nccl_communicator(ctx.world());
-    case Backend::kHierarchical: return std::make_unique<HierarchicalCommunicator>(ctx, gpus, tuning);
+    case Backend::kHierarchical:
+      return std::make_unique<HierarchicalCommunicator>(ctx, gpus, tuning, cross_node_wire);
     case Backend::kAuto: break;
   }
   DTRAIN_FAIL() << "unresolved backend";

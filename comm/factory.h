@@ -20,8 +20,10 @@ Backend parse_backend(std::string_view text, std::string_view source);
 Backend resolve_backend(Backend requested, const core::Topology& topology, bool gpus);
 
 // Collective over ctx.world(). `gpus`: ranks drive GPUs (NCCL is available and buffers are on the
-// device). Logs the choice once, from rank 0.
-std::unique_ptr<Communicator> make_communicator(Backend requested, const core::RankContext& ctx, bool gpus);
+// device). `cross_node_wire`: the hierarchical backend's cross-node format (hierarchical_communicator.h);
+// other backends take fp32 only (a UsageError otherwise). Logs the choice once, from rank 0.
+std::unique_ptr<Communicator> make_communicator(Backend requested, const core::RankContext& ctx, bool gpus,
+                                                DType cross_node_wire = DType::kF32);
 
 // The nccl backend over any MPI communicator; a UsageError in builds without CUDA.
 std::unique_ptr<Communicator> make_nccl_communicator(MPI_Comm comm);

@@ -20,8 +20,11 @@ std::unique_ptr<Communicator> unchecked(std::unique_ptr<Communicator> comm) {
 
 }  // namespace
 
-HierarchicalCommunicator::HierarchicalCommunicator(const core::RankContext& ctx, bool use_nccl, RingTuning tuning)
-    : control_(core::MpiComm::duplicate(ctx.world())) {
+HierarchicalCommunicator::HierarchicalCommunicator(const core::RankContext& ctx, bool use_nccl, RingTuning tuning,
+                                                   DType cross_wire)
+    : control_(core::MpiComm::duplicate(ctx.world())), cross_wire_(cross_wire) {
+  DTRAIN_USAGE_CHECK(cross_wire == DType::kF32 || cross_wire == DType::kBF16 || cross_wire == DType::kF16)
+      << "cross-node wire format must be fp32, bf16 or fp16, not " << core::dtype_name(cross_wire);
   const core::Topology& t = ctx.topology();
   rank_ = t.world_rank;
   size_ = t.world_size;
@@ -126,7 +129,7 @@ std::vector<Work> HierarchicalCommunicator::all_reduce_f32(float* work, size_t c
   if (uniform_nodes_) {
     const size_t local = static_cast<size_t>(local_size_);
     if (local == 1) {
-      step(cross_->all_reduce(work, work, count, DType::kF32, ReduceOp::kSum, where), true);
+      step(cross_node_sum(*cross_, work, count, where), true);
       return cross;
     }
     // Pad to a multiple of L so every shard has the same length (NCCL's reduce-scatter requires it).
@@ -141,7 +144,7 @@ std::vector<Work> HierarchicalCommunicator::all_reduce_f32(float* work, size_t c
     }
     float* mine = data + static_cast<size_t>(local_rank_) * shard;
     step(intra(where).reduce_scatter(data, mine, shard, DType::kF32, ReduceOp::kSum, where), false);
-    step(cross_->all_reduce(mine, mine, shard, DType::kF32, ReduceOp::kSum, where), true);
+    step(cross_node_sum(*cross_, mine, shard, where), true);
     step(intra(where).all_gather(mine, data, shard, DType::kF32, where), false);
     if (data != work) copy_bytes(work, data, count * sizeof(float), where);
     return cross;
@@ -154,8 +157,7 @@ std::vector<Work> HierarchicalCommunicator::all_reduce_f32(float* work, size_t c
   for (size_t shard = 0; shard < lmax; ++shard) {
     if (shard_cross_[shard] == nullptr) continue;
     float* at = work + offsets[shard];
-    pending.push_back(shard_cross_[shard]->all_reduce(at, at, offsets[shard + 1] - offsets[shard], DType::kF32,
-                                                      ReduceOp::kSum, where));
+    pending.push_back(cross_node_sum(*shard_cross_[shard], at, offsets[shard + 1] - offsets[shard], where));
   }
   for (Work& w : pending) step(std::move(w), true);
   for (size_t shard = 0; shard < lmax; ++shard) {
@@ -164,6 +166,20 @@ std::vector<Work> HierarchicalCommunicator::all_reduce_f32(float* work, size_t c
          false);
   }
   return cross;
+}
+
+Work HierarchicalCommunicator::cross_node_sum(Communicator& comm, float* data, size_t count, Location where) {
+  // One node: nothing crosses a network, so nothing is narrowed.
+  if (cross_wire_ == DType::kF32 || comm.size() == 1) {
+    return comm.all_reduce(data, data, count, DType::kF32, ReduceOp::kSum, where);
+  }
+  // Device scratch follows the caller's stream, which waits for the staged step (all_reduce above).
+  core::Buffer wire = scratch_buffer(count * core::dtype_size(cross_wire_), where);
+  narrow_from_f32(data, 1.0f, wire.data(), cross_wire_, count, where);
+  Work w = comm.all_reduce(wire.data(), wire.data(), count, cross_wire_, ReduceOp::kSum, where);
+  if (!where.device) w.wait();  // host: the widening below reads the result now
+  widen_to_f32(wire.data(), cross_wire_, data, count, where);
+  return w;
 }
 
 }  // namespace dtrain::comm

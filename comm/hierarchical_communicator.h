@@ -12,7 +12,13 @@
 //
 // Intra-node: NCCL for device buffers on GPU hosts; an MPI node communicator (our ring) for host
 // buffers (and for everything on CPU-only hosts). fp16/bf16 are widened to fp32 for the whole
-// operation and rounded once at the end. Broadcast, all-gather and reduce-scatter delegate to a
+// operation and rounded once at the end.
+//
+// Cross-node wire format (cross_wire, the GPU trainer's gradient_wire_dtype): bf16 or fp16 narrows
+// each shard, after the intra-node fp32 reduction, for the cross-node step only: the network (and
+// the staging copies through the host) carry half the bytes, the cross-node sum accumulates in
+// fp32 and is rounded once (mpi_ring_communicator.h), and the intra-node steps stay fp32. So each
+// element sees two roundings to 16 bits (the node's sum, the nodes' sum) and nothing more. Broadcast, all-gather and reduce-scatter delegate to a
 // flat world communicator (NCCL for device buffers, our ring for host buffers).
 //
 // Order (communicator.h): the sub-communicators see every call's steps in submission order, on
@@ -37,7 +43,8 @@ namespace dtrain::comm {
 class HierarchicalCommunicator final : public Communicator {
  public:
   // Collective over ctx.world(). use_nccl: device buffers take NCCL inside the node.
-  HierarchicalCommunicator(const core::RankContext& ctx, bool use_nccl, RingTuning tuning);
+  HierarchicalCommunicator(const core::RankContext& ctx, bool use_nccl, RingTuning tuning,
+                           DType cross_wire = DType::kF32);
   ~HierarchicalCommunicator() override;
 
   const char* name() const override { return "hierarchical"; }
@@ -51,6 +58,8 @@ class HierarchicalCommunicator final : public Communicator {
   // Device: enqueues, and returns the Works of the cross-node steps.
   std::vector<Work> all_reduce_f32(float* work, size_t count, Location where);
   std::vector<Work> all_reduce(const Collective& call);
+  // The cross-node sum of `count` fp32 elements at `data` on `comm`, in cross_wire_ on the wire.
+  Work cross_node_sum(Communicator& comm, float* data, size_t count, Location where);
   Communicator& intra(Location where) { return where.device ? *intra_ : *host_intra_; }
   Communicator& flat(Location where) { return where.device ? *flat_ : *host_flat_; }
 
@@ -62,6 +71,7 @@ class HierarchicalCommunicator final : public Communicator {
   bool uniform_nodes_ = true;
   int max_local_size_ = 1;
   bool check_ = true;
+  DType cross_wire_ = DType::kF32;
 
   std::unique_ptr<Communicator> intra_;                      // this node's ranks (NCCL with GPUs)
   std::unique_ptr<Communicator> cross_;                      // uniform: ranks of my local index

@@ -46,7 +46,9 @@ if [ -x $BIN/dtrain-multinode-gpu-mpi-tests ] && [ "$GPUS" -ge 2 ]; then
     check_within 240 multinode_train_fault_$b $MN $BIN/dtrain-multinode-gpu-mpi-tests --gtest_filter="*/TrainingFaults.*/$b"
   done
   check_within 300 rank_equivalence_backends $MN $BIN/dtrain-multinode-gpu-mpi-tests --gtest_filter='*/RankEquivalenceOnBackends.*'
-  grep -h "simulated nodes, \|worst relative" "$OUT"/multinode_train_steps_*.log "$OUT/rank_equivalence_backends.log"
+  check_within 300 cross_node_wire $MN $BIN/dtrain-multinode-gpu-mpi-tests --gtest_filter='*/CrossNodeWireTraining.*'
+  grep -h "simulated nodes, \|worst relative" "$OUT"/multinode_train_steps_*.log "$OUT/rank_equivalence_backends.log" \
+    "$OUT/cross_node_wire.log"
 fi
 if [ -x $BIN/dtrain-comm-robustness-mpi-tests ] && [ "$GPUS" -ge 2 ]; then
   check_within 240 comm_robustness_np2 $MPI -np 2 $BIN/dtrain-comm-robustness-mpi-tests

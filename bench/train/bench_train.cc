@@ -46,6 +46,7 @@ struct Options {
   std::string world_sizes;  // "1,2"; default: 1 and the job's size
   bool no_tf32 = false;
   std::string backend = "auto";
+  std::string gradient_wire_dtype = "fp32";  // the hierarchical backend's cross-node format
   double bucket_mib = 25;
   double lr = 0.1;
   std::string json;
@@ -66,6 +67,8 @@ Options parse(int argc, char** argv, bool* help) {
       ("world-sizes", core::po::value(&o.world_sizes), "comma-separated world sizes to run, e.g. 1,2 (default: 1 and all ranks)")
       ("no-tf32", core::po::bool_switch(&o.no_tf32), "fp32: exact fp32 math, no TF32 tensor cores")
       ("backend", core::po::value(&o.backend)->default_value(o.backend), "gradient all-reduce backend (auto, nccl, ...)")
+      ("gradient-wire-dtype", core::po::value(&o.gradient_wire_dtype)->default_value(o.gradient_wire_dtype),
+       "fp32, bf16 or fp16: the hierarchical backend's cross-node format")
       ("bucket-mib", core::po::value(&o.bucket_mib)->default_value(o.bucket_mib), "gradient bucket size in MiB")
       ("lr", core::po::value(&o.lr)->default_value(o.lr), "learning rate of the SGD steps")
       ("json", core::po::value(&o.json), "also write the results to this JSON file");
@@ -153,7 +156,10 @@ Row run_world(const Options& o, int k, const core::RankContext& world_ctx, int d
   if (member) {
     const core::RankContext ctx = core::RankContext::from_environment(sub);
     std::unique_ptr<comm::Communicator> comm;
-    if (k > 1) comm = comm::make_communicator(comm::parse_backend(o.backend, "--backend"), ctx, true);
+    if (k > 1) {
+      comm = comm::make_communicator(comm::parse_backend(o.backend, "--backend"), ctx, true,
+                                     core::parse_dtype(o.gradient_wire_dtype, "--gradient-wire-dtype"));
+    }
     train::cuda::GpuStepOptions step_options;
     step_options.model.depth = o.depth;
     step_options.model.num_classes = o.classes;
@@ -216,7 +222,8 @@ void write_json(const std::string& path, const Options& o, const std::string& gp
       << ", \"step_ms_median\": " << number_or_null(r.step_ms, "%.3f")
       << ", \"efficiency\": " << number_or_null(r.efficiency, "%.4f") << ", \"peak_mem_bytes\": " << r.peak_mem
       << ", \"image_size\": " << o.image_size << ", \"warmup_steps\": " << o.warmup
-      << ", \"measured_steps\": " << o.steps << ", \"tf32\": " << (o.precision == "fp32" && !o.no_tf32 ? "true" : "false")
+      << ", \"measured_steps\": " << o.steps << ", \"backend\": \"" << o.backend
+      << "\", \"gradient_wire_dtype\": \"" << o.gradient_wire_dtype << "\", \"tf32\": " << (o.precision == "fp32" && !o.no_tf32 ? "true" : "false")
       << ", \"host\": \"" << core::process_identity().host << "\", \"date\": \"" << utc_date()
       << "\", \"command\": \"" << command << "\"}" << (i + 1 < rows.size() ? "," : "") << "\n";
   }

@@ -1,10 +1,13 @@
 #pragma once
 // A 64-bit counter in mapped pinned memory through which CUDA streams and one host thread signal
 // each other with no CUDA call on the host side:
-//   - a stream waits for the counter (a one-thread kernel polls it, sleeping between reads) until
-//     the host raises it: set();
-//   - a stream raises it after its earlier work (a one-thread kernel stores it) and the host
-//     waits for that: wait_at_least().
+//   - a stream waits for the counter until the host raises it: set();
+//   - a stream raises it after its earlier work and the host waits for that: wait_at_least().
+// The stream side uses the driver's stream memory operations (cuStreamWaitValue64 /
+// cuStreamWriteValue64, with a memory barrier before the write): they run in the stream's front
+// end and take no SM. Where the driver does not offer them, or DTRAIN_STREAM_FLAG_KERNELS=1 asks,
+// one-thread kernels do the same (a kernel that polls, sleeping between reads, and one that
+// stores); those need a free SM slot to start, which a GPU busy with backward gives late.
 // Why no CUDA call on the host side: a host thread whose progress some GPU work waits for must not
 // need the CUDA driver. Another thread of the process can hold the driver's context lock while it
 // waits for the GPU to drain (the first launch of a kernel under lazy module loading, cudaFree,
@@ -38,6 +41,7 @@ class StreamFlag {
  private:
   volatile uint64_t* host_ = nullptr;  // pinned, mapped
   uint64_t* device_ = nullptr;         // the same memory as the GPU addresses it
+  bool memops_ = false;                // stream memory operations (else the kernels)
 };
 
 }  // namespace dtrain::comm::cuda

@@ -285,6 +285,74 @@ INSTANTIATE_TEST_SUITE_P(Backends, CommunicatorBehaviour,
                                          BackendSpec{"hierarchical", 2}),
                          [](const testing::TestParamInfo<BackendSpec>& p) { return identifier(spec_label(p.param)); });
 
+// The hierarchical backend's cross-node wire format on fp32 data (the GPU trainer's
+// gradient_wire_dtype): with two or more nodes every sum element has crossed the network as 16 bits
+// and was rounded once more after the fp32 cross-node accumulation, so it is representable in the
+// wire format and within two 16-bit roundings of the exact sum; on one node nothing is narrowed.
+class CrossNodeWire : public testing::TestWithParam<std::tuple<int, DType>> {};
+
+bool representable(float v, DType wire) {
+  std::vector<unsigned char> narrow = encode(std::vector<double>{v}, wire);
+  return decode_one(narrow.data(), 0, wire) == static_cast<double>(v);
+}
+
+TEST_P(CrossNodeWire, SumsAreRoundedTwiceAtMost) {
+  const auto [ranks_per_node, wire] = GetParam();
+  core::RankContext ctx(MPI_COMM_WORLD, core::NodeLayout{ranks_per_node, true});
+  RingTuning tuning;
+  tuning.segment_bytes = 64 * 1024;
+  HierarchicalCommunicator hierarchical(ctx, false, tuning, wire);
+  Communicator& comm = hierarchical;
+  const bool crosses = ctx.topology().node_count > 1;
+  const uint64_t seed = test::shared_seed(MPI_COMM_WORLD);
+  const int rank = world_rank();
+  const int size = world_size();
+  // 16-bit unit roundoff: 2^-8 (bf16), 2^-11 (fp16); fp16's subnormals (spacing 2^-24) add an
+  // absolute half-spacing per rounding. The sums stay far below fp16's largest value.
+  const double u = wire == DType::kBF16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
+  const double subnormal = wire == DType::kF16 ? std::ldexp(1.0, -24) : 0.0;
+  for (size_t count : awkward_counts()) {
+    std::vector<double> exact(count, 0.0), magnitude(count, 0.0);
+    std::vector<float> data;
+    for (int r = 0; r < size; ++r) {
+      const std::vector<double> v = random_values(seed, r, 11, count, DType::kF32);
+      for (size_t i = 0; i < count; ++i) {
+        exact[i] += v[i];
+        magnitude[i] += std::fabs(v[i]);
+      }
+      if (r == rank) data.assign(v.begin(), v.end());
+    }
+    comm.all_reduce(data.data(), data.data(), count, DType::kF32, ReduceOp::kSum).wait();
+    size_t wrong = 0, not_narrowed = 0, first = 0;
+    for (size_t i = 0; i < count; ++i) {
+      const double bound = (crosses ? 2.0 * u * magnitude[i] + subnormal : 0.0) + 1e-6 * magnitude[i] + 1e-30;
+      if (!(std::fabs(data[i] - exact[i]) <= bound) && wrong++ == 0) first = i;
+      if (crosses && !representable(data[i], wire)) ++not_narrowed;
+    }
+    const std::string what = std::string(core::dtype_name(wire)) + " wire, " + std::to_string(ranks_per_node) +
+                             " rank(s) per node, count " + std::to_string(count) + ", seed " + std::to_string(seed);
+    EXPECT_EQ(wrong, 0u) << what << ": first wrong element " << first << ": got " << (count ? data[first] : 0.0f)
+                         << ", want " << (count ? exact[first] : 0.0);
+    EXPECT_EQ(not_narrowed, 0u) << what << ": sums that never crossed as 16 bits";
+    EXPECT_TRUE(core::same_on_every_rank(MPI_COMM_WORLD, core::fingerprint(data.data(), count * sizeof(float))))
+        << what << ": ranks hold different results";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(HierarchicalRpn, CrossNodeWire,
+                         testing::Combine(testing::Values(1, 2), testing::Values(DType::kBF16, DType::kF16)),
+                         [](const testing::TestParamInfo<std::tuple<int, DType>>& p) {
+                           return "rpn" + std::to_string(std::get<0>(p.param)) + "_" +
+                                  core::dtype_name(std::get<1>(p.param));
+                         });
+
+TEST(Factory, OnlyHierarchicalTakesANarrowCrossNodeWire) {
+  core::RankContext ctx(MPI_COMM_WORLD, core::NodeLayout{});
+  EXPECT_THROW(make_communicator(Backend::kMpiRing, ctx, false, DType::kBF16), core::UsageError);
+  EXPECT_THROW(make_communicator(Backend::kHierarchical, ctx, false, DType::kI32), core::UsageError);
+  EXPECT_NO_THROW(make_communicator(Backend::kHierarchical, ctx, false, DType::kF16));
+}
+
 TEST(Factory, AutoPicksByNodesAndGpus) {
   core::Topology one_node;
   core::Topology two_nodes;
