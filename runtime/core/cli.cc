@@ -16,7 +16,18 @@ ParsedCommandLine parse_command_line(int argc, char** argv, po::options_descript
     po::command_line_parser parser(argc, argv);
     parser.options(options).style(style);
     if (positional != nullptr) parser.positional(*positional);
-    po::store(parser.run(), parsed.values);
+    const po::parsed_options options_given = parser.run();
+    // Without a positional description Boost drops bare arguments silently (a forgotten --config
+    // would train on defaults): name the first one instead.
+    for (const po::option& option : options_given.options) {
+      if (positional == nullptr && option.position_key >= 0) {
+        const std::string token = option.original_tokens.empty() ? std::string() : option.original_tokens.front();
+        DTRAIN_USAGE_FAIL() << program << ": unexpected argument '" << token
+                            << "': every argument is a --flag or a flag's value (run " << program
+                            << " --help for the flags)";
+      }
+    }
+    po::store(options_given, parsed.values);
     parsed.help = parsed.values.count("help") > 0;
     if (!parsed.help) po::notify(parsed.values);
   } catch (const po::error& e) {

@@ -14,7 +14,8 @@ struct ParsedCommandLine {
 };
 
 // Adds --help to `options`, parses, and converts every Boost error (unknown flag, missing or
-// malformed value) into a UsageError beginning with the program name.
+// malformed value) into a UsageError beginning with the program name. Without `positional`, a bare
+// argument is a UsageError naming it too.
 // `style` is Boost's command_line_style (dtrain-run adds allow_long_disguise for mpirun's "-np").
 ParsedCommandLine parse_command_line(int argc, char** argv, po::options_description& options,
                                      const po::positional_options_description* positional = nullptr,

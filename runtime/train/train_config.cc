@@ -5,6 +5,7 @@
 #include <google/protobuf/text_format.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -133,6 +134,8 @@ bool load_train_config(int argc, char** argv, TrainConfig* config) {
   }
   if (cli.values.count("config")) {
     const std::string path = cli.values["config"].as<std::string>();
+    DTRAIN_USAGE_CHECK(!std::filesystem::is_directory(path))
+        << "--config " << path << ": is a directory, not a config file";
     std::ifstream in(path);
     DTRAIN_USAGE_CHECK(in.good()) << "--config " << path << ": cannot open the file";
     std::stringstream text;
@@ -155,10 +158,14 @@ bool load_train_config(int argc, char** argv, TrainConfig* config) {
   }
   for (int f = 0; f < descriptor->field_count(); ++f) {
     const pb::FieldDescriptor* field = descriptor->field(f);
-    std::vector<std::string> spellings = {field->name()};
-    if (aliases[static_cast<size_t>(f)] != field->name()) spellings.push_back(aliases[static_cast<size_t>(f)]);
-    for (const std::string& spelling : spellings) {
-      if (cli.values.count(spelling)) set_field(config, field, cli.values[spelling].as<std::string>());
+    const std::string& alias = aliases[static_cast<size_t>(f)];
+    // Both spellings given: neither wins silently.
+    DTRAIN_USAGE_CHECK(alias == field->name() || !cli.values.count(alias) || !cli.values.count(field->name()))
+        << "--" << alias << " " << cli.values[alias].as<std::string>() << " and --" << field->name() << " "
+        << cli.values[field->name()].as<std::string>() << " set the same field " << field->name() << ": give it once";
+    if (cli.values.count(field->name())) set_field(config, field, cli.values[field->name()].as<std::string>());
+    if (alias != field->name() && cli.values.count(alias)) {
+      set_field(config, field, cli.values[alias].as<std::string>());
     }
   }
   validate(*config);
@@ -175,6 +182,8 @@ void validate(const TrainConfig& c) {
   DTRAIN_USAGE_CHECK(c.image_size() > 0) << "image_size must be positive, got " << c.image_size();
   DTRAIN_USAGE_CHECK(c.dataset() != "imagenet" || c.val_resize() >= c.image_size())
       << "val_resize " << c.val_resize() << " is smaller than the crop image_size " << c.image_size();
+  DTRAIN_USAGE_CHECK(c.synthetic_samples() >= 0 && (c.dataset() != "synthetic" || c.synthetic_samples() > 0))
+      << "synthetic_samples must be positive, got " << c.synthetic_samples();
   DTRAIN_USAGE_CHECK(c.max_bad_fraction() >= 0 && c.max_bad_fraction() <= 1)
       << "max_bad_fraction " << c.max_bad_fraction() << " outside [0, 1]";
   DTRAIN_USAGE_CHECK(c.dataset() != "fashion-mnist" || c.model() == "small-resnet")

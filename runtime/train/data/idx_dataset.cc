@@ -46,13 +46,21 @@ IdxDataset::IdxDataset(const std::string& images_path, const std::string& labels
       << images_path << ": not an idx3 image file (magic number 0x00000803 expected)";
   DTRAIN_USAGE_CHECK(labels.size() >= 8 && big_endian(labels.data()) == 0x801)
       << labels_path << ": not an idx1 label file (magic number 0x00000801 expected)";
-  const size_t count = big_endian(images.data() + 4);
-  rows_ = static_cast<int>(big_endian(images.data() + 8));
-  cols_ = static_cast<int>(big_endian(images.data() + 12));
-  const size_t pixels = static_cast<size_t>(rows_) * cols_;
-  DTRAIN_USAGE_CHECK(images.size() == 16 + count * pixels)
-      << images_path << ": header says " << count << " images of " << rows_ << "x" << cols_ << " but the file holds "
-      << images.size() - 16 << " pixel bytes";
+  const uint64_t count = big_endian(images.data() + 4);
+  const uint64_t rows = big_endian(images.data() + 8);
+  const uint64_t cols = big_endian(images.data() + 12);
+  // Zero or absurd dimensions are refused before any arithmetic on them can wrap around.
+  constexpr uint64_t kMaxSide = 1 << 16;
+  DTRAIN_USAGE_CHECK(count > 0 && rows > 0 && cols > 0 && rows <= kMaxSide && cols <= kMaxSide)
+      << images_path << ": header says " << count << " images of " << rows << "x" << cols
+      << " (each dimension must be 1 to " << kMaxSide << ", the count positive)";
+  const uint64_t pixels = rows * cols;
+  const uint64_t pixel_bytes = images.size() - 16;
+  DTRAIN_USAGE_CHECK(count <= pixel_bytes / pixels && pixel_bytes == count * pixels)
+      << images_path << ": header says " << count << " images of " << rows << "x" << cols << " but the file holds "
+      << pixel_bytes << " pixel bytes";
+  rows_ = static_cast<int>(rows);
+  cols_ = static_cast<int>(cols);
   DTRAIN_USAGE_CHECK(big_endian(labels.data() + 4) == count && labels.size() == 8 + count)
       << labels_path << ": " << big_endian(labels.data() + 4) << " labels for " << count << " images";
   images_.assign(images.begin() + 16, images.end());
