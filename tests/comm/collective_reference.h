@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "runtime/core/dtype.h"
+#include "tests/support/test_seed.h"
 
 namespace dtrain::test {
 
@@ -61,7 +62,10 @@ inline double tolerance(double exact, double magnitude_sum, DType dtype) {
 }
 
 inline uint64_t shared_seed(MPI_Comm comm) {
-  uint64_t seed = std::random_device{}() ^ (uint64_t(std::random_device{}()) << 32);
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  // Rank 0's seed, printed there, so a failure can be repeated with DTRAIN_TEST_SEED.
+  uint64_t seed = rank == 0 ? dtrain::test::random_seed() : 0;
   MPI_Bcast(&seed, 1, MPI_UINT64_T, 0, comm);
   return seed;
 }

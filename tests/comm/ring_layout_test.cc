@@ -1,11 +1,13 @@
 // Pure pieces of the ring: chunk layout and host kernels against float64 references.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
 
 #include "comm/host_reduce.h"
 #include "comm/ring.h"
 #include "runtime/core/error.h"
+#include "tests/support/test_seed.h"
 
 namespace dtrain::comm {
 namespace {
@@ -29,7 +31,7 @@ TEST(EvenChunks, CoverTheBufferWithSizesDifferingByAtMostOne) {
 }
 
 TEST(HostReduce, AddScaledMatchesFloat64) {
-  std::mt19937 rng(std::random_device{}());
+  std::mt19937 rng(dtrain::test::random_seed());
   std::uniform_real_distribution<float> dist(-10, 10);
   const size_t n = 10007;
   std::vector<float> a(n), b(n), out(n);
@@ -45,7 +47,7 @@ TEST(HostReduce, AddScaledMatchesFloat64) {
 }
 
 TEST(HostReduce, NarrowRoundsOnceAndWidenIsExact) {
-  std::mt19937 rng(std::random_device{}());
+  std::mt19937 rng(dtrain::test::random_seed());
   std::uniform_real_distribution<float> dist(-4, 4);
   const size_t n = 4099;
   std::vector<float> in(n), back(n);
@@ -61,6 +63,46 @@ TEST(HostReduce, NarrowRoundsOnceAndWidenIsExact) {
     }
   }
   EXPECT_THROW(widen_to_f32(in.data(), core::DType::kI32, back.data(), 1), core::Error);
+}
+
+// The 16-bit add of the partials ring: widen exactly, add and scale in fp32, round once; bitwise
+// what runtime/core/dtype.h's conversions give, also for infinities, NaN and ties.
+TEST(HostReduce, AddScaled16RoundsTheFp32SumOnce) {
+  const uint64_t seed = dtrain::test::random_seed();
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-4, 4);
+  const size_t n = 4099;
+  for (core::DType dtype : {core::DType::kF16, core::DType::kBF16}) {
+    const bool bf16 = dtype == core::DType::kBF16;
+    auto narrow = [&](float v) { return bf16 ? core::to_bfloat16(v).bits : core::to_float16(v).bits; };
+    auto widen = [&](uint16_t bits) { return bf16 ? core::to_float(core::bfloat16{bits}) : core::to_float(core::float16{bits}); };
+    std::vector<uint16_t> a(n), b(n), out(n);
+    for (size_t i = 0; i < n; ++i) {
+      a[i] = narrow(dist(rng));
+      b[i] = narrow(dist(rng));
+    }
+    // Special values at the front: +inf + 1, NaN + 1, a tie (1 + half an ulp of 1).
+    a[0] = narrow(INFINITY);
+    b[0] = narrow(1.0f);
+    a[1] = narrow(NAN);
+    a[2] = narrow(1.0f);
+    b[2] = narrow(std::ldexp(1.0f, bf16 ? -8 : -11));
+    for (float scale : {1.0f, 0.25f}) {
+      add_scaled_16(out.data(), a.data(), b.data(), dtype, n, scale);
+      for (size_t i = 0; i < n; ++i) {
+        const uint16_t want = narrow((widen(a[i]) + widen(b[i])) * scale);
+        ASSERT_EQ(out[i], want) << core::dtype_name(dtype) << " element " << i << " scale " << scale << " (seed " << seed
+                                << ")";
+      }
+    }
+    // In place.
+    std::vector<uint16_t> in_place = a;
+    add_scaled_16(in_place.data(), in_place.data(), b.data(), dtype, n, 1.0f);
+    add_scaled_16(out.data(), a.data(), b.data(), dtype, n, 1.0f);
+    EXPECT_EQ(in_place, out) << core::dtype_name(dtype);
+  }
+  std::vector<float> f(4);
+  EXPECT_THROW(add_scaled_16(f.data(), f.data(), f.data(), core::DType::kF32, 4, 1.0f), core::Error);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "runtime/core/error.h"
+#include "tests/support/test_seed.h"
 
 namespace dtrain::core {
 namespace {
@@ -47,7 +48,7 @@ TEST(CachingAllocator, SizeClassesWasteAtMostAQuarter) {
   EXPECT_EQ(CachingAllocator::round_size(1), 512u);
   EXPECT_EQ(CachingAllocator::round_size(512), 512u);
   EXPECT_EQ(CachingAllocator::round_size(513), 1024u);
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng(dtrain::test::random_seed());
   for (int i = 0; i < 10000; ++i) {
     const size_t bytes = 1 + rng() % (size_t{1} << 34);
     const size_t rounded = CachingAllocator::round_size(bytes);
@@ -82,7 +83,7 @@ TEST(CachingAllocator, SteadyStateMakesNoRawAllocations) {
 TEST(CachingAllocator, LiveBlocksNeverAlias) {
   CountingAllocator::Counters counters;
   CachingAllocator allocator(std::make_unique<CountingAllocator>(&counters));
-  std::mt19937 rng(std::random_device{}());
+  std::mt19937 rng(dtrain::test::random_seed());
   std::vector<void*> live;
   for (int i = 0; i < 2000; ++i) {
     if (!live.empty() && rng() % 2) {

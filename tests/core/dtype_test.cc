@@ -10,6 +10,7 @@
 #include <random>
 
 #include "runtime/core/error.h"
+#include "tests/support/test_seed.h"
 
 namespace dtrain::core {
 namespace {
@@ -77,7 +78,7 @@ TEST(BFloat16, EveryBitPatternRoundTrips) {
 }
 
 TEST(Float16, RandomFloatsRoundToNearestEven) {
-  std::mt19937 rng(std::random_device{}());
+  std::mt19937 rng(dtrain::test::random_seed());
   std::uniform_real_distribution<double> magnitude_log(-26, 16.5);
   for (int i = 0; i < 200000; ++i) {
     const float x = static_cast<float>((rng() & 1 ? -1 : 1) * std::exp2(magnitude_log(rng)));
@@ -106,7 +107,7 @@ TEST(Float16, RandomFloatsRoundToNearestEven) {
 }
 
 TEST(BFloat16, RandomFloatsRoundToNearestEven) {
-  std::mt19937 rng(std::random_device{}());
+  std::mt19937 rng(dtrain::test::random_seed());
   // 0x7f80 (infinity) stands in the rounding grid at 2^128, where the next finite value would be.
   auto decode = [](uint16_t bits) {
     return bits == 0x7f80 ? std::ldexp(1.0, 128) : static_cast<double>(std::bit_cast<float>(uint32_t{bits} << 16));

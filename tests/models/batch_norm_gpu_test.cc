@@ -24,6 +24,7 @@
 #include "tests/support/device_activations.h"
 #include "tests/support/device_vector.h"
 #include "tests/support/expect_close.h"
+#include "tests/support/test_seed.h"
 #endif
 
 namespace dtrain::models {
@@ -77,7 +78,7 @@ class BatchNormGpuTest : public testing::TestWithParam<Case> {
 
 template <typename T>
 void run_case(const Case& c, cudaStream_t stream) {
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng(dtrain::test::random_seed());
   const size_t spatial = static_cast<size_t>(c.height) * c.width;
   const size_t n = static_cast<size_t>(c.batch) * c.channels * spatial;
   const double tolerance = c.bf16_nhwc ? 2e-2 : 1e-4;

@@ -19,6 +19,7 @@
 #include "runtime/core/cuda/cuda_check.h"
 #include "tests/support/device_vector.h"
 #include "tests/support/element_values.h"
+#include "tests/support/test_seed.h"
 #endif
 
 namespace dtrain::models {
@@ -54,7 +55,7 @@ void reference_row(const std::vector<double>& z, int classes, int label, Totals*
 
 template <typename T>
 void run(int batch, int classes, bool poison) {
-  const uint64_t seed = std::random_device{}();
+  const uint64_t seed = dtrain::test::random_seed();
   std::printf("seed %llu, batch %d, classes %d\n", static_cast<unsigned long long>(seed), batch, classes);
   std::mt19937_64 rng(seed);
   // Integer logits in a small range: ties with the label's logit are common.

@@ -23,6 +23,7 @@
 #include "models/cuda/cudnn_conv2d.h"
 #include "runtime/core/cuda/cuda_check.h"
 #include "tests/support/device_vector.h"
+#include "tests/support/test_seed.h"
 #endif
 
 namespace dtrain::models {
@@ -156,7 +157,7 @@ TEST_P(CudnnConv2dTest, ForwardAndBackwardMatchFloat64Reference) {
   const Case& c = GetParam();
   const ConvGeometry& g = c.geometry;
   const bool bf16 = c.numerics == ConvNumerics::kBf16Nhwc;
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng(dtrain::test::random_seed());
   const size_t x_count = static_cast<size_t>(g.batch) * g.in_channels * g.height * g.width;
   const size_t w_count = static_cast<size_t>(g.out_channels) * g.in_channels * g.kernel * g.kernel;
   const size_t y_count = static_cast<size_t>(g.batch) * g.out_channels * g.out_height() * g.out_width();
@@ -186,7 +187,7 @@ TEST_P(CudnnConv2dTest, ASecondLayerOfTheSameShapeReusesTheMeasuredAlgorithms) {
   const Case& c = GetParam();
   const ConvGeometry& g = c.geometry;
   const bool bf16 = c.numerics == ConvNumerics::kBf16Nhwc;
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng(dtrain::test::random_seed());
   const HostTensor x = random_tensor(static_cast<size_t>(g.batch) * g.in_channels * g.height * g.width, bf16, rng);
   const HostTensor w =
       random_tensor(static_cast<size_t>(g.out_channels) * g.in_channels * g.kernel * g.kernel, bf16, rng);

@@ -30,6 +30,7 @@
 #include "tests/support/device_activations.h"
 #include "tests/support/device_vector.h"
 #include "tests/support/expect_close.h"
+#include "tests/support/test_seed.h"
 #endif
 
 namespace dtrain::models {
@@ -64,7 +65,7 @@ class GpuLayersTest : public testing::TestWithParam<bool> {
   }
   bool bf16() const { return GetParam(); }
   std::string name(const std::string& what) const { return what + (bf16() ? " bf16 NHWC" : " fp32 NCHW"); }
-  std::mt19937_64 rng_{std::random_device{}()};
+  std::mt19937_64 rng_{dtrain::test::random_seed()};
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
 };

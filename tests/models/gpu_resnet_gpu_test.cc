@@ -30,6 +30,7 @@
 #include "models/cuda/softmax_cross_entropy.h"
 #include "runtime/core/cuda/cuda_check.h"
 #include "tests/support/device_vector.h"
+#include "tests/support/test_seed.h"
 #endif
 
 namespace dtrain::models {
@@ -180,7 +181,7 @@ class GpuResNetTest : public testing::Test {
   void SetUp() override {
     if (core::detail::runtime_visible_gpus().empty()) GTEST_SKIP() << "no GPU visible to the CUDA runtime";
     DTRAIN_CUDA_CHECK(cudaSetDevice(0));
-    std::mt19937_64 rng(std::random_device{}());
+    std::mt19937_64 rng(dtrain::test::random_seed());
     std::normal_distribution<float> pixel(0.0f, 1.0f);
     image_.resize(size_t(kBatch) * 3 * kSide * kSide);
     for (float& v : image_) v = pixel(rng);

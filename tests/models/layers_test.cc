@@ -14,12 +14,13 @@
 #include "models/cpu/pooling.h"
 #include "models/cpu/softmax_cross_entropy.h"
 #include "runtime/core/error.h"
+#include "tests/support/test_seed.h"
 
 namespace dtrain::models::cpu {
 namespace {
 
 std::mt19937_64& rng() {
-  static std::mt19937_64 engine(std::random_device{}());
+  static std::mt19937_64 engine(dtrain::test::random_seed());
   return engine;
 }
 

@@ -11,6 +11,7 @@
 
 #include "models/cpu/softmax_cross_entropy.h"
 #include "runtime/core/error.h"
+#include "tests/support/test_seed.h"
 
 namespace dtrain::models {
 namespace {
@@ -93,7 +94,7 @@ TEST(ResNet, SmallNetworkGradientsMatchFiniteDifferences) {
   config.width = 4;
   config.num_classes = 3;
   config.in_channels = 1;
-  config.seed = std::random_device{}();
+  config.seed = dtrain::test::random_seed();
   ResNet net(config);
   ParameterSet& p = net.parameters();
 
@@ -174,7 +175,7 @@ TEST(ResNet50, ForwardAndBackwardAt224) {
   ResNet net(ResNetConfig{});
   ASSERT_EQ(net.parameters().parameter_count(), 25557032);
   core::Tensor x(core::DType::kF32, {2, 3, 224, 224});
-  std::mt19937 rng(std::random_device{}());
+  std::mt19937 rng(dtrain::test::random_seed());
   std::normal_distribution<float> dist;
   for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = dist(rng);
   const core::Tensor& logits = net.forward(x, true);

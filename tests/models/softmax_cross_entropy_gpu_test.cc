@@ -24,6 +24,7 @@
 #include "tests/support/device_vector.h"
 #include "tests/support/element_values.h"
 #include "tests/support/expect_close.h"
+#include "tests/support/test_seed.h"
 #endif
 
 namespace dtrain::models {
@@ -38,7 +39,7 @@ struct Case {
 
 template <typename T>
 void run_case(const Case& c, bool bad_label) {
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng(dtrain::test::random_seed());
   std::uniform_real_distribution<double> u(-4.0, 4.0);
   const size_t n = size_t(c.batch) * c.classes;
   std::vector<T> logits(n);

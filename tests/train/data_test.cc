@@ -17,6 +17,7 @@
 #include "runtime/train/data/idx_dataset.h"
 #include "runtime/train/data/sharded_sampler.h"
 #include "runtime/train/data/synthetic_dataset.h"
+#include "tests/support/test_seed.h"
 
 namespace dtrain::train {
 namespace {
@@ -191,7 +192,7 @@ TEST(DataLoader, AWorkersErrorReachesTheConsumerWithTheFile) {
 }
 
 TEST(DataLoader, NormalizesToEitherLayoutAgainstFloat64) {
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng(dtrain::test::random_seed());
   const ImageShape shape{3, 5, 3};
   const int batch = 2;
   std::vector<uint8_t> pixels(batch * shape.bytes());

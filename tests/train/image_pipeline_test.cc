@@ -9,14 +9,13 @@
 #include "runtime/train/data/crop_geometry.h"
 #include "runtime/train/data/image_resize.h"
 #include "runtime/train/data/jpeg_decoder.h"
+#include "tests/support/test_seed.h"
 
 namespace dtrain::train {
 namespace {
 
 std::mt19937_64 fresh_rng() {
-  const uint64_t seed = std::random_device{}();
-  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
-  return std::mt19937_64(seed);
+  return std::mt19937_64(dtrain::test::random_seed());
 }
 
 // The same triangle filter written directly in float64, one output pixel at a time, with no tap

@@ -8,12 +8,13 @@
 #include "runtime/core/error.h"
 #include "runtime/train/lr_schedule.h"
 #include "runtime/train/sgd.h"
+#include "tests/support/test_seed.h"
 
 namespace dtrain::train {
 namespace {
 
 TEST(Sgd, MatchesFloat64ReferenceWithDecayExclusionsAndNesterov) {
-  std::mt19937 rng(std::random_device{}());
+  std::mt19937 rng(dtrain::test::random_seed());
   std::normal_distribution<float> dist;
   const size_t n = 1003;
   for (bool nesterov : {false, true}) {

@@ -20,6 +20,7 @@
 #include "runtime/train/cuda/normalize_images.h"
 #include "runtime/train/cuda/sgd_update.h"
 #include "tests/support/device_vector.h"
+#include "tests/support/test_seed.h"
 #endif
 
 namespace dtrain::train {
@@ -37,7 +38,7 @@ class StepKernelsGpuTest : public testing::Test {
 };
 
 void check_sgd(bool nesterov, bool bf16_grads) {
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng(dtrain::test::random_seed());
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   const size_t count = 100003;
   // Ranges of awkward lengths alternating between decay and none (BN and bias excluded).
@@ -113,7 +114,7 @@ TEST_F(StepKernelsGpuTest, SgdWithBf16GradientsMatchesHostAndFloat64) {
 }
 
 TEST_F(StepKernelsGpuTest, NormalizeImagesMatchesTheHostNormalize) {
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng(dtrain::test::random_seed());
   const ImageShape shape{13, 17, 3};
   const cuda::ImageBatchDims dims{5, 13, 17, 3};
   std::vector<uint8_t> pixels(size_t(5) * shape.bytes());
