@@ -188,6 +188,40 @@ TEST_F(CheckpointRecovery, FailedWriteIsAnIoErrorAndLeavesNoTemporary) {
   EXPECT_TRUE(files().empty()) << "left behind: " << files().front();
 }
 
+// Checkpoints of earlier versions (magic DTRAINCK, no header checksum, ckpt-<step>.dtrain) still
+// resume, after every checkpoint with a run id; rotation never deletes them.
+TEST_F(CheckpointRecovery, OlderFormatStillReads) {
+  fs::create_directories(dir_);
+  proto::CheckpointHeader old_header;
+  old_header.set_global_step(900);
+  proto::TensorEntry* entry = old_header.add_tensors();
+  entry->set_name("params");
+  entry->set_count(params_.size());
+  entry->set_offset(0);
+  entry->set_crc32c(crc32c(params_.data(), params_.size() * sizeof(float)));
+  const std::string head = old_header.SerializeAsString();
+  const uint64_t length = head.size();
+  const std::string legacy = dir_ + "/ckpt-900.dtrain";
+  {
+    std::ofstream out(legacy, std::ios::binary);
+    out.write("DTRAINCK", 8);
+    out.write(reinterpret_cast<const char*>(&length), sizeof(length));
+    out << head;
+    out.write(reinterpret_cast<const char*>(params_.data()), static_cast<std::streamsize>(params_.size() * 4));
+  }
+  std::vector<float> got(params_.size());
+  proto::CheckpointHeader header;
+  EXPECT_EQ(resolve_checkpoint("latest", dir_, &header, {{"params", got.data(), got.size()}}), legacy);
+  EXPECT_EQ(header.global_step(), 900);
+  EXPECT_EQ(got, params_);
+  const std::string id = new_run_id();
+  const std::string fresh = write(id, 10, 1);
+  write(id, 20, 1);
+  EXPECT_TRUE(fs::exists(legacy));
+  EXPECT_EQ(resolve_checkpoint("latest", dir_, &header, {{"params", got.data(), got.size()}}),
+            dir_ + "/ckpt-20-" + id + ".dtrain");
+}
+
 TEST_F(CheckpointRecovery, TemporariesOfKilledWritesAreRemoved) {
   const std::string id = new_run_id();
   const std::string kept = write(id, 5, 1);
