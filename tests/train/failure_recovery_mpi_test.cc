@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -149,6 +150,29 @@ TEST(FinalCheckpoint, MaxTotalStepsMidEpochWritesOneAndResumeEqualsAnUninterrupt
   size_t differ = 0;
   for (size_t i = 0; i < resumed.size(); ++i) differ += resumed[i] != uninterrupted[i];
   EXPECT_EQ(differ, 0u) << "parameters after resume differ from the uninterrupted run";
+  remove_shared_dir(dir);
+}
+
+// A checkpoint write killed midway leaves ckpt-*.dtrain.tmp behind: the next run removes it (and
+// nothing else) before it trains.
+TEST(CheckpointRuns, TheNextRunRemovesTemporariesOfKilledWrites) {
+  const std::string dir = shared_dir("stale_tmp");
+  const std::string stale = dir + "/ckpt-4-0123456789abcdef.dtrain.tmp";
+  const std::string other = dir + "/ckpt-4-0123456789abcdef.dtrain.tmp.keep";
+  if (test::world_rank() == 0) {
+    fs::create_directories(dir);
+    std::ofstream(stale) << "half a checkpoint";
+    std::ofstream(other) << "not ours";
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  TrainConfig c = small_config(1);
+  c.set_checkpoint_dir(dir);
+  train(c);
+  if (test::world_rank() == 0) {
+    EXPECT_FALSE(fs::exists(stale));
+    EXPECT_TRUE(fs::exists(other));
+    EXPECT_EQ(list_checkpoints(dir).size(), 1u);
+  }
   remove_shared_dir(dir);
 }
 
