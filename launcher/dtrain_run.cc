@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "launcher/launch_plan.h"
+#include "launcher/shell_words.h"
 #include "launcher/task_wrapper.h"
 #include "runtime/core/cli.h"
 #include "runtime/core/error.h"
@@ -82,7 +83,7 @@ int run(int argc, char** argv) {
       ("np", core::po::value<int>(), "number of ranks (default: all slots, or SLURM_NTASKS in a Slurm job)")
       ("H", core::po::value<std::string>(), "hosts and slots: node1:4,node2:4")
       ("hostfile", core::po::value<std::string>(), "Open MPI hostfile: one 'host slots=N' per line")
-      ("mpi-args", core::po::value<std::string>(), "extra mpirun options, split at spaces")
+      ("mpi-args", core::po::value<std::string>(), "extra mpirun options, split into words as a shell would (quotes honoured, no expansion)")
       ("as-task", "run PROGRAM as one srun task (dtrain-run adds it under srun; see task_wrapper.h)")
       ("dry-run", "print the command instead of running it")
       ("verbose", "print the command before running it");
@@ -107,8 +108,7 @@ int run(int argc, char** argv) {
     request.hostfile_contents = text.str();
   }
   if (cli.values.count("mpi-args")) {
-    std::stringstream words(cli.values["mpi-args"].as<std::string>());
-    for (std::string w; words >> w;) request.mpi_args.push_back(w);
+    request.mpi_args = split_shell_words(cli.values["mpi-args"].as<std::string>(), "dtrain-run: --mpi-args");
   }
   const int first = split < argc && std::string(argv[split]) == "--" ? split + 1 : split;
   for (int i = first; i < argc; ++i) request.program.push_back(argv[i]);

@@ -1,6 +1,7 @@
 #include "launcher/host_list.h"
 
 #include <limits>
+#include <map>
 #include <sstream>
 
 #include "runtime/core/env.h"
@@ -44,6 +45,7 @@ std::vector<HostSlots> parse_host_list(const std::string& text) {
 std::vector<HostSlots> parse_hostfile(const std::string& contents, const std::string& path) {
   std::vector<HostSlots> hosts;
   std::stringstream in(contents);
+  std::map<std::string, int> first_line;  // host -> the line that named it
   int line_number = 0;
   for (std::string line; std::getline(in, line);) {
     ++line_number;
@@ -61,6 +63,10 @@ std::vector<HostSlots> parse_hostfile(const std::string& contents, const std::st
           << where << ": unknown field '" << word << "' (expected slots=N)";
       if (key == "slots") h.slots = parse_slots(word.substr(eq + 1), where);
     }
+    // mpirun fails on a repeated host with an internal error that names neither host nor line.
+    const auto [first, inserted] = first_line.emplace(host, line_number);
+    DTRAIN_USAGE_CHECK(inserted) << where << ": host '" << host << "' is already named on line " << first->second
+                                 << " of " << path << "; give each host once, with all its slots (slots=N)";
     hosts.push_back(h);
   }
   DTRAIN_USAGE_CHECK(!hosts.empty()) << path << ": no hosts in the hostfile";
