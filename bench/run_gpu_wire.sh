@@ -8,7 +8,12 @@
 #     hierarchical, nccl, and a host MPI_Allreduce of the same bytes;
 #   - dtrain-train on synthetic data, hierarchical, fp32 and bf16 wire, against 1 GPU.
 # Run from the repository root with the binaries in $BIN; logs and JSON under $OUT; summary.txt.
-#   BIN=build/bin OUT=/tmp/out bench/run_gpu_wire.sh [train|allreduce|trainer]...   (default: all three)
+#   FLAGS="0 1" adds the kernel-signalled runs to `train`.
+#   - (trace) the same hierarchical runs with DTRAIN_STAGING_TRACE; (segments) the host ring's
+#     segment size on the staged all-reduce.
+#   - (lanes) DTRAIN_RING_LANES 1, 2, 4 (the default), 8 on the staged all-reduce; 1 and 8 in training.
+#   BIN=build/bin OUT=/tmp/out bench/run_gpu_wire.sh [train|allreduce|trainer|trace|segments|lanes]...
+#   (default: train allreduce trainer)
 set -uo pipefail
 BIN=${BIN:-build/bin}
 OUT=${OUT:-/tmp/dtrain_wire}
@@ -30,11 +35,30 @@ BT=(--precision bf16 --batch 256 --warmup 10 --steps 30)
 for part in $PARTS; do case $part in
 train)
   step bt_1gpu 200 "${MPI[@]}" -np 1 "$BIN/dtrain-bench-train" "${BT[@]}" --world-sizes 1 --json "$OUT/bt_1gpu.json"
-  for flag in 0 1; do for wire in fp32 bf16; do
+  for flag in ${FLAGS:-0}; do for wire in fp32 bf16; do
     DTRAIN_STREAM_FLAG_KERNELS=$flag step "bt_hier_${wire}_kernels$flag" 200 "${MPI[@]}" -np 2 "$BIN/dtrain-bench-train" \
       "${BT[@]}" --backend hierarchical --gradient-wire-dtype $wire --world-sizes 2 --json "$OUT/bt_hier_${wire}_kernels$flag.json"
   done; done
   step bt_nccl 200 "${MPI[@]}" -np 2 "$BIN/dtrain-bench-train" "${BT[@]}" --backend nccl --world-sizes 2 --json "$OUT/bt_nccl.json" ;;
+trace)  # where a staged step's time goes: DTRAIN_STAGING_TRACE, fp32 and bf16 wire
+  for wire in fp32 bf16; do
+    step "trace_$wire" 200 "${MPI[@]}" -np 2 -x DTRAIN_STAGING_TRACE=$OUT/trace_$wire "$BIN/dtrain-bench-train" \
+      "${BT[@]}" --backend hierarchical --gradient-wire-dtype $wire --world-sizes 2 --json "$OUT/trace_$wire.json"
+  done ;;
+lanes)  # rings side by side (DTRAIN_RING_LANES) on the staged all-reduce and the hierarchical step
+  for lanes in 1 2 4 8; do
+    step "ar_mpi-ring_lanes$lanes" 120 "${MPI[@]}" -np 2 -x DTRAIN_RING_LANES=$lanes "$BIN/dtrain-bench-allreduce" \
+      -b 64M -e 64M -w 5 -n 20 --backend mpi-ring --json "$OUT/ar_mpi-ring_lanes$lanes.json"
+  done
+  for lanes in 1 8; do for wire in fp32 bf16; do
+    step "bt_hier_${wire}_lanes$lanes" 200 "${MPI[@]}" -np 2 -x DTRAIN_RING_LANES=$lanes "$BIN/dtrain-bench-train" \
+      "${BT[@]}" --backend hierarchical --gradient-wire-dtype $wire --world-sizes 2 --json "$OUT/bt_hier_${wire}_lanes$lanes.json"
+  done; done ;;
+segments)  # the host ring's segment size on the staged 64 MiB all-reduce
+  for seg in 65536 1048576 4194304; do
+    step "ar_mpi-ring_segment$seg" 120 "${MPI[@]}" -np 2 -x DTRAIN_RING_SEGMENT_BYTES=$seg "$BIN/dtrain-bench-allreduce" \
+      -b 64M -e 64M -w 5 -n 20 --backend mpi-ring --json "$OUT/ar_mpi-ring_segment$seg.json"
+  done ;;
 allreduce)
   A=(-b 64M -e 64M -w 5 -n 20)
   for flag in 0 1; do

@@ -19,6 +19,8 @@
 // device buffers (MPI and the ring's kernels call CUDA), while the caller's stream is held at the
 // call. The hazard above applies: do not run it beside threads that load kernels lazily.
 //
+// DTRAIN_STAGING_TRACE=PREFIX writes a per-rank trace of the staged pieces (device_staging_cuda.cc).
+//
 // Builds without CUDA get an implementation that throws: there are no device buffers to stage.
 // Calls may come from several threads; each is enqueued and handed to the worker as one step.
 #include <cstddef>

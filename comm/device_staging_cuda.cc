@@ -3,7 +3,10 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <mutex>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -14,7 +17,9 @@
 #include "runtime/core/buffer.h"
 #include "runtime/core/cuda/cuda_check.h"
 #include "runtime/core/cuda/stream.h"
+#include "runtime/core/env.h"
 #include "runtime/core/error.h"
+#include "runtime/core/process_identity.h"
 
 namespace dtrain::comm {
 namespace {
@@ -41,8 +46,45 @@ bool lies_inside(const unsigned char* inner, size_t inner_bytes, const unsigned 
 
 }  // namespace
 
+// DTRAIN_STAGING_TRACE=PREFIX: each rank writes PREFIX.rankN at the end, one line per piece of the
+// staged calls: when the call was enqueued, when its input had landed on the host, and when the
+// host collective was done (ms since the first call), and its bytes. For finding out where a
+// staged step spends its time.
+struct StagingTrace {
+  struct Line {
+    uint64_t ticket;
+    double enqueued_ms, landed_ms, reduced_ms;
+    size_t bytes;
+  };
+  std::string path;
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  std::vector<Line> lines;
+  std::mutex mutex;  // the enqueuing thread and the worker
+
+  double now_ms() const {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  }
+  ~StagingTrace() {
+    if (path.empty()) return;
+    if (FILE* f = std::fopen(path.c_str(), "w")) {
+      std::fprintf(f, "# ticket enqueued_ms landed_ms reduced_ms bytes\n");
+      for (const Line& l : lines) {
+        std::fprintf(f, "%llu %.3f %.3f %.3f %zu\n", static_cast<unsigned long long>(l.ticket), l.enqueued_ms,
+                     l.landed_ms, l.reduced_ms, l.bytes);
+      }
+      std::fclose(f);
+    }
+  }
+};
+
 struct DeviceStaging::State {
-  explicit State(int device_index) : device(device_index), out(device_index), back(device_index) {}
+  explicit State(int device_index) : device(device_index), out(device_index), back(device_index) {
+    if (auto prefix = core::env_string("DTRAIN_STAGING_TRACE")) {
+      trace = std::make_unique<StagingTrace>();
+      trace->path = *prefix + ".rank" + std::to_string(core::process_identity().world_rank);
+    }
+  }
+  std::unique_ptr<StagingTrace> trace;
 
   int device = 0;
   size_t piece_bytes = 0;
@@ -190,7 +232,8 @@ Work DeviceStaging::run(CommWorker& worker, const Collective& call, int world_si
     throw;
   }
   const uint64_t last = pieces.empty() ? 0 : pieces.back().ticket;
-  return worker.submit([&s, call, last, pieces = std::move(pieces), check = std::move(check),
+  const double enqueued_ms = s.trace ? s.trace->now_ms() : 0.0;
+  return worker.submit([&s, call, last, enqueued_ms, pieces = std::move(pieces), check = std::move(check),
                         run_host = std::move(run_host)] {
     // However this ends, the return stream (and so the caller's stream) goes on past this call.
     struct ReleaseOnExit {
@@ -203,8 +246,14 @@ Work DeviceStaging::run(CommWorker& worker, const Collective& call, int world_si
     check(call);
     for (const Piece& piece : pieces) {
       s.landed.wait_at_least(piece.ticket);
+      const double landed_ms = s.trace ? s.trace->now_ms() : 0.0;
       run_host(piece.host_call);
       s.reduced.set(piece.ticket);
+      if (s.trace) {
+        std::lock_guard trace_lock(s.trace->mutex);
+        s.trace->lines.push_back({piece.ticket, enqueued_ms, landed_ms, s.trace->now_ms(),
+                                  piece.host_call.count * core::dtype_size(piece.host_call.dtype)});
+      }
     }
   });
 }

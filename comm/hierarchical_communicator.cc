@@ -1,6 +1,7 @@
 #include "comm/hierarchical_communicator.h"
 
 #include <algorithm>
+#include <string>
 
 #include "comm/consistency_check.h"
 #include "comm/factory.h"
@@ -51,8 +52,13 @@ HierarchicalCommunicator::HierarchicalCommunicator(const core::RankContext& ctx,
     host_intra_ = own_host_intra_.get();
     host_flat_ = own_host_flat_.get();
   }
+  // Ranks that disagree on the wire would exchange messages of different sizes.
+  check_same_setting(control_.get(), "the cross-node wire format (gradient_wire_dtype)", static_cast<uint64_t>(cross_wire),
+                     [](uint64_t v) { return std::string(core::dtype_name(static_cast<DType>(v))); });
+  const auto sixteen = cross_wire == DType::kF32 ? MpiRingCommunicator::Sixteen::kOneRounding
+                                                 : MpiRingCommunicator::Sixteen::kPartials;
   if (uniform_nodes_) {
-    cross_ = unchecked(std::make_unique<MpiRingCommunicator>(ctx.cross_node(), tuning));
+    cross_ = unchecked(std::make_unique<MpiRingCommunicator>(ctx.cross_node(), tuning, sixteen));
   } else {
     // One communicator per shard: its owner on every node. MPI_Comm_split is collective over the
     // world, so every rank takes part in every split, joining those whose shard it owns.
@@ -63,7 +69,8 @@ HierarchicalCommunicator::HierarchicalCommunicator(const core::RankContext& ctx,
       DTRAIN_MPI_CHECK(MPI_Comm_split(control_.get(), owner ? shard : MPI_UNDEFINED, t.node_index, &split));
       if (owner) {
         core::MpiComm owned(split);
-        shard_cross_[static_cast<size_t>(shard)] = unchecked(std::make_unique<MpiRingCommunicator>(owned.get(), tuning));
+        shard_cross_[static_cast<size_t>(shard)] =
+            unchecked(std::make_unique<MpiRingCommunicator>(owned.get(), tuning, sixteen));
       }
     }
   }

@@ -16,9 +16,10 @@
 //
 // Cross-node wire format (cross_wire, the GPU trainer's gradient_wire_dtype): bf16 or fp16 narrows
 // each shard, after the intra-node fp32 reduction, for the cross-node step only: the network (and
-// the staging copies through the host) carry half the bytes, the cross-node sum accumulates in
-// fp32 and is rounded once (mpi_ring_communicator.h), and the intra-node steps stay fp32. So each
-// element sees two roundings to 16 bits (the node's sum, the nodes' sum) and nothing more. Broadcast, all-gather and reduce-scatter delegate to a
+// the staging copies through the host) carry half the bytes; the cross-node ring adds in fp32 and
+// carries its partial sums in 16 bits (MpiRingCommunicator::Sixteen::kPartials); the intra-node
+// steps stay fp32. So with k nodes an element sees k roundings to 16 bits (the node's sum, then
+// one per hop): two on 2 nodes. Ranks must agree on the format (checked at construction). Broadcast, all-gather and reduce-scatter delegate to a
 // flat world communicator (NCCL for device buffers, our ring for host buffers).
 //
 // Order (communicator.h): the sub-communicators see every call's steps in submission order, on

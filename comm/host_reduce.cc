@@ -1,16 +1,52 @@
 #include "comm/host_reduce.h"
 
+#include <bit>
+#include <cstdint>
 #include <cstring>
 
 #include "runtime/core/error.h"
 
 namespace dtrain::comm {
+namespace {
+
+// runtime/core/dtype.cc's bf16 conversions, inlined here so that the loops vectorize: a call per
+// element made a 16-bit all-reduce of ResNet-50's gradients cost ~40 ms more per step than fp32.
+inline float bf16_to_float(uint16_t bits) { return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16); }
+
+inline uint16_t float_to_bf16(float value) {
+  const uint32_t bits = std::bit_cast<uint32_t>(value);
+  const uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;  // to nearest even
+  const uint32_t quiet_nan = (bits >> 16) | 0x40u;
+  return static_cast<uint16_t>(value != value ? quiet_nan : rounded);  // NaN stays a quiet NaN
+}
+
+}  // namespace
 
 void add_scaled(float* out, const float* a, const float* b, size_t n, float scale) {
   if (scale == 1.0f) {
     for (size_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
   } else {
     for (size_t i = 0; i < n; ++i) out[i] = (a[i] + b[i]) * scale;
+  }
+}
+
+void add_scaled_16(void* out, const void* a, const void* b, core::DType dtype, size_t n, float scale) {
+  switch (dtype) {
+    case core::DType::kBF16: {
+      auto* o = static_cast<uint16_t*>(out);
+      const auto* x = static_cast<const uint16_t*>(a);
+      const auto* y = static_cast<const uint16_t*>(b);
+      for (size_t i = 0; i < n; ++i) o[i] = float_to_bf16((bf16_to_float(x[i]) + bf16_to_float(y[i])) * scale);
+      return;
+    }
+    case core::DType::kF16: {
+      auto* o = static_cast<core::float16*>(out);
+      const auto* x = static_cast<const core::float16*>(a);
+      const auto* y = static_cast<const core::float16*>(b);
+      for (size_t i = 0; i < n; ++i) o[i] = core::to_float16((core::to_float(x[i]) + core::to_float(y[i])) * scale);
+      return;
+    }
+    default: DTRAIN_FAIL() << "add_scaled_16 takes bf16 or fp16, not " << core::dtype_name(dtype);
   }
 }
 
@@ -28,8 +64,8 @@ void widen_to_f32(const void* in, core::DType dtype, float* out, size_t n) {
       if (n > 0 && static_cast<const void*>(out) != in) std::memcpy(out, in, n * sizeof(float));
       return;
     case core::DType::kBF16: {
-      const auto* src = static_cast<const core::bfloat16*>(in);
-      for (size_t i = 0; i < n; ++i) out[i] = core::to_float(src[i]);
+      const auto* src = static_cast<const uint16_t*>(in);
+      for (size_t i = 0; i < n; ++i) out[i] = bf16_to_float(src[i]);
       return;
     }
     case core::DType::kF16: {
@@ -45,8 +81,8 @@ void narrow_from_f32(const float* in, float scale, void* out, core::DType dtype,
   switch (dtype) {
     case core::DType::kF32: scale_copy(static_cast<float*>(out), in, n, scale); return;
     case core::DType::kBF16: {
-      auto* dst = static_cast<core::bfloat16*>(out);
-      for (size_t i = 0; i < n; ++i) dst[i] = core::to_bfloat16(in[i] * scale);
+      auto* dst = static_cast<uint16_t*>(out);
+      for (size_t i = 0; i < n; ++i) dst[i] = float_to_bf16(in[i] * scale);
       return;
     }
     case core::DType::kF16: {

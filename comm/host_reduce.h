@@ -1,7 +1,9 @@
 #pragma once
 // Element-wise host kernels of the collectives. Reductions are done in fp32; 16-bit data is widened
-// once on entry and rounded once on exit, so a reduction over any number of ranks rounds only once.
-// Loops are written so that the compiler vectorizes them (no aliasing between distinct arguments).
+// once on entry and rounded once on exit, so a reduction over any number of ranks rounds only once
+// (add_scaled_16, for rings that carry 16-bit partial sums, rounds once per call).
+// Loops are written so that the compiler vectorizes them (no aliasing between distinct arguments);
+// bf16 conversions are inlined bit operations for that reason (fp16 calls runtime/core/dtype.h).
 #include <cstddef>
 
 #include "runtime/core/dtype.h"
@@ -13,6 +15,10 @@ void add_scaled(float* out, const float* a, const float* b, size_t n, float scal
 
 // out[i] = in[i] * scale (in place allowed).
 void scale_copy(float* out, const float* in, size_t n, float scale);
+
+// 16-bit: out[i] = round((float(a[i]) + float(b[i])) * scale) to `dtype` (bf16 or fp16), the sum
+// in fp32. `out` may be `a`; `b` must not overlap `out`.
+void add_scaled_16(void* out, const void* a, const void* b, core::DType dtype, size_t n, float scale);
 
 // 16-bit or fp32 elements of `dtype` to fp32.
 void widen_to_f32(const void* in, core::DType dtype, float* out, size_t n);

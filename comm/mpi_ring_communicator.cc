@@ -11,11 +11,18 @@ namespace dtrain::comm {
 namespace {
 
 constexpr int kWidenSlot = 3;  // RingMemory slot of the fp32 copy of 16-bit data (ring.cc uses 0-2)
+// A lane's part of a host all-reduce is at least this large: below it the lanes' hand-offs and
+// message latencies cost more than the copies they share out.
+constexpr size_t kMinLaneBytes = size_t{1} << 20;
 
 }  // namespace
 
-MpiRingCommunicator::MpiRingCommunicator(MPI_Comm comm, RingTuning tuning)
-    : HostCommunicator(comm), tuning_(tuning), device_mode_(device_pointer_mode()), host_ring_(mpi_comm(), tuning) {
+MpiRingCommunicator::MpiRingCommunicator(MPI_Comm comm, RingTuning tuning, Sixteen sixteen)
+    : HostCommunicator(comm),
+      tuning_(tuning),
+      sixteen_(sixteen),
+      device_mode_(device_pointer_mode()),
+      host_ring_(mpi_comm(), tuning) {
   check_same_tuning(mpi_comm(), tuning_);
   // Staged calls run the ring piece by piece, direct ones on the whole buffer: different messages.
   check_same_setting(mpi_comm(), "DTRAIN_MPI_DEVICE_POINTERS", static_cast<uint64_t>(device_mode_), [](uint64_t mode) {
@@ -43,17 +50,47 @@ void MpiRingCommunicator::run(const Collective& call) {
   }
 }
 
+bool MpiRingCommunicator::takes_lanes(Ring& ring, size_t bytes) const {
+  return tuning_.lanes > 1 && size() > 1 && !ring.memory().where().device &&
+         bytes >= static_cast<size_t>(tuning_.lanes) * kMinLaneBytes;
+}
+
+RingLanes& MpiRingCommunicator::lanes() {
+  // Every rank gets here at the same call (same count, dtype and tuning), so the duplication,
+  // a collective, matches.
+  if (!lanes_) lanes_ = std::make_unique<RingLanes>(mpi_comm(), tuning_, tuning_.lanes - 1);
+  return *lanes_;
+}
+
 void MpiRingCommunicator::all_reduce(Ring& ring, const Collective& call) {
   const float scale = call.op == ReduceOp::kAverage ? 1.0f / static_cast<float>(size()) : 1.0f;
+  const size_t esize = core::dtype_size(call.dtype);
   if (call.dtype == DType::kF32) {
-    ring.all_reduce(static_cast<const float*>(call.send), static_cast<float*>(call.recv), call.count, scale);
+    const auto* send = static_cast<const float*>(call.send);
+    auto* recv = static_cast<float*>(call.recv);
+    if (takes_lanes(ring, call.count * esize)) {
+      lanes().run(ring, call.count, [&](Ring& r, size_t begin, size_t n) { r.all_reduce(send + begin, recv + begin, n, scale); });
+    } else {
+      ring.all_reduce(send, recv, call.count, scale);
+    }
     return;
   }
   RingMemory& memory = ring.memory();
+  const bool small = call.count * sizeof(float) <= tuning_.small_bytes || call.count < static_cast<size_t>(size());
+  if (sixteen_ == Sixteen::kPartials && !small && size() > 1 && !memory.where().device) {
+    memory.copy(call.recv, call.send, call.count * esize);
+    auto* data = static_cast<unsigned char*>(call.recv);
+    auto part = [&](Ring& r, size_t begin, size_t n) { r.all_reduce_16(data + begin * esize, n, call.dtype, scale); };
+    if (takes_lanes(ring, call.count * esize)) {
+      lanes().run(ring, call.count, part);
+    } else {
+      part(ring, 0, call.count);
+    }
+    return;
+  }
   float* wide = memory.scratch(kWidenSlot, call.count);
   widen_to_f32(call.send, call.dtype, wide, call.count, memory.where());
   memory.wait();
-  const bool small = call.count * sizeof(float) <= tuning_.small_bytes || call.count < static_cast<size_t>(size());
   if (small || size() == 1) {
     ring.all_reduce(wide, wide, call.count, 1.0f);
     narrow_from_f32(wide, scale, call.recv, call.dtype, call.count, memory.where());
@@ -63,7 +100,6 @@ void MpiRingCommunicator::all_reduce(Ring& ring, const Collective& call) {
   const std::vector<size_t> offsets = even_chunks(call.count, size());
   ring.reduce_scatter(wide, wide, offsets, 1.0f);
   const size_t mine = offsets[static_cast<size_t>(rank())];
-  const size_t esize = core::dtype_size(call.dtype);
   narrow_from_f32(wide + mine, scale, static_cast<unsigned char*>(call.recv) + mine * esize, call.dtype,
                   offsets[static_cast<size_t>(rank()) + 1] - mine, memory.where());
   memory.wait();

@@ -2,6 +2,10 @@
 // The "mpi-ring" backend: our own ring collectives (ring.h) over MPI point-to-point.
 // 16-bit all-reduce runs the reduce-scatter in fp32 (widened once), rounds each rank's chunk once,
 // and gathers the rounded 16-bit chunks: 1.5x the bytes of a pure 16-bit ring, but one rounding.
+// With Sixteen::kPartials (the hierarchical backend's cross-node wire) host buffers take the pure
+// 16-bit ring instead (Ring::all_reduce_16): half the bytes, a rounding per hop (one on 2 ranks),
+// and no host-side widening of the whole buffer. Small buffers and direct device buffers keep the
+// one-rounding path.
 // Device buffers are staged through pinned host memory, or, when the MPI library takes device
 // pointers (DTRAIN_MPI_DEVICE_POINTERS, mpi_features.h), handed to MPI directly and reduced by
 // kernels: the same ring on a second Ring whose memory is the device's.
@@ -13,12 +17,15 @@
 #include "comm/host_communicator.h"
 #include "comm/mpi_features.h"
 #include "comm/ring.h"
+#include "comm/ring_lanes.h"
 
 namespace dtrain::comm {
 
 class MpiRingCommunicator final : public HostCommunicator {
  public:
-  MpiRingCommunicator(MPI_Comm comm, RingTuning tuning);
+  // How 16-bit all-reduces travel: partial sums in fp32 (one rounding) or in 16 bits.
+  enum class Sixteen { kOneRounding, kPartials };
+  MpiRingCommunicator(MPI_Comm comm, RingTuning tuning, Sixteen sixteen = Sixteen::kOneRounding);
   ~MpiRingCommunicator() override { stop_worker(); }
   const char* name() const override { return "mpi-ring"; }
 
@@ -30,11 +37,16 @@ class MpiRingCommunicator final : public HostCommunicator {
   void all_reduce(Ring& ring, const Collective& call);
   void reduce_scatter(Ring& ring, const Collective& call);
   void all_gather(Ring& ring, const Collective& call);
+  // Large host all-reduces run on tuning_.lanes rings at once (ring_lanes.h), made at the first one.
+  bool takes_lanes(Ring& ring, size_t bytes) const;
+  RingLanes& lanes();
 
   RingTuning tuning_;
+  Sixteen sixteen_;
   DevicePointerMode device_mode_;
   Ring host_ring_;
   std::unique_ptr<Ring> device_ring_;
+  std::unique_ptr<RingLanes> lanes_;
 };
 
 }  // namespace dtrain::comm

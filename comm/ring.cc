@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "comm/consistency_check.h"
+#include "comm/host_reduce.h"
 #include "runtime/core/env.h"
 #include "runtime/core/error.h"
 #include "runtime/core/mpi_check.h"
@@ -27,12 +28,14 @@ RingTuning ring_tuning_from_env() {
     tuning.segment_bytes = static_cast<size_t>(*v);
   }
   if (auto v = core::env_int("DTRAIN_RING_SMALL_BYTES", 0, int64_t{1} << 30)) tuning.small_bytes = static_cast<size_t>(*v);
+  if (auto v = core::env_int("DTRAIN_RING_LANES", 1, 16)) tuning.lanes = static_cast<int>(*v);
   return tuning;
 }
 
 void check_same_tuning(MPI_Comm comm, const RingTuning& tuning) {
   check_same_setting(comm, "DTRAIN_RING_SEGMENT_BYTES", tuning.segment_bytes);
   check_same_setting(comm, "DTRAIN_RING_SMALL_BYTES", tuning.small_bytes);
+  check_same_setting(comm, "DTRAIN_RING_LANES", static_cast<uint64_t>(tuning.lanes));
 }
 
 std::vector<size_t> even_chunks(size_t count, int n) {
@@ -93,6 +96,26 @@ void Ring::reduce_scatter(const float* send, float* recv, const std::vector<size
   }
 }
 
+void Ring::all_reduce_16(void* data, size_t count, core::DType dtype, float scale) {
+  DTRAIN_CHECK(!memory_->where().device) << "the 16-bit-partials ring runs on host memory";
+  DTRAIN_CHECK(dtype == core::DType::kBF16 || dtype == core::DType::kF16) << "all_reduce_16 of " << core::dtype_name(dtype);
+  DTRAIN_CHECK(size_ > 1 && count >= static_cast<size_t>(size_)) << "all_reduce_16 needs a chunk per rank";
+  auto* bytes = static_cast<unsigned char*>(data);
+  const int n = size_;
+  const std::vector<size_t> offsets = even_chunks(count, n);
+  auto chunk_size = [&](int c) { return offsets[static_cast<size_t>(c) + 1] - offsets[static_cast<size_t>(c)]; };
+  // As reduce_scatter, in place: step s sends chunk (r-s-1) (our own data at step 0, afterwards
+  // the partial sum we rounded one step earlier) and adds the incoming partial of chunk (r-s-2).
+  for (int step = 0; step < n - 1; ++step) {
+    const int send_chunk = mod(rank_ - step - 1, n);
+    const int recv_chunk = mod(rank_ - step - 2, n);
+    exchange_and_reduce_16(bytes + offsets[static_cast<size_t>(send_chunk)] * 2, chunk_size(send_chunk),
+                           bytes + offsets[static_cast<size_t>(recv_chunk)] * 2, chunk_size(recv_chunk), dtype,
+                           step == n - 2 ? scale : 1.0f);
+  }
+  all_gather(data, offsets, 2);
+}
+
 void Ring::all_gather(void* buffer, const std::vector<size_t>& offsets, size_t element_bytes) {
   const int n = size_;
   auto* bytes = static_cast<unsigned char*>(buffer);
@@ -128,6 +151,35 @@ void Ring::exchange_and_reduce(const float* send, size_t send_n, const float* ac
     DTRAIN_MPI_CHECK(MPI_Wait(&recv_requests[k % 2], MPI_STATUS_IGNORE));
     const size_t n = std::min(seg, recv_n - k * seg);
     memory_->add_scaled(acc_out + k * seg, acc_in + k * seg, segments[k % 2], n, scale);
+    if (k + 2 < recv_segments) post_recv(k + 2);
+  }
+  DTRAIN_MPI_CHECK(MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE));
+}
+
+void Ring::exchange_and_reduce_16(const void* send, size_t send_n, void* acc, size_t recv_n, core::DType dtype,
+                                  float scale) {
+  const size_t seg = std::max<size_t>(1, tuning_.segment_bytes / 2);
+  void* segments[2] = {memory_->scratch(kSegmentSlot[0], (seg + 1) / 2), memory_->scratch(kSegmentSlot[1], (seg + 1) / 2)};
+  const auto* out = static_cast<const unsigned char*>(send);
+  auto* sum = static_cast<unsigned char*>(acc);
+  const size_t send_segments = (send_n + seg - 1) / seg;
+  const size_t recv_segments = (recv_n + seg - 1) / seg;
+  requests_.assign(send_segments, MPI_REQUEST_NULL);
+  for (size_t k = 0; k < send_segments; ++k) {
+    const size_t n = std::min(seg, send_n - k * seg);
+    DTRAIN_MPI_CHECK(MPI_Isend(out + k * seg * 2, static_cast<int>(n * 2), MPI_BYTE, right_, kRingTag, comm_, &requests_[k]));
+  }
+  MPI_Request recv_requests[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  auto post_recv = [&](size_t k) {
+    const size_t n = std::min(seg, recv_n - k * seg);
+    DTRAIN_MPI_CHECK(MPI_Irecv(segments[k % 2], static_cast<int>(n * 2), MPI_BYTE, left_, kRingTag, comm_,
+                               &recv_requests[k % 2]));
+  };
+  for (size_t k = 0; k < std::min<size_t>(2, recv_segments); ++k) post_recv(k);
+  for (size_t k = 0; k < recv_segments; ++k) {
+    DTRAIN_MPI_CHECK(MPI_Wait(&recv_requests[k % 2], MPI_STATUS_IGNORE));
+    const size_t n = std::min(seg, recv_n - k * seg);
+    add_scaled_16(sum + k * seg * 2, sum + k * seg * 2, segments[k % 2], dtype, n, scale);
     if (k + 2 < recv_segments) post_recv(k + 2);
   }
   DTRAIN_MPI_CHECK(MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE));

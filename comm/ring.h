@@ -21,15 +21,18 @@
 #include <vector>
 
 #include "comm/ring_memory.h"
+#include "runtime/core/dtype.h"
 
 namespace dtrain::comm {
 
 struct RingTuning {
   size_t segment_bytes = 256 * 1024;  // DTRAIN_RING_SEGMENT_BYTES
   size_t small_bytes = 16 * 1024;     // DTRAIN_RING_SMALL_BYTES: recursive doubling at or below this
+  int lanes = 4;                      // DTRAIN_RING_LANES: rings side by side for large host all-reduces (ring_lanes.h)
 };
 
-// Reads DTRAIN_RING_SEGMENT_BYTES and DTRAIN_RING_SMALL_BYTES (UsageError if malformed).
+// Reads DTRAIN_RING_SEGMENT_BYTES, DTRAIN_RING_SMALL_BYTES and DTRAIN_RING_LANES (UsageError if
+// malformed).
 RingTuning ring_tuning_from_env();
 
 // Collective over `comm`: a UsageError on every rank, naming the variable and both values, unless
@@ -55,6 +58,12 @@ class Ring {
   // scratch: clobbered). send and recv both span offsets.back() elements; send == recv allowed.
   void reduce_scatter(const float* send, float* recv, const std::vector<size_t>& offsets, float scale);
 
+  // 16-bit all-reduce in place that carries the partial sums in 16 bits (bf16 or fp16): half the
+  // bytes of the fp32 reduce-scatter. Each hop adds in fp32 and rounds the partial sum once, so an
+  // element is rounded n-1 times (once on 2 ranks). Host memory, 2 or more ranks, count >= ranks.
+  // The result is bitwise the same on every rank (the all-gather copies each owner's chunk).
+  void all_reduce_16(void* data, size_t count, core::DType dtype, float scale);
+
   // Rank r's block already sits at buffer + offsets[r] x element_bytes; afterwards every block is
   // everywhere. Byte-oriented: any element type.
   void all_gather(void* buffer, const std::vector<size_t>& offsets, size_t element_bytes);
@@ -67,6 +76,9 @@ class Ring {
   // left, segment by segment, writing acc_out[i] = (acc_in[i] + incoming[i]) * scale.
   void exchange_and_reduce(const float* send, size_t send_n, const float* acc_in, float* acc_out, size_t recv_n,
                            float scale);
+  // The 16-bit reduce-scatter step: as exchange_and_reduce, 2-byte elements, in place on acc.
+  void exchange_and_reduce_16(const void* send, size_t send_n, void* acc, size_t recv_n, core::DType dtype,
+                              float scale);
   // One all-gather step: send `send_bytes`, receive `recv_bytes` straight into place.
   void exchange(const void* send, size_t send_bytes, void* recv, size_t recv_bytes);
   void recursive_doubling(const float* send, float* recv, size_t count, float scale);

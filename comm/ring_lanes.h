@@ -1,0 +1,44 @@
+#pragma once
+// Several rings at once over one group of ranks, each on its own duplicate of the communicator and
+// its own thread: a large host all-reduce is cut into one contiguous part per lane, and the parts
+// travel side by side (as NCCL's channels do). One ring is one thread copying every byte in and out
+// of MPI's transport and adding it; on the 2-GPU machines that thread moved 4 MiB per ms, and a
+// staged cross-node step of ResNet-50's gradients was bound by it
+// (bench/results/2026-11-23_h200x2/wire_trace: each 4 MiB piece waited for the previous one).
+//
+// Every rank must use the same lane count (DTRAIN_RING_LANES, RingTuning::lanes; checked with the
+// rest of the tuning). Each lane's result is bitwise the same on every rank; which ranks sum an
+// element in which order depends on the lane count, so different counts give results that differ
+// in the last bits. A lane that fails makes run() rethrow once every lane has returned.
+#include <mpi.h>
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "comm/comm_worker.h"
+#include "comm/ring.h"
+#include "runtime/core/mpi_scope.h"
+
+namespace dtrain::comm {
+
+class RingLanes {
+ public:
+  // Collective over `comm`: duplicates it `extra_lanes` times.
+  RingLanes(MPI_Comm comm, RingTuning tuning, int extra_lanes);
+  ~RingLanes();
+  RingLanes(const RingLanes&) = delete;
+  RingLanes& operator=(const RingLanes&) = delete;
+
+  // Splits [0, count) into extra_lanes + 1 even parts and runs part(ring, begin, n) for each at
+  // once: the first on the calling thread with `first`, the others on the lanes' threads and rings.
+  void run(Ring& first, size_t count, const std::function<void(Ring&, size_t begin, size_t n)>& part);
+
+ private:
+  std::vector<core::MpiComm> comms_;
+  std::vector<std::unique_ptr<Ring>> rings_;
+  std::vector<std::unique_ptr<CommWorker>> workers_;  // last: threads stop before the rings go
+};
+
+}  // namespace dtrain::comm
