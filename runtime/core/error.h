@@ -48,8 +48,8 @@ class Error : public std::runtime_error {
   int local_rank_;
 };
 
-// Bad flags, environment or configuration. Every rank sees the same input, so the top-level
-// handler prints it from rank 0 only and exits with status 2.
+// Bad flags, environment, configuration or data. The top-level handler prints it on the rank that
+// found it (before MPI starts, on rank 0 and each node's first rank only) and exits with status 2.
 class UsageError : public Error { using Error::Error; };
 class MpiError : public Error { using Error::Error; };
 class CudaError : public Error { using Error::Error; };

@@ -6,8 +6,10 @@
 
 namespace dtrain::core {
 
-inline uint64_t fingerprint(const void* data, size_t bytes) {
-  uint64_t hash = 1469598103934665603ull;
+inline constexpr uint64_t kFingerprintStart = 1469598103934665603ull;
+
+// `hash`: the fingerprint of the bytes before these, to fingerprint a sequence piece by piece.
+inline uint64_t fingerprint(const void* data, size_t bytes, uint64_t hash = kFingerprintStart) {
   const auto* p = static_cast<const unsigned char*>(data);
   for (size_t i = 0; i < bytes; ++i) hash = (hash ^ p[i]) * 1099511628211ull;
   return hash;

@@ -9,6 +9,7 @@
 #include <string>
 #include <thread>
 
+#include "runtime/core/collective_usage_check.h"
 #include "runtime/core/error.h"
 #include "runtime/core/log.h"
 #include "runtime/core/mpi_scope.h"
@@ -17,21 +18,28 @@
 namespace dtrain::core {
 namespace {
 
-[[noreturn]] void end_job(int status, bool usage_error) {
+[[noreturn]] void end_job(int status, bool silent) {
   if (mpi_is_active()) {
     // The launcher forwards our stderr asynchronously and stops once the job is aborted, so give
-    // the error line a second to get out first. Rank 0 carries the message of a usage error:
-    // the other ranks wait longer, so their aborts cannot tear the job down before it is printed.
-    const bool silent_rank = usage_error && !is_world_rank_zero();
-    std::this_thread::sleep_for(std::chrono::seconds(silent_rank ? 3 : 1));
+    // the error line a second to get out first. A rank that printed nothing waits longer, so its
+    // abort cannot tear the job down before the rank that printed gets its line out.
+    std::this_thread::sleep_for(std::chrono::seconds(silent ? 3 : 1));
     MPI_Abort(MPI_COMM_WORLD, status);
   }
   std::_Exit(status);
 }
 
+// Whether this rank prints the error. Once MPI runs, ranks read their own files and environment,
+// and the rank that found a problem may be the only one that knows: it prints. A usage error found
+// before MPI started comes from the flags and the config file: the flags are alike everywhere,
+// the file may be missing on one node only, so the first rank of each node prints it (one line
+// per node, not one per rank).
+bool prints(bool usage_error) {
+  return !usage_error || mpi_is_active() || is_world_rank_zero() || process_identity().local_rank <= 0;
+}
+
 void report(const std::string& message, bool usage_error) {
-  if (usage_error && !is_world_rank_zero()) return;
-  write_log_line(LogLevel::kError, message);
+  if (prints(usage_error)) write_log_line(LogLevel::kError, message);
 }
 
 [[noreturn]] void on_terminate() {
@@ -46,7 +54,7 @@ void report(const std::string& message, bool usage_error) {
     }
   }
   report(message, false);
-  end_job(kExitFailure, false);
+  end_job(kExitFailure, !prints(false));
 }
 
 }  // namespace
@@ -58,6 +66,9 @@ int run_main(int argc, char** argv, const std::function<int(int, char**)>& body)
   try {
     log_level();  // validates DTRAIN_LOG_LEVEL before anything else is logged
     return body(argc, argv);
+  } catch (const UsageReportedElsewhere&) {
+    // Another rank prints it (collective_usage_check.h); this one only ends.
+    end_job(kExitUsage, true);
   } catch (const UsageError& e) {
     usage_error = true;
     status = kExitUsage;
@@ -67,7 +78,7 @@ int run_main(int argc, char** argv, const std::function<int(int, char**)>& body)
   } catch (...) {
     report("unknown exception", false);
   }
-  end_job(status, usage_error);
+  end_job(status, !prints(usage_error));
 }
 
 }  // namespace dtrain::core

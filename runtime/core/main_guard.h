@@ -3,8 +3,11 @@
 //   int main(int argc, char** argv) { return dtrain::core::run_main(argc, argv, real_main); }
 // An exception escaping `body` (or any thread, via std::terminate) is logged once and ends the
 // whole job: with MPI active, MPI_Abort, so no rank is left waiting in a collective.
-// A UsageError is the same on every rank, so only rank 0 prints it; exit status 2.
-// Any other error is printed by the rank that hit it; exit status 1.
+// A UsageError exits with status 2, any other error with status 1. Every error is printed by the
+// rank that hit it, with its host and rank, so a problem on one node only (its data directory
+// missing, say) is never silent. The one exception: a UsageError thrown before MPI is initialized
+// comes from the command line and the config file, which the ranks of a node read alike, so only
+// rank 0 and the first rank of each node print it.
 #include <functional>
 
 namespace dtrain::core {

@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "runtime/core/collective_usage_check.h"
 #include "runtime/core/error.h"
 #include "runtime/core/log.h"
 #include "runtime/core/mpi_check.h"
@@ -25,7 +26,9 @@ int64_t shared_memory_node_key(MPI_Comm world, int world_rank) {
 RankContext RankContext::from_environment(MPI_Comm world) {
   int world_size = 0;
   DTRAIN_MPI_CHECK(MPI_Comm_size(world, &world_size));
-  return RankContext(world, NodeLayout{ranks_per_node_from_env(world_size), false});
+  NodeLayout layout;
+  collective_usage_check(world, [&] { layout.ranks_per_node = ranks_per_node_from_env(world_size); });
+  return RankContext(world, layout);
 }
 
 RankContext::RankContext(MPI_Comm world, const NodeLayout& layout) : world_(MpiComm::duplicate(world)) {
@@ -36,9 +39,11 @@ RankContext::RankContext(MPI_Comm world, const NodeLayout& layout) : world_(MpiC
   int64_t my_key = host_key;
   if (layout.ranks_per_node) {
     const int k = *layout.ranks_per_node;
-    DTRAIN_USAGE_CHECK(k > 0) << "ranks per node must be positive, got " << k;
-    DTRAIN_USAGE_CHECK(layout.allow_uneven || world_size % k == 0)
-        << "ranks per node " << k << " does not divide the world size " << world_size;
+    collective_usage_check(world_.get(), [&] {
+      DTRAIN_USAGE_CHECK(k > 0) << "ranks per node must be positive, got " << k;
+      DTRAIN_USAGE_CHECK(layout.allow_uneven || world_size % k == 0)
+          << "ranks per node " << k << " does not divide the world size " << world_size;
+    });
     my_key = simulated_node_key(world_rank, k);
   }
 

@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 
+#include "runtime/core/collective_usage_check.h"
 #include "runtime/core/cpu_affinity.h"
 #include "runtime/core/error.h"
 #include "runtime/core/fingerprint.h"
@@ -72,30 +73,15 @@ Trainer::Trainer(const TrainConfig& config, const core::RankContext& ctx, int gp
   validate(config_);
   Parts& p = *parts_;
   const core::Topology& t = ctx.topology();
-  if (config_.dataset() == "fashion-mnist") {
-    const std::string dir = config_.data_dir().empty() ? "/usr/share/datasets/fashion-mnist" : config_.data_dir();
-    p.train_data = std::make_unique<IdxDataset>(dir + "/train-images-idx3-ubyte.gz", dir + "/train-labels-idx1-ubyte.gz", true);
-    p.val_data = std::make_unique<IdxDataset>(dir + "/t10k-images-idx3-ubyte.gz", dir + "/t10k-labels-idx1-ubyte.gz", false);
-  } else if (config_.dataset() == "imagenet") {
-    ImageFolderOptions folder;
-    folder.crop = config_.image_size();
-    folder.resize = config_.val_resize();
-    folder.max_bad_fraction = config_.max_bad_fraction();
-    folder.max_file_bytes = int64_t{config_.max_file_mib()} << 20;
-    folder.max_image_pixels = static_cast<int64_t>(config_.max_image_megapixels() * 1e6);
-    auto train = std::make_unique<ImageFolderDataset>(config_.data_dir() + "/train", folder);
-    folder.train = false;
-    auto val = std::make_unique<ImageFolderDataset>(config_.data_dir() + "/val", folder);
-    DTRAIN_USAGE_CHECK(val->classes() == train->classes())
-        << config_.data_dir() << ": val/ and train/ hold different class folders (" << val->num_classes() << " and "
-        << train->num_classes() << ")";
-    p.train_data = std::move(train);
-    p.val_data = std::move(val);
-  } else {
-    const ImageShape shape{config_.image_size(), config_.image_size(), 3};
-    p.train_data = std::make_unique<SyntheticDataset>(config_.synthetic_samples(), shape, 1000, config_.seed());
-    p.val_data = std::make_unique<SyntheticDataset>(std::max(1, config_.synthetic_samples() / 8), shape, 1000, config_.seed() + 1);
-  }
+  const bool on_gpu = config_.device() == "gpu" || (config_.device() == "auto" && gpu >= 0);
+  // Ranks read their own copies of the data: a problem found on some ranks only (a directory
+  // missing on one node) is printed once, by a rank that found it, and ends every rank.
+  core::collective_usage_check(ctx.world(), [&] {
+    open_datasets();
+    DTRAIN_USAGE_CHECK(!on_gpu || gpu >= 0) << "device gpu, but rank " << t.world_rank << " on host "
+                                            << core::process_identity().host << " has no GPU";
+  });
+  check_datasets_agree();
   p.train_data->normalization(p.mean, p.std);
 
   EngineSetup setup;
@@ -104,9 +90,6 @@ Trainer::Trainer(const TrainConfig& config, const core::RankContext& ctx, int gp
   setup.image = p.train_data->output_shape();
   std::copy(p.mean, p.mean + 3, setup.mean);
   std::copy(p.std, p.std + 3, setup.std);
-  const bool on_gpu = config_.device() == "gpu" || (config_.device() == "auto" && gpu >= 0);
-  DTRAIN_USAGE_CHECK(!on_gpu || gpu >= 0) << "device gpu, but rank " << t.world_rank << " on host "
-                                          << core::process_identity().host << " has no GPU";
   p.engine = on_gpu ? make_gpu_step_engine(setup, ctx, gpu) : make_cpu_step_engine(setup, ctx);
 
   p.train_sampler = std::make_unique<ShardedSampler>(p.train_data->size(), t.world_size, t.world_rank,
@@ -123,9 +106,11 @@ Trainer::Trainer(const TrainConfig& config, const core::RankContext& ctx, int gp
   LoaderOptions val_loader = loader;
   val_loader.keep_partial_batch = true;
   p.val_loader = std::make_unique<DataLoader>(*p.val_data, *p.val_sampler, val_loader);
-  DTRAIN_USAGE_CHECK(p.train_loader->batches_per_epoch() > 0)
-      << "batch_per_rank " << config_.batch_per_rank() << " x " << t.world_size << " ranks exceeds the "
-      << p.train_data->size() << " training samples";
+  core::collective_usage_check(ctx.world(), [&] {
+    DTRAIN_USAGE_CHECK(p.train_loader->batches_per_epoch() > 0)
+        << "batch_per_rank " << config_.batch_per_rank() << " x " << t.world_size << " ranks exceeds the "
+        << p.train_data->size() << " training samples";
+  });
 
   LrScheduleOptions lr;
   lr.base_lr = config_.base_lr();
@@ -153,6 +138,75 @@ Trainer::Trainer(const TrainConfig& config, const core::RankContext& ctx, int gp
 }
 
 Trainer::~Trainer() = default;
+
+void Trainer::open_datasets() {
+  Parts& p = *parts_;
+  if (config_.dataset() == "fashion-mnist") {
+    const std::string dir = config_.data_dir().empty() ? "/usr/share/datasets/fashion-mnist" : config_.data_dir();
+    p.train_data = std::make_unique<IdxDataset>(dir + "/train-images-idx3-ubyte.gz", dir + "/train-labels-idx1-ubyte.gz", true);
+    p.val_data = std::make_unique<IdxDataset>(dir + "/t10k-images-idx3-ubyte.gz", dir + "/t10k-labels-idx1-ubyte.gz", false);
+  } else if (config_.dataset() == "imagenet") {
+    ImageFolderOptions folder;
+    folder.crop = config_.image_size();
+    folder.resize = config_.val_resize();
+    folder.max_bad_fraction = config_.max_bad_fraction();
+    folder.max_file_bytes = int64_t{config_.max_file_mib()} << 20;
+    folder.max_image_pixels = static_cast<int64_t>(config_.max_image_megapixels() * 1e6);
+    auto train = std::make_unique<ImageFolderDataset>(config_.data_dir() + "/train", folder);
+    folder.train = false;
+    auto val = std::make_unique<ImageFolderDataset>(config_.data_dir() + "/val", folder);
+    DTRAIN_USAGE_CHECK(val->classes() == train->classes())
+        << config_.data_dir() << ": val/ and train/ hold different class folders (" << val->num_classes() << " and "
+        << train->num_classes() << ")";
+    p.train_data = std::move(train);
+    p.val_data = std::move(val);
+  } else {
+    const ImageShape shape{config_.image_size(), config_.image_size(), 3};
+    p.train_data = std::make_unique<SyntheticDataset>(config_.synthetic_samples(), shape, 1000, config_.seed());
+    p.val_data = std::make_unique<SyntheticDataset>(std::max(1, config_.synthetic_samples() / 8), shape, 1000, config_.seed() + 1);
+  }
+}
+
+void Trainer::check_datasets_agree() {
+  const Parts& p = *parts_;
+  const uint64_t mine[4] = {p.train_data->size(), p.train_data->listing_fingerprint(), p.val_data->size(),
+                            p.val_data->listing_fingerprint()};
+  const int n = ctx_.topology().world_size;
+  std::vector<uint64_t> all(4 * static_cast<size_t>(n));
+  DTRAIN_MPI_CHECK(MPI_Allgather(mine, 4, MPI_UINT64_T, all.data(), 4, MPI_UINT64_T, ctx_.world()));
+  bool same = true;
+  for (size_t i = 4; i < all.size(); ++i) same = same && all[i] == all[i % 4];
+  if (same) return;
+  // Every rank knows; the hosts are gathered only now, and rank 0 names who holds what.
+  const std::vector<std::string> hosts = core::gather_strings(ctx_.world(), core::process_identity().host);
+  std::string error;
+  if (ctx_.topology().world_rank == 0) {
+    std::ostringstream text;
+    text << "the ranks hold different datasets (the data must be the same files on every node):";
+    for (int split = 0; split < 2; ++split) {
+      // Ranks grouped by what they hold, in order of the lowest rank holding it.
+      std::vector<std::pair<size_t, std::string>> groups;
+      for (int r = 0; r < n; ++r) {
+        const size_t at = 4 * size_t(r) + 2 * size_t(split);
+        size_t g = 0;
+        while (g < groups.size() && (all[4 * groups[g].first + 2 * size_t(split)] != all[at] ||
+                                     all[4 * groups[g].first + 2 * size_t(split) + 1] != all[at + 1])) ++g;
+        if (g == groups.size()) groups.push_back({size_t(r), ""});
+        groups[g].second += (groups[g].second.empty() ? "" : ", ") + std::to_string(r) + " (" + hosts[size_t(r)] + ")";
+      }
+      if (groups.size() == 1) continue;
+      text << (split == 0 ? " training data " + p.train_data->name() : " validation data " + p.val_data->name()) << ":";
+      for (size_t g = 0; g < groups.size(); ++g) {
+        const size_t at = 4 * groups[g].first + 2 * size_t(split);
+        text << (g ? ";" : "") << " rank(s) " << groups[g].second << " have " << all[at] << " samples (listing "
+             << std::hex << all[at + 1] << std::dec << ")";
+      }
+      text << ".";
+    }
+    error = text.str();
+  }
+  core::throw_usage_error_once(ctx_.world(), error.empty() ? nullptr : &error, __FILE__, __LINE__, false);
+}
 
 void Trainer::verify_replicas() {
   // The GPU engine's host mirror is refreshed from the device first, so this proves the device

@@ -44,6 +44,11 @@ class Trainer {
 
  private:
   struct Parts;
+  // Builds the training and validation datasets from the config (no collectives).
+  void open_datasets();
+  // Collective: every rank's datasets have the same sizes and listing fingerprints; otherwise a
+  // UsageError naming the ranks, hosts and counts (printed by rank 0).
+  void check_datasets_agree();
   void verify_replicas();
   void evaluate(EpochResult& result);
   // Rank 0 counts the distinct bad files all ranks skipped so far and logs them; past the limit it

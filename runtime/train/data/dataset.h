@@ -39,6 +39,11 @@ class Dataset {
   // Per-channel mean and std of the pixels scaled to [0, 1], for normalization.
   virtual void normalization(float mean[3], float std[3]) const = 0;
   virtual BadFiles bad_files() const { return {}; }
+  // A fingerprint of what the dataset lists, in order: for files, each one's name relative to the
+  // dataset's directory and its label, so ranks holding the same files under different mount
+  // points agree, and a file missing or added on one node shows. Ranks compare it at start.
+  // 0: nothing to compare beyond size().
+  virtual uint64_t listing_fingerprint() const { return 0; }
 };
 
 }  // namespace dtrain::train

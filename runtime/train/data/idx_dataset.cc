@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "runtime/core/error.h"
+#include "runtime/core/fingerprint.h"
 
 namespace dtrain::train {
 namespace {
@@ -98,6 +99,11 @@ int32_t IdxDataset::load(size_t index, std::mt19937_64& rng, uint8_t* out) const
     }
   }
   return labels_[index];
+}
+
+uint64_t IdxDataset::listing_fingerprint() const {
+  const int shape[2] = {rows_, cols_};
+  return core::fingerprint(labels_.data(), labels_.size(), core::fingerprint(shape, sizeof(shape)));
 }
 
 void IdxDataset::normalization(float mean[3], float std[3]) const {

@@ -22,6 +22,8 @@ class IdxDataset final : public Dataset {
   ImageShape output_shape() const override { return {rows_, cols_, 1}; }
   int32_t load(size_t index, std::mt19937_64& rng, uint8_t* out) const override;
   void normalization(float mean[3], float std[3]) const override;
+  // The image shape and every label (hashing the pixels too would cost a pass over all of them).
+  uint64_t listing_fingerprint() const override;
 
  private:
   std::string name_;

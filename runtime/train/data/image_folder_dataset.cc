@@ -11,6 +11,7 @@
 #include <filesystem>
 
 #include "runtime/core/error.h"
+#include "runtime/core/fingerprint.h"
 #include "runtime/core/log.h"
 #include "runtime/train/data/crop_geometry.h"
 #include "runtime/train/data/image_resize.h"
@@ -81,6 +82,7 @@ ImageFolderDataset::ImageFolderDataset(const std::string& split_dir, ImageFolder
     ++scan_bad_;
     DTRAIN_LOG0(kWarn) << "skipping " << path << ": " << reason;
   };
+  listing_fingerprint_ = core::kFingerprintStart;
   for (const fs::directory_entry& class_dir : sorted_entries(split_dir)) {
     if (!class_dir.is_directory()) {
       scan_reject(class_dir.path().string(), "not a class folder");
@@ -95,6 +97,8 @@ ImageFolderDataset::ImageFolderDataset(const std::string& split_dir, ImageFolder
         continue;
       }
       files_.push_back({file.path().string(), label});
+      const std::string entry = classes_.back() + '/' + file.path().filename().string() + '\n';
+      listing_fingerprint_ = core::fingerprint(entry.data(), entry.size(), listing_fingerprint_);
       ++images;
     }
     if (images == 0) scan_reject(class_dir.path().string(), "empty class folder");

@@ -47,6 +47,7 @@ class ImageFolderDataset final : public Dataset {
 
   const std::vector<std::string>& classes() const { return classes_; }
   BadFiles bad_files() const override;
+  uint64_t listing_fingerprint() const override { return listing_fingerprint_; }
   // Entries the limit is a fraction of: images plus everything found bad by the scan.
   size_t entries() const { return files_.size() + scan_bad_; }
 
@@ -64,6 +65,7 @@ class ImageFolderDataset final : public Dataset {
   std::vector<std::string> classes_;
   std::vector<File> files_;
   size_t scan_bad_ = 0;
+  uint64_t listing_fingerprint_ = 0;
   size_t allowed_bad_ = 0;
   mutable std::mutex bad_mutex_;
   mutable std::set<std::string> decode_bad_;

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "runtime/core/error.h"
+#include "runtime/core/fingerprint.h"
 
 namespace dtrain::train {
 namespace {
@@ -36,6 +37,11 @@ int32_t SyntheticDataset::load(size_t index, std::mt19937_64&, uint8_t* out) con
   const size_t image = index % (pool_.size() / shape_.bytes());
   std::memcpy(out, pool_.data() + image * shape_.bytes(), shape_.bytes());
   return static_cast<int32_t>(mix(seed_ ^ (index * 0x9E3779B97F4A7C15ull)) % static_cast<uint64_t>(classes_));
+}
+
+uint64_t SyntheticDataset::listing_fingerprint() const {
+  const uint64_t what[5] = {size_, uint64_t(shape_.height), uint64_t(shape_.width), uint64_t(classes_), seed_};
+  return core::fingerprint(what, sizeof(what));
 }
 
 void SyntheticDataset::normalization(float mean[3], float std[3]) const {

@@ -19,6 +19,7 @@ class SyntheticDataset final : public Dataset {
   ImageShape output_shape() const override { return shape_; }
   int32_t load(size_t index, std::mt19937_64& rng, uint8_t* out) const override;
   void normalization(float mean[3], float std[3]) const override;
+  uint64_t listing_fingerprint() const override;
 
  private:
   size_t size_;
