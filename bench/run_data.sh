@@ -6,7 +6,8 @@
 # When DATA_DIR does not exist, the realistic tree (bench/make_jpeg_tree.sh) is generated there
 # first. Both loaders read the files from the page cache: the tree is read once before either runs.
 # Environment: OUT (default /tmp/bench_data), BIN (build/bin), PY (the peer's python, default
-# /opt/torch/.venv/bin/python), BATCH (256), BATCHES (20).
+# /opt/torch/.venv/bin/python), BATCH (256), BATCHES (20), ROUNDS (3: each row the median of that many
+# interleaved passes, for both loaders).
 set -u -o pipefail
 DATA=${1:?usage: bench/run_data.sh DATA_DIR [THREADS]}
 THREADS=${2:-1,2,4,14}
@@ -15,6 +16,7 @@ BIN=${BIN:-build/bin}
 PY=${PY:-/opt/torch/.venv/bin/python}
 BATCH=${BATCH:-256}
 BATCHES=${BATCHES:-20}
+ROUNDS=${ROUNDS:-3}
 mkdir -p "$OUT"
 
 if [ ! -d "$DATA" ]; then
@@ -30,11 +32,11 @@ find "$SPLIT" -type f -print0 | xargs -0 cat > /dev/null
 
 echo "== dtrain-bench-data"
 timeout 900 "$BIN/dtrain-bench-data" --data_dir "$DATA" --threads "$THREADS" --batch "$BATCH" --batches "$BATCHES" \
-  --json "$OUT/dtrain_data.json" 2>&1 | tee "$OUT/dtrain_data.log"
+  --rounds "$ROUNDS" --json "$OUT/dtrain_data.json" 2>&1 | tee "$OUT/dtrain_data.log"
 ours=$?
 echo "== torchvision DataLoader"
 timeout 1800 "$PY" bench/peers/torchvision_loader.py --data_dir "$DATA" --threads "$THREADS" --batch "$BATCH" \
-  --batches "$BATCHES" --json "$OUT/torchvision_data.json" 2>&1 | grep -v "UserWarning\|warnings.warn" | tee "$OUT/torchvision_data.log"
+  --batches "$BATCHES" --rounds "$ROUNDS" --json "$OUT/torchvision_data.json" 2>&1 | grep -v "UserWarning\|warnings.warn" | tee "$OUT/torchvision_data.log"
 peer=$?
 if [ "$ours" != 0 ] || [ "$peer" != 0 ]; then
   echo "dtrain-bench-data exit $ours, peer exit $peer: no comparison" >&2

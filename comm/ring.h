@@ -28,7 +28,7 @@ namespace dtrain::comm {
 struct RingTuning {
   size_t segment_bytes = 256 * 1024;  // DTRAIN_RING_SEGMENT_BYTES
   size_t small_bytes = 16 * 1024;     // DTRAIN_RING_SMALL_BYTES: recursive doubling at or below this
-  int lanes = 4;                      // DTRAIN_RING_LANES: rings side by side for large host all-reduces (ring_lanes.h)
+  int lanes = 1;                      // DTRAIN_RING_LANES: rings side by side for large host all-reduces (ring_lanes.h)
 };
 
 // Reads DTRAIN_RING_SEGMENT_BYTES, DTRAIN_RING_SMALL_BYTES and DTRAIN_RING_LANES (UsageError if

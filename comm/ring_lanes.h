@@ -6,6 +6,12 @@
 // staged cross-node step of ResNet-50's gradients was bound by it
 // (bench/results/2026-11-23_h200x2/wire_trace: each 4 MiB piece waited for the previous one).
 //
+// Off by default (DTRAIN_RING_LANES=1): over Open MPI's shared-memory transport with single-copy
+// disabled (the 2-GPU machines set OMPI_MCA_btl_vader_single_copy_mechanism=none) lanes made the
+// staged 64 MiB all-reduce 2.7x (2 lanes) to 12x (4 lanes) slower: the threads queue on the
+// transport's shared FIFOs instead of copying side by side (bench/results/2026-11-23_h200x2/lanes).
+// Measure before turning them on for a fabric with several links or queue pairs per peer.
+//
 // Every rank must use the same lane count (DTRAIN_RING_LANES, RingTuning::lanes; checked with the
 // rest of the tuning). Each lane's result is bitwise the same on every rank; which ranks sum an
 // element in which order depends on the lane count, so different counts give results that differ

@@ -5,6 +5,10 @@
 // reads DIR/train when it exists, else DIR. Each row builds a fresh loader, takes --warmup-batches
 // batches untimed (thread start, first reads), then times --batches batches; when an epoch runs dry
 // the next starts inside the timing, as in training. A plain process: no MPI, no GPU.
+// --rounds R (default 3) measures every thread count R times, the counts interleaved (1, 2, ..., 14,
+// 1, 2, ...), and reports the median of each: on a shared VM the rate of one thread moves by a
+// quarter from one minute to the next (bench/results/2026-11-23_h200x2/wire_ab/probe), and a single
+// pass in count order charges that drift to the scaling.
 //
 // What it checks: no batch is all zeros, every label is a class of the folder, and the last batch
 // (the same batch number in every row) has the same checksum at every thread count, since a
@@ -43,6 +47,7 @@ struct Options {
   int batch = 256;
   int batches = 20;
   int warmup_batches = 2;
+  int rounds = 3;
   int prefetch = 4;
   int crop = 224;
   uint64_t seed = 1;
@@ -87,6 +92,8 @@ Options parse(int argc, char** argv, bool* help) {
   flags.add<int>("warmup-batches",
                  "batches taken before timing, per row (default " + std::to_string(o.warmup_batches) + ")");
   flags.add<int>("prefetch", "batches in flight (default " + std::to_string(o.prefetch) + ")");
+  flags.add<int>("rounds", "passes over the thread counts, interleaved; each row is the median (default " +
+                               std::to_string(o.rounds) + ")");
   flags.add<int>("crop", "side of the random-resized crop (default " + std::to_string(o.crop) + ")");
   flags.add<uint64_t>("seed", "sampler and augmentation seed (default " + std::to_string(o.seed) + ")");
   flags.add<std::string>("json", "also write the results to this JSON file");
@@ -103,6 +110,7 @@ Options parse(int argc, char** argv, bool* help) {
   Flags::take(v, "batches", &o.batches);
   Flags::take(v, "warmup-batches", &o.warmup_batches);
   Flags::take(v, "prefetch", &o.prefetch);
+  Flags::take(v, "rounds", &o.rounds);
   Flags::take(v, "crop", &o.crop);
   Flags::take(v, "seed", &o.seed);
   Flags::take(v, "json", &o.json);
@@ -110,6 +118,7 @@ Options parse(int argc, char** argv, bool* help) {
       << "--data_dir is required: a folder of JPEGs (run with --help for the flags)";
   DTRAIN_USAGE_CHECK(o.batch > 0) << "--batch " << o.batch << ": must be positive";
   DTRAIN_USAGE_CHECK(o.batches > 0) << "--batches " << o.batches << ": must be positive";
+  DTRAIN_USAGE_CHECK(o.rounds > 0 && o.rounds <= 100) << "--rounds " << o.rounds << ": must be in 1..100";
   DTRAIN_USAGE_CHECK(o.warmup_batches >= 0) << "--warmup-batches " << o.warmup_batches << ": must not be negative";
   DTRAIN_USAGE_CHECK(o.prefetch > 0) << "--prefetch " << o.prefetch << ": must be positive";
   DTRAIN_USAGE_CHECK(o.crop >= 8 && o.crop <= 4096) << "--crop " << o.crop << ": expected 8-4096";
@@ -159,6 +168,7 @@ struct Row {
   double linear_percent = 0;  // per-thread rate against the first row's
   int epochs_started = 0;     // inside the timed batches
   uint64_t checksum = 0;      // of the last batch: pixels and labels
+  std::vector<double> round_rates;  // img/s of each round; img_per_sec is their median
 };
 
 // FNV-1a over the batch's pixels and labels.
@@ -259,17 +269,19 @@ void write_json(const Options& o, const std::string& command, const std::string&
     std::snprintf(line, sizeof(line),
                   "    {\"threads\": %d, \"img_per_sec\": %.1f, \"img_per_sec_per_thread\": %.1f, "
                   "\"linear_percent\": %.1f, \"seconds\": %.3f, \"epochs_started\": %d, \"last_batch_checksum\": "
-                  "\"%s\"}%s\n",
+                  "\"%s\", \"round_img_per_sec\": [",
                   r.threads, r.img_per_sec, r.img_per_sec_per_thread, r.linear_percent, r.seconds, r.epochs_started,
-                  hex(r.checksum).c_str(), i + 1 < rows.size() ? "," : "");
+                  hex(r.checksum).c_str());
     j << line;
+    for (size_t k = 0; k < r.round_rates.size(); ++k) j << (k ? ", " : "") << r.round_rates[k];
+    j << "]}" << (i + 1 < rows.size() ? "," : "") << "\n";
   }
   j << "  ],\n  \"machine\": {\"host\": " << json_string(m.host) << ", \"cpu_model\": " << json_string(m.cpu_model)
     << ", \"online_cores\": " << m.online_cores << ", \"usable_cores\": " << m.usable_cores << "},\n"
     << "  \"command\": " << json_string(command) << ",\n  \"date\": " << json_string(date) << ",\n"
     << "  \"data_dir\": " << json_string(split_dir) << ",\n  \"images\": " << images << ",\n  \"classes\": " << classes
     << ",\n  \"batch\": " << o.batch << ",\n  \"warmup_batches\": " << o.warmup_batches
-    << ",\n  \"measured_batches\": " << o.batches << ",\n  \"prefetch\": " << o.prefetch << ",\n  \"crop\": " << o.crop
+    << ",\n  \"measured_batches\": " << o.batches << ",\n  \"rounds\": " << o.rounds << ",\n  \"prefetch\": " << o.prefetch << ",\n  \"crop\": " << o.crop
     << ",\n  \"seed\": " << o.seed << ",\n  \"checksums_agree\": " << (checksums_agree ? "true" : "false") << "\n}\n";
   write_file_atomically(o.json, j.str(), "--json");
 }
@@ -312,22 +324,36 @@ int bench_main(int argc, char** argv) {
   std::printf("# %7s %12s %14s %12s %9s %7s %18s\n", "threads", "img/s", "img/s/thread", "% of linear", "seconds",
               "epochs", "last batch fnv1a");
   std::fflush(stdout);
-  std::vector<Row> rows;
-  for (int threads : counts) {
-    Row r = measure(o, dataset, sampler, threads);
-    r.linear_percent = 100.0 * r.img_per_sec_per_thread / (rows.empty() ? r : rows.front()).img_per_sec_per_thread;
-    rows.push_back(r);
+  std::vector<Row> rows(counts.size());
+  for (int round = 0; round < o.rounds; ++round) {
+    for (size_t i = 0; i < counts.size(); ++i) {
+      Row r = measure(o, dataset, sampler, counts[i]);
+      std::fprintf(stderr, "round %d: %d thread(s) %.1f img/s\n", round + 1, r.threads, r.img_per_sec);
+      r.round_rates = rows[i].round_rates;
+      r.round_rates.push_back(r.img_per_sec);
+      DTRAIN_CHECK(round == 0 || r.checksum == rows[i].checksum) << "the last batch differs between rounds";
+      rows[i] = r;
+    }
+  }
+  for (Row& r : rows) {
+    std::vector<double> sorted = r.round_rates;
+    std::sort(sorted.begin(), sorted.end());
+    const size_t k = sorted.size();
+    r.img_per_sec = k % 2 ? sorted[k / 2] : 0.5 * (sorted[k / 2 - 1] + sorted[k / 2]);
+    r.img_per_sec_per_thread = r.img_per_sec / r.threads;
+    r.linear_percent = 100.0 * r.img_per_sec_per_thread / rows.front().img_per_sec_per_thread;
     std::printf("  %7d %12.1f %14.1f %11.1f%% %9.3f %7d %18s\n", r.threads, r.img_per_sec, r.img_per_sec_per_thread,
                 r.linear_percent, r.seconds, r.epochs_started, hex(r.checksum).c_str());
-    std::fflush(stdout);
   }
+  std::fflush(stdout);
   const bool agree =
       std::all_of(rows.begin(), rows.end(), [&](const Row& r) { return r.checksum == rows[0].checksum; });
   const train::BadFiles bad = dataset.bad_files();
   std::printf(
-      "#\n# %% of linear: img/s per thread against the first row's. The last batch is batch %d of every row: "
+      "#\n# img/s: the median of %d rounds (the counts interleaved); seconds and epochs: the last round. %% of "
+      "linear: img/s per thread against the first row's. The last batch is batch %d of every row: "
       "its checksums %s.\n# bad files: %zu found by the scan, %zu unreadable\n",
-      o.warmup_batches + o.batches - 1, agree ? "agree" : "DIFFER", bad.found_by_scan, bad.unreadable.size());
+      o.rounds, o.warmup_batches + o.batches - 1, agree ? "agree" : "DIFFER", bad.found_by_scan, bad.unreadable.size());
   if (!o.json.empty()) write_json(o, command, date, m, split_dir, dataset.size(), dataset.num_classes(), rows, agree);
   DTRAIN_CHECK(agree) << "the last batch differs between thread counts: the loader's output depends on its threads";
   return 0;

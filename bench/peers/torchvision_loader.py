@@ -40,6 +40,8 @@ def parse_args():
                    help="DataLoader prefetch_factor: batches in flight per worker (default: PyTorch's, 2)")
     p.add_argument("--crop", type=int, default=224, help="side of the random-resized crop")
     p.add_argument("--seed", type=int, default=1, help="torch seed (shuffle and augmentation)")
+    p.add_argument("--rounds", type=int, default=3,
+                   help="passes over the worker counts, interleaved; each row is the median (as dtrain-bench-data)")
     p.add_argument("--json", help="also write the results to this JSON file")
     args = p.parse_args()
     try:
@@ -48,6 +50,8 @@ def parse_args():
         p.error(f"--threads {args.threads}: expected a list of worker counts like 1,2,4,14")
     if not args.thread_counts or min(args.thread_counts) < 1:
         p.error(f"--threads {args.threads}: every worker count must be at least 1")
+    if args.rounds < 1:
+        p.error(f"--rounds {args.rounds}: must be at least 1")
     for name in ("batch", "batches", "crop"):
         if getattr(args, name) < 1:
             p.error(f"--{name} {getattr(args, name)}: must be positive")
@@ -151,19 +155,33 @@ def main():
           f"CUDA for pin_memory: {torch.cuda.is_available()}\n#")
     print(f"# {'threads':>7} {'img/s':>12} {'img/s/thread':>14} {'% of linear':>12} {'seconds':>9} {'epochs':>7} "
           f"{'warm-up+timed':>14}", flush=True)
+    by_count = {w: [] for w in args.thread_counts}
+    for r in range(args.rounds):
+        for workers in args.thread_counts:
+            row = measure(dataset, args, workers, torch)
+            print(f"round {r + 1}: {workers} worker(s) {row['img_per_sec']:.1f} img/s", file=sys.stderr, flush=True)
+            by_count[workers].append(row)
     rows = []
     for workers in args.thread_counts:
-        row = measure(dataset, args, workers, torch)
+        runs = sorted(by_count[workers], key=lambda x: x["img_per_sec"])
+        rates = [x["img_per_sec"] for x in runs]
+        k = len(rates)
+        median = rates[k // 2] if k % 2 else 0.5 * (rates[k // 2 - 1] + rates[k // 2])
+        row = dict(runs[-1])
+        row["img_per_sec"] = round(median, 1)
+        row["img_per_sec_per_thread"] = round(median / workers, 1)
+        row["round_img_per_sec"] = [x["img_per_sec"] for x in by_count[workers]]
         row["linear_percent"] = round(100.0 * row["img_per_sec_per_thread"] / (rows or [row])[0]["img_per_sec_per_thread"], 1)
         rows.append(row)
         print(f"  {row['threads']:7d} {row['img_per_sec']:12.1f} {row['img_per_sec_per_thread']:14.1f} "
               f"{row['linear_percent']:11.1f}% {row['seconds']:9.3f} {row['epochs_started']:7d} "
               f"{str(row['warmup_batches']) + '+' + str(row['measured_batches']):>14}", flush=True)
-    print("#\n# % of linear: img/s per worker against the first row's.")
+    print(f"#\n# img/s: the median of {args.rounds} rounds (the counts interleaved). % of linear: img/s per worker "
+          "against the first row's.")
     if args.json:
         result = {"peer": "torchvision DataLoader", "rows": rows, "machine": m, "command": command, "date": date,
                   "data_dir": split_dir, "images": len(dataset), "classes": len(dataset.classes), "batch": args.batch,
-                  "warmup_batches": args.warmup_batches, "measured_batches": args.batches,
+                  "warmup_batches": args.warmup_batches, "measured_batches": args.batches, "rounds": args.rounds,
                   "prefetch_factor": args.prefetch or 2, "crop": args.crop, "seed": args.seed, "versions": versions}
         with open(args.json + ".tmp", "w") as f:
             json.dump(result, f, indent=2)
