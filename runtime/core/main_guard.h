@@ -16,5 +16,8 @@ int run_main(int argc, char** argv, const std::function<int(int, char**)>& body)
 
 inline constexpr int kExitUsage = 2;
 inline constexpr int kExitFailure = 1;
+// A run stopped by a stop signal (preemption, time limit; stop_signals.h) after writing its
+// checkpoint: EX_TEMPFAIL, "try again". The sbatch script requeues the job on it.
+inline constexpr int kExitPreempted = 75;
 
 }  // namespace dtrain::core

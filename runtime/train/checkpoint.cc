@@ -283,12 +283,12 @@ void read_checkpoint(const std::string& path, proto::CheckpointHeader* header,
 
 std::string resolve_checkpoint(const std::string& spec, const std::string& dir, proto::CheckpointHeader* header,
                                const std::vector<NamedTensor>& tensors) {
-  if (spec != "latest") {
+  if (spec != "latest" && spec != "required") {
     read_checkpoint(spec, header, tensors);
     return spec;
   }
   const std::vector<CheckpointFile> all = list_checkpoints(dir);
-  DTRAIN_USAGE_CHECK(!all.empty()) << "--resume latest: no checkpoint in '" << dir << "'";
+  DTRAIN_USAGE_CHECK(!all.empty()) << "--resume " << spec << ": no checkpoint in '" << dir << "'";
   for (const CheckpointFile& file : all) {
     try {
       read_checkpoint(file.path, header, tensors);
@@ -297,7 +297,7 @@ std::string resolve_checkpoint(const std::string& spec, const std::string& dir, 
       DTRAIN_LOG(kWarn) << "skipping checkpoint: " << e.detail();
     }
   }
-  DTRAIN_USAGE_FAIL() << "--resume latest: none of the " << all.size() << " checkpoints in " << dir << " is valid";
+  DTRAIN_USAGE_FAIL() << "--resume " << spec << ": none of the " << all.size() << " checkpoints in " << dir << " is valid";
 }
 
 }  // namespace dtrain::train

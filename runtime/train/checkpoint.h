@@ -61,8 +61,9 @@ std::string write_checkpoint(const std::string& dir, proto::CheckpointHeader hea
 // UsageError naming the file if it is truncated, corrupt or does not fit the model.
 void read_checkpoint(const std::string& path, proto::CheckpointHeader* header, const std::vector<NamedTensor>& tensors);
 
-// `spec` is a path, or "latest": the newest written checkpoint in `dir` that verifies, falling back
-// to older ones (each rejected file is reported). UsageError if there is none.
+// `spec` is a path, or "latest" / "required": the newest written checkpoint in `dir` that verifies,
+// falling back to older ones (each rejected file is reported). UsageError if there is none (the
+// trainer starts fresh instead on "latest" when `dir` holds no checkpoint at all).
 std::string resolve_checkpoint(const std::string& spec, const std::string& dir, proto::CheckpointHeader* header,
                                const std::vector<NamedTensor>& tensors);
 

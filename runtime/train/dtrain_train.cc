@@ -25,7 +25,7 @@ int train_main(int argc, char** argv) {
   const bool real_gpu = !binding.cpu_mode && !binding.device.simulated;
   Trainer trainer(config, ctx, real_gpu ? binding.device.index : -1);
   trainer.run();
-  return 0;
+  return trainer.stopped_by_signal() ? core::kExitPreempted : 0;
 }
 
 }  // namespace

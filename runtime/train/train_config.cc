@@ -13,6 +13,7 @@
 #include "runtime/core/cli.h"
 #include "runtime/core/error.h"
 #include "runtime/core/process_identity.h"
+#include "runtime/core/stop_signals.h"
 
 namespace dtrain::train {
 namespace {
@@ -106,6 +107,7 @@ TrainConfig default_train_config() {
   c.set_log_every_steps(50);
   c.set_timing_warmup_steps(5);
   c.set_keep_checkpoints(3);
+  c.set_stop_signals("TERM,USR1");
   return c;
 }
 
@@ -213,7 +215,9 @@ void validate(const TrainConfig& c) {
       << "checkpoint_every_steps and max_total_steps must not be negative, keep_checkpoints must be positive";
   DTRAIN_USAGE_CHECK(c.checkpoint_every_steps() == 0 || !c.checkpoint_dir().empty())
       << "checkpoint_every_steps needs checkpoint_dir";
-  DTRAIN_USAGE_CHECK(c.resume() != "latest" || !c.checkpoint_dir().empty()) << "resume latest needs checkpoint_dir";
+  DTRAIN_USAGE_CHECK((c.resume() != "latest" && c.resume() != "required") || !c.checkpoint_dir().empty())
+      << "resume " << c.resume() << " needs checkpoint_dir";
+  core::parse_signal_list(c.stop_signals(), "stop_signals");
   DTRAIN_USAGE_CHECK(c.model() != "small-resnet" || c.blocks_per_stage_size() > 0)
       << "small-resnet needs blocks_per_stage (e.g. --blocks_per_stage=1,1,1)";
 }

@@ -16,7 +16,9 @@
 #include "runtime/core/log.h"
 #include "runtime/core/mpi_check.h"
 #include "runtime/core/mpi_gather.h"
+#include "runtime/core/main_guard.h"
 #include "runtime/core/process_identity.h"
+#include "runtime/core/stop_signals.h"
 #include "runtime/train/checkpoint.h"
 #include "runtime/train/data/idx_dataset.h"
 #include "runtime/train/data/image_folder_dataset.h"
@@ -64,6 +66,12 @@ struct Trainer::Parts {
   long start_step_in_epoch = 0;
   std::string run_id;        // rank 0: names this run's checkpoints
   int nonfinite_streak = 0;  // consecutive loss checks with a non-finite loss on some rank
+  // Stop signals (stop_signals.h): each step posts this rank's flag in a non-blocking all-reduce
+  // and completes the one posted a step earlier, so the ranks agree without waiting on each other.
+  MPI_Request stop_request = MPI_REQUEST_NULL;
+  int stop_mine = 0;
+  int stop_any = 0;
+  bool stopped = false;  // this run ended at a stop signal
   float mean[3] = {0, 0, 0};
   float std[3] = {1, 1, 1};
 };
@@ -73,6 +81,7 @@ Trainer::Trainer(const TrainConfig& config, const core::RankContext& ctx, int gp
   validate(config_);
   Parts& p = *parts_;
   const core::Topology& t = ctx.topology();
+  core::install_stop_signals(core::parse_signal_list(config_.stop_signals(), "stop_signals"));
   const bool on_gpu = config_.device() == "gpu" || (config_.device() == "auto" && gpu >= 0);
   // Ranks read their own copies of the data: a problem found on some ranks only (a directory
   // missing on one node) is printed once, by a rank that found it, and ends every rank.
@@ -137,7 +146,29 @@ Trainer::Trainer(const TrainConfig& config, const core::RankContext& ctx, int gp
                      << " gradient bucket(s) of up to " << config_.bucket_mib() << " MiB";
 }
 
-Trainer::~Trainer() = default;
+Trainer::~Trainer() {
+  // Every rank posted the same requests, so completing the last one cannot block for long.
+  if (std::uncaught_exceptions() == 0) finish_stop_poll();
+  core::install_stop_signals({});
+}
+
+void Trainer::finish_stop_poll() {
+  if (parts_->stop_request != MPI_REQUEST_NULL) DTRAIN_MPI_CHECK(MPI_Wait(&parts_->stop_request, MPI_STATUS_IGNORE));
+}
+
+bool Trainer::stop_agreed() {
+  Parts& p = *parts_;
+  if (p.stop_request != MPI_REQUEST_NULL) {
+    // Posted a step ago: by now every rank has long posted it too.
+    DTRAIN_MPI_CHECK(MPI_Wait(&p.stop_request, MPI_STATUS_IGNORE));
+    if (p.stop_any != 0) return true;
+  }
+  p.stop_mine = core::stop_signal_received();
+  DTRAIN_MPI_CHECK(MPI_Iallreduce(&p.stop_mine, &p.stop_any, 1, MPI_INT, MPI_MAX, ctx_.world(), &p.stop_request));
+  return false;
+}
+
+bool Trainer::stopped_by_signal() const { return parts_->stopped; }
 
 void Trainer::open_datasets() {
   Parts& p = *parts_;
@@ -286,10 +317,24 @@ EpochResult Trainer::train_epoch(int epoch) {
       p.metrics->write("train", {{"epoch", epoch}, {"step", static_cast<double>(p.global_step)}, {"loss", mean_loss},
                                  {"lr", lr}, {"img_per_sec", rate}, {"data_wait_fraction", wait}});
     }
+    const bool stop = stop_agreed();
     const bool periodic = config_.checkpoint_every_steps() > 0 && p.global_step % config_.checkpoint_every_steps() == 0;
     // Also when max_total_steps ends the run mid-epoch: the steps since the last one are not lost.
     const bool last = step + 1 == steps || step_limit_reached();
-    if (periodic || (last && !config_.checkpoint_dir().empty())) save_checkpoint(epoch, step + 1);
+    if (stop) release_finished(*p.engine, *p.train_loader, true);
+    if (periodic || ((last || stop) && !config_.checkpoint_dir().empty())) save_checkpoint(epoch, step + 1);
+    if (stop) {
+      DTRAIN_LOG0(kWarn) << "stopped by a stop signal (" << (p.stop_mine ? core::signal_name(p.stop_mine) : "on another rank")
+                         << ") at step " << p.global_step << " (epoch " << epoch << ", step " << step + 1 << " of "
+                         << steps << ")"
+                         << (config_.checkpoint_dir().empty() ? "; no checkpoint_dir, so nothing was saved"
+                                                              : "; checkpoint written")
+                         << ", exiting with status " << core::kExitPreempted << " (requeue and --resume latest)";
+      p.stopped = true;
+      EpochResult stopped;
+      stopped.epoch = epoch;
+      return stopped;
+    }
   }
   release_finished(*p.engine, *p.train_loader, true);
   // Steps this call ran: fewer than `steps` when resuming mid-epoch or stopping at max_total_steps.
@@ -466,9 +511,13 @@ void Trainer::save_checkpoint(int epoch, long step_in_epoch) {
 void Trainer::resume_from(const std::string& spec) {
   // Rank 0 reads and verifies the file; everyone gets its contents by broadcast, so the ranks need
   // no shared file system.
-  int64_t position[3] = {0, 0, 0};
+  int64_t position[4] = {0, 0, 0, 1};  // epoch, step in epoch, global step, whether there is one
   const std::vector<NamedTensor> tensors = checkpoint_tensors();
-  if (ctx_.topology().world_rank == 0) {
+  if (ctx_.topology().world_rank == 0 && spec == "latest" && list_checkpoints(config_.checkpoint_dir()).empty()) {
+    position[3] = 0;
+    DTRAIN_LOG(kInfo) << "--resume latest: no checkpoint in " << config_.checkpoint_dir()
+                      << " yet, starting fresh (--resume required makes this an error)";
+  } else if (ctx_.topology().world_rank == 0) {
     proto::CheckpointHeader header;
     const std::string path = resolve_checkpoint(spec, config_.checkpoint_dir(), &header, tensors);
     DTRAIN_USAGE_CHECK(header.data_seed() == config_.seed())
@@ -490,7 +539,8 @@ void Trainer::resume_from(const std::string& spec) {
                       << " at epoch " << position[0] << ", step " << position[1] << " of the epoch, step "
                       << position[2] << " in total";
   }
-  DTRAIN_MPI_CHECK(MPI_Bcast(position, 3, MPI_INT64_T, 0, ctx_.world()));
+  DTRAIN_MPI_CHECK(MPI_Bcast(position, 4, MPI_INT64_T, 0, ctx_.world()));
+  if (position[3] == 0) return;
   // Rank 0 read them into the engine's host mirror; the engine hands them to every rank.
   parts_->engine->load_from_host();
   parts_->start_epoch = static_cast<int>(position[0]);
@@ -499,7 +549,10 @@ void Trainer::resume_from(const std::string& spec) {
 }
 
 void Trainer::run() {
-  for (int epoch = parts_->start_epoch; epoch < config_.epochs() && !step_limit_reached(); ++epoch) train_epoch(epoch);
+  for (int epoch = parts_->start_epoch; epoch < config_.epochs() && !step_limit_reached() && !parts_->stopped; ++epoch) {
+    train_epoch(epoch);
+  }
+  finish_stop_poll();
 }
 
 }  // namespace dtrain::train

@@ -37,8 +37,12 @@ class Trainer {
   Trainer(const TrainConfig& config, const core::RankContext& ctx, int gpu = -1);
   ~Trainer();
 
+  // Stops early, after writing a checkpoint, when a stop signal arrived on any rank.
   EpochResult train_epoch(int epoch);
   void run();
+  // Whether the run ended at a stop signal (config stop_signals) rather than at its end; the
+  // program then exits with core::kExitPreempted.
+  bool stopped_by_signal() const;
   // The replica's parameters (copied to the host first on the GPU path).
   models::ParameterSet& parameters();
 
@@ -50,6 +54,10 @@ class Trainer {
   // UsageError naming the ranks, hosts and counts (printed by rank 0).
   void check_datasets_agree();
   void verify_replicas();
+  // Collective, once per step: true on every rank when a stop signal reached any rank (a step
+  // ago, at most two: the flags travel in a non-blocking all-reduce completed one step later).
+  bool stop_agreed();
+  void finish_stop_poll();
   void evaluate(EpochResult& result);
   // Rank 0 counts the distinct bad files all ranks skipped so far and logs them; past the limit it
   // stops the job.
