@@ -4,11 +4,15 @@
 
 #include <cmath>
 #include <random>
+#include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "runtime/train/data/crop_geometry.h"
 #include "runtime/train/data/image_resize.h"
 #include "runtime/train/data/jpeg_decoder.h"
+#include "tests/support/hostile_jpegs.h"
 #include "tests/support/test_seed.h"
 
 namespace dtrain::train {
@@ -264,6 +268,46 @@ TEST(JpegDecoder, RejectsGarbageAndTruncatedFilesWithTheLibrarysReason) {
   DecodedImage image;
   EXPECT_FALSE(decode_jpeg(jpeg.data(), jpeg.size(), header, whole(256, 256), 256, 256, &image, &error));
   EXPECT_NE(error.find("Premature end"), std::string::npos) << error;
+}
+
+// Issue 14, item 16: on main at c96be46 a rejected header left the thread's decoder in a state in
+// which the next good files failed too ("two SOI markers", "Bogus marker length"). Every kind of
+// refused header, then a good file on the same thread: it must decode, and exactly as on a thread
+// that never saw a bad file.
+TEST(JpegDecoder, ARefusedHeaderDoesNotPoisonTheThreadsNextFiles) {
+  std::mt19937_64 rng = fresh_rng();
+  const std::vector<uint8_t> rgb = smooth_image(200, 150, rng);
+  const std::vector<uint8_t> good = encode_jpeg(rgb.data(), 200, 150, 90);
+  std::vector<uint8_t> garbage(300);
+  for (uint8_t& b : garbage) b = static_cast<uint8_t>(rng());
+  const std::vector<std::pair<const char*, std::vector<uint8_t>>> bad = {
+      {"65535x65535", test::with_declared_size(good, 65535, 65535)},
+      {"zero width", test::with_declared_size(good, 0, 150)},
+      {"truncated header", std::vector<uint8_t>(good.begin(), good.begin() + 40)},
+      {"garbage", garbage},
+  };
+  auto decode_good = [&](DecodedImage* image, std::string* error) {
+    JpegHeader header;
+    return read_jpeg_header(good.data(), good.size(), &header, error) &&
+           decode_jpeg(good.data(), good.size(), header, whole(200, 150), 100, 75, image, error);
+  };
+  DecodedImage reference;
+  std::string error;
+  std::thread([&] { ASSERT_TRUE(decode_good(&reference, &error)) << error; }).join();
+  ASSERT_FALSE(reference.rgb.empty());
+  std::thread([&] {
+    for (const auto& [what, bytes] : bad) {
+      JpegHeader header;
+      std::string refusal;
+      EXPECT_FALSE(read_jpeg_header(bytes.data(), bytes.size(), &header, &refusal)) << what << " was accepted";
+      for (int again = 0; again < 3; ++again) {
+        DecodedImage image;
+        std::string why;
+        ASSERT_TRUE(decode_good(&image, &why)) << "a good file after a " << what << " header: " << why;
+        EXPECT_EQ(image.rgb, reference.rgb) << "after a " << what << " header";
+      }
+    }
+  }).join();
 }
 
 }  // namespace

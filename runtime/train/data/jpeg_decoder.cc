@@ -19,17 +19,6 @@ struct TjDestroy {
 };
 using TjHandle = std::unique_ptr<void, TjDestroy>;
 
-tjhandle thread_decompressor() {
-  thread_local TjHandle handle(tjInitDecompress());
-  DTRAIN_CHECK(handle != nullptr) << "tjInitDecompress failed: " << tjGetErrorStr2(nullptr);
-  return handle.get();
-}
-
-std::string library_error(tjhandle handle) {
-  const std::string text = tjGetErrorStr2(handle);
-  return tjGetErrorCode(handle) == TJERR_WARNING ? "libjpeg-turbo warning: " + text : text;
-}
-
 // Adobe-style (inverted) CMYK, which is what CMYK JPEGs in the wild carry, to RGB.
 void cmyk_to_rgb(const std::vector<uint8_t>& cmyk, std::vector<uint8_t>* rgb) {
   const size_t pixels = cmyk.size() / 4;
@@ -40,7 +29,7 @@ void cmyk_to_rgb(const std::vector<uint8_t>& cmyk, std::vector<uint8_t>* rgb) {
   }
 }
 
-// TurboJPEG can accept the header of a damaged file with nonsense dimensions.
+// A damaged header can declare nonsense dimensions that libjpeg accepts.
 bool plausible_size(int width, int height, int64_t max_pixels, std::string* error) {
   if (width <= 0 || height <= 0 || width > 65535 || height > 65535) {
     *error = "implausible image size " + std::to_string(width) + "x" + std::to_string(height) + " in the header";
@@ -55,18 +44,6 @@ bool plausible_size(int width, int height, int64_t max_pixels, std::string* erro
 }
 
 }  // namespace
-
-bool read_jpeg_header(const uint8_t* data, size_t size, JpegHeader* header, std::string* error,
-                      int64_t max_pixels) {
-  tjhandle tj = thread_decompressor();
-  int subsampling = 0;
-  if (tjDecompressHeader3(tj, data, static_cast<unsigned long>(size), &header->width, &header->height, &subsampling,
-                          &header->colorspace) != 0) {
-    *error = library_error(tj);
-    return false;
-  }
-  return plausible_size(header->width, header->height, max_pixels, error);
-}
 
 namespace {
 
@@ -124,6 +101,26 @@ struct ThreadDecompressor {
   ~ThreadDecompressor() { jpeg_destroy_decompress(&cinfo); }
 };
 
+// The calling thread's decompressor: headers and images alike go through it, and every use ends
+// in jpeg_abort_decompress, so a refused file leaves nothing behind for the next one. (TurboJPEG's
+// header call did leave state behind: after a refused header the thread's next good files failed
+// with "two SOI markers", issue 14.)
+ThreadDecompressor& thread_decompressor() {
+  thread_local ThreadDecompressor d;
+  return d;
+}
+
+// TurboJPEG's TJCS_* for libjpeg's colour space of the file.
+int turbojpeg_colorspace(J_COLOR_SPACE space) {
+  switch (space) {
+    case JCS_GRAYSCALE: return TJCS_GRAY;
+    case JCS_RGB: return TJCS_RGB;
+    case JCS_CMYK: return TJCS_CMYK;
+    case JCS_YCCK: return TJCS_YCCK;
+    default: return TJCS_YCbCr;
+  }
+}
+
 // The smallest n/8 at which the region still spans min_width x min_height (n = 1..8).
 int scale_eighths(double region_width, double region_height, int min_width, int min_height) {
   int n = 8;
@@ -133,9 +130,27 @@ int scale_eighths(double region_width, double region_height, int min_width, int 
 
 }  // namespace
 
+bool read_jpeg_header(const uint8_t* data, size_t size, JpegHeader* header, std::string* error,
+                      int64_t max_pixels) {
+  ThreadDecompressor& d = thread_decompressor();
+  jpeg_decompress_struct& cinfo = d.cinfo;
+  if (setjmp(d.errors.escape)) {
+    *error = d.errors.message;
+    jpeg_abort_decompress(&cinfo);
+    return false;
+  }
+  jpeg_mem_src(&cinfo, data, static_cast<unsigned long>(size));
+  jpeg_read_header(&cinfo, TRUE);
+  header->width = static_cast<int>(cinfo.image_width);
+  header->height = static_cast<int>(cinfo.image_height);
+  header->colorspace = turbojpeg_colorspace(cinfo.jpeg_color_space);
+  jpeg_abort_decompress(&cinfo);
+  return plausible_size(header->width, header->height, max_pixels, error);
+}
+
 bool decode_jpeg(const uint8_t* data, size_t size, const JpegHeader& header, const CropRegion& region, int min_width,
                  int min_height, DecodedImage* image, std::string* error) {
-  thread_local ThreadDecompressor d;
+  ThreadDecompressor& d = thread_decompressor();
   thread_local std::vector<uint8_t> cmyk_pixels;
   jpeg_decompress_struct& cinfo = d.cinfo;
   const bool cmyk = header.colorspace == TJCS_CMYK || header.colorspace == TJCS_YCCK;
