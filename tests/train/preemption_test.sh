@@ -12,8 +12,8 @@ signal=$4
 whom=$5
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-# ~25 ms steps on a 2-core VM: epoch 0 (256 steps) lasts seconds, so the signal lands mid-epoch.
-flags=(--model small-resnet --blocks_per_stage 1,1 --width 8 --image_size 32 --synthetic_samples 4096
+# ~25 ms steps on a 2-core VM: epoch 0 (128 steps) lasts seconds, so the signal lands mid-epoch.
+flags=(--model small-resnet --blocks_per_stage 1,1 --width 8 --image_size 32 --synthetic_samples 2048
        --batch_per_rank 8 --epochs 2 --loader_threads 1 --max_validation_batches 2)
 fail() { echo "FAIL: $*"; exit 1; }
 
@@ -28,10 +28,10 @@ newest() { ls -t "$1"/ckpt-*.dtrain | head -1; }
 "$mpiexec" "${mpi_flags[@]}" -np 2 "$train" "${flags[@]}" --log_every_steps 1 --checkpoint_dir "$work/pre" > "$work/pre.log" 2>&1 &
 launcher=$!
 for _ in $(seq 600); do
-  grep -q "epoch 0 step 5/256" "$work/pre.log" && break
+  grep -q "epoch 0 step 5/128" "$work/pre.log" && break
   sleep 0.1
 done
-grep -q "epoch 0 step 5/256" "$work/pre.log" || { kill "$launcher"; cat "$work/pre.log"; fail "the run did not start"; }
+grep -q "epoch 0 step 5/128" "$work/pre.log" || { kill "$launcher"; cat "$work/pre.log"; fail "the run did not start"; }
 ranks=$(pgrep -P "$launcher" -x dtrain-train)
 [ "$(echo "$ranks" | wc -w)" = 2 ] || { kill "$launcher"; fail "expected 2 dtrain-train children of $launcher, got '$ranks'"; }
 [ "$whom" = one ] && ranks=$(echo "$ranks" | tail -1)
@@ -41,7 +41,7 @@ wait "$launcher"
 rc=$?
 cat "$work/pre.log" | grep -v " epoch 0 step " 
 [ "$rc" = 75 ] || fail "the signalled run exited $rc, expected 75"
-grep -q "stopped by a stop signal .* at step [0-9]* (epoch 0, step [0-9]* of 256); checkpoint written" "$work/pre.log" \
+grep -q "stopped by a stop signal .* at step [0-9]* (epoch 0, step [0-9]* of 128); checkpoint written" "$work/pre.log" \
   || fail "no 'stopped by a stop signal' line naming a step of epoch 0"
 count=$(ls "$work/pre"/ckpt-*.dtrain | wc -l)
 [ "$count" = 1 ] || fail "$count checkpoints written, expected 1: $(ls "$work/pre")"
