@@ -9,6 +9,7 @@
 //   busbw = algbw x 2(n-1)/n   (the bytes each rank's link carries in a bandwidth-optimal all-reduce,
 //                               so busbw is comparable across world sizes; nccl-tests' definition)
 #include <mpi.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
@@ -50,6 +51,8 @@ struct Options {
 };
 
 // "64M", "1G", "8K", "4096".
+constexpr double kMaxBufferBytes = double(size_t{16} << 30);
+
 size_t parse_bytes(const std::string& text, const char* flag) {
   size_t end = 0;
   double value = 0;
@@ -64,7 +67,11 @@ size_t parse_bytes(const std::string& text, const char* flag) {
   else if (suffix == "M" || suffix == "m") unit = 1024.0 * 1024;
   else if (suffix == "G" || suffix == "g") unit = 1024.0 * 1024 * 1024;
   else DTRAIN_USAGE_CHECK(suffix.empty()) << flag << " '" << text << "' has an unknown unit (use K, M or G)";
-  DTRAIN_USAGE_CHECK(value >= 0) << flag << " must not be negative";
+  DTRAIN_USAGE_CHECK(std::isfinite(value) && value > 0) << flag << " '" << text << "' must be a positive size";
+  // Three buffers of the largest size live at once (send, receive, reference).
+  DTRAIN_USAGE_CHECK(value * unit <= kMaxBufferBytes)
+      << flag << " '" << text << "' is over the largest buffer this benchmark allocates (" << kMaxBufferBytes / (1 << 30)
+      << " GiB)";
   return static_cast<size_t>(value * unit);
 }
 
@@ -101,6 +108,11 @@ Options parse(int argc, char** argv, bool* help) {
   DTRAIN_USAGE_CHECK(o.factor > 1) << "-f must be greater than 1";
   DTRAIN_USAGE_CHECK(o.iters > 0 && o.warmup >= 0) << "-n must be positive and -w not negative";
   DTRAIN_USAGE_CHECK(o.min_bytes <= o.max_bytes) << "-b must not exceed -e";
+  // Host buffers: the three copies of the largest size must fit in this machine's memory.
+  const double physical = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
+  DTRAIN_USAGE_CHECK(physical <= 0 || 3.0 * static_cast<double>(o.max_bytes) < physical)
+      << "-e " << max_b << ": three buffers of it (" << 3.0 * static_cast<double>(o.max_bytes) / (1 << 30)
+      << " GiB) do not fit in this host's " << physical / (1 << 30) << " GiB of memory";
   return o;
 }
 
