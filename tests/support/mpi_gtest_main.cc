@@ -1,6 +1,7 @@
 // gtest main for multi-rank tests: every rank runs every test; rank 0 prints the usual report,
 // other ranks print only their failures (with their rank prefix); the verdict is combined over all
-// ranks, so the exit status is non-zero on every rank if any rank failed.
+// ranks, so the exit status is non-zero on every rank if any rank failed, and 77 (ctest's skip code)
+// on every rank when every rank skipped every test (tests/support/gtest_verdict.h).
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -12,6 +13,7 @@
 #include "runtime/core/log.h"
 #include "runtime/core/mpi_scope.h"
 #include "runtime/core/process_identity.h"
+#include "tests/support/gtest_verdict.h"
 
 namespace {
 
@@ -48,10 +50,15 @@ int main(int argc, char** argv) {
     delete listeners.Release(listeners.default_result_printer());
     listeners.Append(new FailurePrinter);
   }
-  const int failed = RUN_ALL_TESTS() != 0 ? 1 : 0;
+  const std::string prefix = rank == 0 ? "" : "[rank " + std::to_string(rank) + "] ";
+  const int verdict = dtrain::test::run_all_tests_with_verdict(prefix.c_str());
+  const int failed = verdict != 0 && verdict != dtrain::test::kSkipExitCode ? 1 : 0;
+  const int all_skipped = verdict == dtrain::test::kSkipExitCode ? 1 : 0;
 
   std::vector<int> failed_by_rank(static_cast<size_t>(size));
   MPI_Allgather(&failed, 1, MPI_INT, failed_by_rank.data(), 1, MPI_INT, MPI_COMM_WORLD);
+  int every_rank_skipped = 0;
+  MPI_Allreduce(&all_skipped, &every_rank_skipped, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   int any_failed = 0;
   std::ostringstream failed_ranks;
   for (int r = 0; r < size; ++r) {
@@ -63,9 +70,13 @@ int main(int argc, char** argv) {
   if (rank == 0) {
     if (any_failed) {
       std::printf("[mpi] %d ranks: FAILED on rank(s) %s\n", size, failed_ranks.str().c_str());
+    } else if (every_rank_skipped) {
+      std::printf("[mpi] %d ranks: every test skipped on every rank: exit %d, which ctest reports as Skipped\n",
+                  size, dtrain::test::kSkipExitCode);
     } else {
       std::printf("[mpi] %d ranks: all passed\n", size);
     }
   }
-  return any_failed;
+  if (any_failed) return 1;
+  return every_rank_skipped ? dtrain::test::kSkipExitCode : 0;
 }
