@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <random>
 #include <deque>
 #include <set>
@@ -119,6 +120,31 @@ TEST_F(ImageFolder, MissingOrEmptyDirectoryIsAUsageError) {
   } catch (const core::UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("holds no images"), std::string::npos) << e.what();
   }
+}
+
+// Symlink loops (a file that points at itself, two that point at each other, a class folder that
+// points at itself) are bad entries, skipped, counted and named in the log; before, the scan died
+// of a raw filesystem_error ("Too many levels of symbolic links") on every rank.
+TEST_F(ImageFolder, SymlinkLoopsAreSkippedAndCountedAsBadEntries) {
+  const fs::path train = root_ / "train";
+  fs::create_symlink("self.JPEG", train / "class_a" / "self.JPEG");
+  fs::create_symlink("pong.JPEG", train / "class_b" / "ping.JPEG");
+  fs::create_symlink("ping.JPEG", train / "class_b" / "pong.JPEG");
+  fs::create_symlink("class_loop", train / "class_loop");
+  ImageFolderOptions options = lenient(true);
+  options.max_bad_fraction = 0.3;  // 6 bad of 25 entries
+  testing::internal::CaptureStderr();
+  std::unique_ptr<ImageFolderDataset> data;
+  EXPECT_NO_THROW(data = std::make_unique<ImageFolderDataset>(train.string(), options));
+  const std::string log = testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(data);
+  EXPECT_EQ(data->size(), 19u);                        // the same images as without the loops
+  EXPECT_EQ(data->bad_files().found_by_scan, 2u + 4);  // notes.txt, the empty class_d, 4 loops
+  EXPECT_EQ(data->classes().size(), 4u);               // class_loop is no class
+  for (const char* name : {"class_a/self.JPEG", "class_b/ping.JPEG", "class_b/pong.JPEG", "class_loop"}) {
+    EXPECT_NE(log.find("skipping " + (train / name).string() + ": "), std::string::npos) << name << "\n" << log;
+  }
+  EXPECT_NE(log.find("symbolic links"), std::string::npos) << log;
 }
 
 TEST_F(ImageFolder, LoaderThreadsDeliverFullBatches) {

@@ -76,15 +76,25 @@ ImageFolderDataset::ImageFolderDataset(const std::string& split_dir, ImageFolder
   DTRAIN_USAGE_CHECK(options.crop > 0 && options.resize >= options.crop)
       << "image folder " << split_dir << ": crop " << options.crop << " and resize " << options.resize
       << " must be positive with resize >= crop";
-  DTRAIN_USAGE_CHECK(fs::is_directory(split_dir))
-      << "dataset directory " << split_dir << " does not exist or is not a directory (expected <wnid>/*.JPEG inside)";
+  std::error_code split_ec;
+  DTRAIN_USAGE_CHECK(fs::is_directory(split_dir, split_ec))
+      << "dataset directory " << split_dir << " does not exist or is not a directory (expected <wnid>/*.JPEG inside)"
+      << (split_ec ? ": " + split_ec.message() : std::string());
   auto scan_reject = [&](const std::string& path, const std::string& reason) {
     ++scan_bad_;
     DTRAIN_LOG0(kWarn) << "skipping " << path << ": " << reason;
   };
   listing_fingerprint_ = core::kFingerprintStart;
+  // Entries are resolved with error codes: a symlink loop or a dangling link is a bad entry, not
+  // a filesystem_error that ends the run.
   for (const fs::directory_entry& class_dir : sorted_entries(split_dir)) {
-    if (!class_dir.is_directory()) {
+    std::error_code ec;
+    const bool is_dir = class_dir.is_directory(ec);
+    if (ec) {
+      scan_reject(class_dir.path().string(), "cannot resolve: " + ec.message());
+      continue;
+    }
+    if (!is_dir) {
       scan_reject(class_dir.path().string(), "not a class folder");
       continue;
     }
@@ -92,7 +102,12 @@ ImageFolderDataset::ImageFolderDataset(const std::string& split_dir, ImageFolder
     classes_.push_back(class_dir.path().filename().string());
     size_t images = 0;
     for (const fs::directory_entry& file : sorted_entries(class_dir.path())) {
-      if (!file.is_regular_file() || !named_as_jpeg(file.path())) {
+      const bool is_file = file.is_regular_file(ec);
+      if (ec) {
+        scan_reject(file.path().string(), "cannot resolve: " + ec.message());
+        continue;
+      }
+      if (!is_file || !named_as_jpeg(file.path())) {
         scan_reject(file.path().string(), "not a JPEG file (by name)");
         continue;
       }

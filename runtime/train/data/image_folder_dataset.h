@@ -4,7 +4,7 @@
 //
 // Bad data is counted, skipped and reported with its path, never silently trained on:
 //  - found while scanning (every rank scans; rank 0 reports): a file that is not named as a JPEG,
-//    an empty class folder, a stray file beside the class folders;
+//    an empty class folder, a stray file beside the class folders, a symlink loop or a dangling link;
 //  - found while decoding (the rank that meets it reports): an unreadable or corrupt JPEG, a file
 //    over max_file_bytes, a header over max_image_pixels, a progressive file with absurdly many
 //    scans. The sample is replaced by the next good one, so the batch stays full and ranks stay
