@@ -21,7 +21,9 @@ int train_main(int argc, char** argv) {
   if (cpus.widened) {
     DTRAIN_LOG(kInfo) << cpus.describe();
   }
-  const core::GpuBinding binding = core::bind_gpu(ctx, false);
+  // --device cpu needs no GPU per rank: GPUs are neither bound nor counted.
+  core::GpuBinding binding;
+  if (config.device() != "cpu") binding = core::bind_gpu(ctx, false);
   const bool real_gpu = !binding.cpu_mode && !binding.device.simulated;
   Trainer trainer(config, ctx, real_gpu ? binding.device.index : -1);
   trainer.run();
