@@ -14,11 +14,13 @@
 namespace dtrain::core {
 namespace {
 
-// Fixed-size record for MPI_Allgather.
+// Fixed-size record for MPI_Allgather. The host name only labels messages (gethostname gives at
+// most 255 bytes); ranks are grouped by host_index.
 struct WireChoice {
   int32_t world_rank;
+  int32_t host_index;
   int32_t visible_count;
-  char host[64];
+  char host[256];
   char pci_bus_id[32];
 };
 
@@ -87,6 +89,32 @@ std::string gpu_placement_problem(const std::vector<RankGpuChoice>& choices, boo
   return "";
 }
 
+std::vector<RankGpuChoice> exchange_gpu_choices(MPI_Comm world, const RankGpuChoice& mine) {
+  WireChoice wire{};
+  wire.world_rank = mine.world_rank;
+  wire.host_index = mine.host_index;
+  wire.visible_count = mine.visible_count;
+  copy_truncated(wire.host, sizeof(wire.host), mine.host);
+  copy_truncated(wire.pci_bus_id, sizeof(wire.pci_bus_id), mine.pci_bus_id);
+
+  int world_size = 0;
+  DTRAIN_MPI_CHECK(MPI_Comm_size(world, &world_size));
+  std::vector<WireChoice> all(static_cast<size_t>(world_size));
+  DTRAIN_MPI_CHECK(
+      MPI_Allgather(&wire, sizeof(WireChoice), MPI_BYTE, all.data(), sizeof(WireChoice), MPI_BYTE, world));
+  std::vector<RankGpuChoice> choices;
+  for (const WireChoice& w : all) {
+    RankGpuChoice c;
+    c.world_rank = w.world_rank;
+    c.host_index = w.host_index;
+    c.host = w.host;
+    c.visible_count = w.visible_count;
+    c.pci_bus_id = w.pci_bus_id;
+    choices.push_back(std::move(c));
+  }
+  return choices;
+}
+
 GpuBinding bind_gpu(const RankContext& ctx, bool allow_sharing) {
   const Topology& topo = ctx.topology();
   const std::vector<GpuDevice> gpus = visible_gpus();
@@ -102,26 +130,8 @@ GpuBinding bind_gpu(const RankContext& ctx, bool allow_sharing) {
     mine.pci_bus_id = binding.device.pci_bus_id;
   }
 
-  WireChoice wire{};
-  wire.world_rank = topo.world_rank;
-  wire.visible_count = mine.visible_count;
-  copy_truncated(wire.host, sizeof(wire.host), mine.host);
-  copy_truncated(wire.pci_bus_id, sizeof(wire.pci_bus_id), mine.pci_bus_id);
-
-  std::vector<WireChoice> all(static_cast<size_t>(topo.world_size));
-  DTRAIN_MPI_CHECK(MPI_Allgather(&wire, sizeof(WireChoice), MPI_BYTE, all.data(), sizeof(WireChoice), MPI_BYTE,
-                                 ctx.world()));
-  std::vector<RankGpuChoice> choices;
-  std::map<std::string, int> host_index_by_name;  // ranks group by physical host name
-  for (const WireChoice& w : all) {
-    RankGpuChoice c;
-    c.world_rank = w.world_rank;
-    c.host = w.host;
-    c.host_index = host_index_by_name.emplace(c.host, static_cast<int>(host_index_by_name.size())).first->second;
-    c.visible_count = w.visible_count;
-    c.pci_bus_id = w.pci_bus_id;
-    choices.push_back(std::move(c));
-  }
+  mine.host_index = topo.host_index;
+  const std::vector<RankGpuChoice> choices = exchange_gpu_choices(ctx.world(), mine);
 
   const std::string problem = gpu_placement_problem(choices, allow_sharing);
   DTRAIN_USAGE_CHECK(problem.empty()) << problem;

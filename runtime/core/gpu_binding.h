@@ -40,6 +40,11 @@ struct RankGpuChoice {
 
 int device_index_for_local_rank(int host_local_rank, int visible_count);
 
+// Collective over `world`: every rank's choice, in world-rank order. Ranks are grouped into hosts
+// by `host_index` (the shared-memory host key of Topology), never by name: host names are only for
+// messages and travel whole.
+std::vector<RankGpuChoice> exchange_gpu_choices(MPI_Comm world, const RankGpuChoice& mine);
+
 // Empty when the placement is acceptable, else the one-line reason: some ranks with GPUs and some
 // without, or a host whose ranks outnumber its distinct GPUs while sharing is not allowed.
 std::string gpu_placement_problem(const std::vector<RankGpuChoice>& choices, bool allow_sharing);

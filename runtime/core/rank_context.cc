@@ -61,6 +61,7 @@ RankContext::RankContext(MPI_Comm world, const NodeLayout& layout) : world_(MpiC
   const Topology host_view = topology_from_node_keys(world_rank, host_keys);
   topology_.host_local_rank = host_view.local_rank;
   topology_.host_local_size = host_view.local_size;
+  topology_.host_index = host_view.node_index;
 
   node_ = MpiComm::split(world_.get(), topology_.node_index, world_rank);
   cross_node_ = MpiComm::split(world_.get(), topology_.local_rank, world_rank);

@@ -20,6 +20,7 @@ struct Topology {
   // are simulated: two simulated nodes on one host must not both take GPU 0.
   int host_local_rank = 0;
   int host_local_size = 1;
+  int host_index = 0;  // the physical host, numbered by its lowest world rank
 };
 
 // node_key_of_rank[r] identifies rank r's node (any value shared by exactly the ranks of one

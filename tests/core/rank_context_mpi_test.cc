@@ -146,5 +146,38 @@ TEST(GpuBinding, SimulatedGpusBindByHostLocalRankAndDetectSharing) {
   unsetenv("DTRAIN_SIMULATED_GPUS");
 }
 
+// GPU placement groups ranks by the shared-memory host key, not by name: two hosts whose names
+// share their first 63 characters (bind_gpu sent names in 64-byte records and grouped by them) are
+// two hosts, each with its own GPU; names travel whole for the messages.
+TEST(GpuBinding, HostsAreGroupedByHostKeyNotByATruncatedName) {
+  const RankContext ctx(MPI_COMM_WORLD, NodeLayout{});
+  EXPECT_EQ(ctx.topology().host_index, 0);  // one machine
+  const std::string shared_prefix(63, 'n');
+  RankGpuChoice mine;
+  mine.world_rank = world_rank();
+  mine.host_index = world_rank();  // as if each rank ran on a host of its own
+  mine.host = shared_prefix + static_cast<char>('a' + world_rank()) + ".cluster.example.org";
+  mine.visible_count = 1;
+  mine.pci_bus_id = "0000:19:00.0";
+  const std::vector<RankGpuChoice> choices = exchange_gpu_choices(ctx.world(), mine);
+  ASSERT_EQ(choices.size(), static_cast<size_t>(world_size()));
+  for (int r = 0; r < world_size(); ++r) {
+    const RankGpuChoice& c = choices[static_cast<size_t>(r)];
+    EXPECT_EQ(c.world_rank, r);
+    EXPECT_EQ(c.host_index, r);
+    EXPECT_EQ(c.host, shared_prefix + static_cast<char>('a' + r) + ".cluster.example.org");
+  }
+  EXPECT_EQ(gpu_placement_problem(choices, false), "");
+
+  // The same ranks on one host (one key) share the one GPU: refused, naming the whole host name.
+  mine.host_index = 0;
+  const std::vector<RankGpuChoice> one_host = exchange_gpu_choices(ctx.world(), mine);
+  if (world_size() > 1) {
+    const std::string problem = gpu_placement_problem(one_host, false);
+    EXPECT_NE(problem.find(std::to_string(world_size()) + " local ranks but only 1 GPU"), std::string::npos) << problem;
+    EXPECT_NE(problem.find(".cluster.example.org"), std::string::npos) << problem;
+  }
+}
+
 }  // namespace
 }  // namespace dtrain::core
