@@ -1,5 +1,6 @@
 #include "launcher/host_list.h"
 
+#include <cstdint>
 #include <limits>
 #include <map>
 #include <sstream>
@@ -74,9 +75,15 @@ std::vector<HostSlots> parse_hostfile(const std::string& contents, const std::st
 }
 
 int total_slots(const std::vector<HostSlots>& hosts) {
-  int total = 0;
-  for (const HostSlots& h : hosts) total += h.slots;
-  return total;
+  // Summed wide: a:2147483647,b:1 wrapped to -2147483648 and became "mpirun -np -2147483648".
+  int64_t total = 0;
+  for (const HostSlots& h : hosts) {
+    total += h.slots;
+    DTRAIN_USAGE_CHECK(total <= std::numeric_limits<int>::max())
+        << "the slot counts add up to " << total << " by host '" << h.host << "', more than the largest rank count "
+        << std::numeric_limits<int>::max();
+  }
+  return static_cast<int>(total);
 }
 
 }  // namespace dtrain::launcher

@@ -18,6 +18,7 @@ std::vector<HostSlots> parse_host_list(const std::string& text);
 // The hostfile's contents (`path` only names it in errors).
 std::vector<HostSlots> parse_hostfile(const std::string& contents, const std::string& path);
 
+// The sum; a UsageError naming the host where it passes the largest int (a rank count).
 int total_slots(const std::vector<HostSlots>& hosts);
 
 }  // namespace dtrain::launcher

@@ -47,6 +47,18 @@ TEST(HostList, RejectsMalformedEntriesNamingThem) {
   }
 }
 
+// Slot counts are summed without overflow: a:2147483647,b:1 made "mpirun -np -2147483648".
+TEST(HostList, SlotCountsThatOverflowARankCountAreAUsageError) {
+  EXPECT_EQ(total_slots(parse_host_list("a:2147483646,b:1")), 2147483647);
+  try {
+    total_slots(parse_host_list("a:2147483647,b:1"));
+    FAIL() << "no error";
+  } catch (const core::UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("the slot counts add up to 2147483648 by host 'b'"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(HostList, HostfileWithCommentsSlotsAndLineNumbersInErrors) {
   const auto hosts = parse_hostfile("# cluster\nnode1 slots=4\n\nnode2 slots=4 max_slots=8  # two sockets\nnode3\n", "hf");
   ASSERT_EQ(hosts.size(), 3u);
