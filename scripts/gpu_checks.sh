@@ -29,8 +29,9 @@ check_within() {  # check_within SECONDS NAME COMMAND...: a command still runnin
     echo "FAIL $name (rc $rc)"; status=1
   fi
 }
+# Three times over: stale reads after host copies (issue 14) showed only in some trials.
 for t in dtrain-models-gpu-tests dtrain-train-gpu-tests; do
-  [ -x $BIN/$t ] && check "$t" $BIN/$t
+  [ -x $BIN/$t ] && check "$t" $BIN/$t --gtest_repeat=3
 done
 if [ -x $BIN/dtrain-train-mpi-tests ] && [ "$GPUS" -ge 2 ]; then
   check rank_equivalence_np$GPUS $MPI -np "$GPUS" $BIN/dtrain-train-mpi-tests --gtest_filter='RankEquivalence.OnGpus*'

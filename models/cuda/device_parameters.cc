@@ -51,38 +51,62 @@ core::bfloat16* DeviceParameters::param_bf16(int id) {
   return params_bf16() + layout_.slot(id).offset;
 }
 
+void DeviceParameters::upload_flat(const float* standard, float* device_dst) {
+  core::DeviceGuard on(context_.device());
+  const size_t n = static_cast<size_t>(count());
+  std::vector<float> staged(standard, standard + n);
+  for (int id = 0; id < static_cast<int>(layout_.slots().size()); ++id) {
+    const int64_t at = layout_.slot(id).offset;
+    if (transposed(id)) permute_filter(layout_.slot(id).shape, standard + at, staged.data() + at, true);
+  }
+  // Stream-ordered, then waited for: a plain cudaMemcpy from pageable memory may return before its
+  // DMA has landed, and kernels on a non-blocking stream would not wait for it (issue 14).
+  DTRAIN_CUDA_CHECK(cudaMemcpyAsync(device_dst, staged.data(), n * sizeof(float), cudaMemcpyHostToDevice,
+                                    context_.stream()));
+  DTRAIN_CUDA_CHECK(cudaStreamSynchronize(context_.stream()));
+}
+
+void DeviceParameters::download_flat(const float* device_src, float* standard) {
+  core::DeviceGuard on(context_.device());
+  const size_t n = static_cast<size_t>(count());
+  std::vector<float> staged(n);
+  DTRAIN_CUDA_CHECK(cudaMemcpyAsync(staged.data(), device_src, n * sizeof(float), cudaMemcpyDeviceToHost,
+                                    context_.stream()));
+  DTRAIN_CUDA_CHECK(cudaStreamSynchronize(context_.stream()));
+  std::copy(staged.begin(), staged.end(), standard);
+  for (int id = 0; id < static_cast<int>(layout_.slots().size()); ++id) {
+    const int64_t at = layout_.slot(id).offset;
+    if (transposed(id)) permute_filter(layout_.slot(id).shape, staged.data() + at, standard + at, false);
+  }
+}
+
 void DeviceParameters::upload() {
   core::DeviceGuard on(context_.device());
   const size_t n = static_cast<size_t>(count());
-  std::vector<float> staged(layout_.params_flat(), layout_.params_flat() + n);
-  for (int id = 0; id < static_cast<int>(layout_.slots().size()); ++id) {
-    if (transposed(id)) permute_filter(layout_.slot(id).shape, layout_.param(id), staged.data() + layout_.slot(id).offset, true);
-  }
-  DTRAIN_CUDA_CHECK(cudaMemcpy(params_f32(), staged.data(), n * sizeof(float), cudaMemcpyHostToDevice));
-  DTRAIN_CUDA_CHECK(cudaMemcpy(state_f32(), layout_.state_flat(), state_.bytes(), cudaMemcpyHostToDevice));
+  upload_flat(layout_.params_flat(), params_f32());
+  DTRAIN_CUDA_CHECK(cudaMemcpyAsync(state_f32(), layout_.state_flat(), state_.bytes(), cudaMemcpyHostToDevice,
+                                    context_.stream()));
   if (context_.bf16()) {
+    // The bf16 copy in the device layout: narrowed from the fp32 master just uploaded.
+    std::vector<float> device_order(n);
+    DTRAIN_CUDA_CHECK(cudaMemcpyAsync(device_order.data(), params_f32(), n * sizeof(float), cudaMemcpyDeviceToHost,
+                                      context_.stream()));
+    DTRAIN_CUDA_CHECK(cudaStreamSynchronize(context_.stream()));
     std::vector<core::bfloat16> narrow(n);
-    for (size_t i = 0; i < n; ++i) narrow[i] = core::to_bfloat16(staged[i]);
-    DTRAIN_CUDA_CHECK(cudaMemcpy(params_bf16(), narrow.data(), n * sizeof(core::bfloat16), cudaMemcpyHostToDevice));
+    for (size_t i = 0; i < n; ++i) narrow[i] = core::to_bfloat16(device_order[i]);
+    DTRAIN_CUDA_CHECK(cudaMemcpyAsync(params_bf16(), narrow.data(), n * sizeof(core::bfloat16), cudaMemcpyHostToDevice,
+                                      context_.stream()));
   }
+  DTRAIN_CUDA_CHECK(cudaStreamSynchronize(context_.stream()));
 }
 
 void DeviceParameters::download(bool gradients) {
   core::DeviceGuard on(context_.device());
+  download_flat(params_f32(), layout_.params_flat());
+  if (gradients) download_flat(grads_f32(), layout_.grads_flat());
+  DTRAIN_CUDA_CHECK(cudaMemcpyAsync(layout_.state_flat(), state_f32(), state_.bytes(), cudaMemcpyDeviceToHost,
+                                    context_.stream()));
   DTRAIN_CUDA_CHECK(cudaStreamSynchronize(context_.stream()));
-  const size_t n = static_cast<size_t>(count());
-  std::vector<float> staged(n);
-  auto fetch = [&](const float* device, float* host) {
-    DTRAIN_CUDA_CHECK(cudaMemcpy(staged.data(), device, n * sizeof(float), cudaMemcpyDeviceToHost));
-    std::copy(staged.begin(), staged.end(), host);
-    for (int id = 0; id < static_cast<int>(layout_.slots().size()); ++id) {
-      const int64_t at = layout_.slot(id).offset;
-      if (transposed(id)) permute_filter(layout_.slot(id).shape, staged.data() + at, host + at, false);
-    }
-  };
-  fetch(params_f32(), layout_.params_flat());
-  if (gradients) fetch(grads_f32(), layout_.grads_flat());
-  DTRAIN_CUDA_CHECK(cudaMemcpy(layout_.state_flat(), state_f32(), state_.bytes(), cudaMemcpyDeviceToHost));
 }
 
 }  // namespace dtrain::models::cuda

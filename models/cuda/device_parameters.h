@@ -26,6 +26,13 @@ class DeviceParameters {
   // Device -> host: parameters and state, and the gradients when `gradients`. Synchronous.
   void download(bool gradients = false);
 
+  // Any flat fp32 buffer shaped like the parameters (momentum too) between the standard layout,
+  // which checkpoints and the CPU path hold, and this device's (4-D filters as [K, R, S, C] in the
+  // channels-last numerics). Copies are ordered on the context's stream and have finished on
+  // return, so the host buffer may go and kernels on that stream see the data.
+  void upload_flat(const float* standard, float* device_dst);
+  void download_flat(const float* device_src, float* standard);
+
   float* param(int id) { return params_f32() + layout_.slot(id).offset; }
   float* grad(int id) { return grads_f32() + layout_.slot(id).offset; }
   float* state(int id) { return state_f32() + layout_.state_slot(id).offset; }

@@ -44,7 +44,9 @@ GpuTrainStep::GpuTrainStep(const GpuStepOptions& options, comm::Communicator* co
   }
   decay_range_count_ = static_cast<int>(ends.size());
   decay_ranges_ = core::Buffer(core::MemoryKind::kDevice, ends.size() * sizeof(DecayRangeEnd), stream);
-  DTRAIN_CUDA_CHECK(cudaMemcpy(decay_ranges_.data(), ends.data(), decay_ranges_.bytes(), cudaMemcpyHostToDevice));
+  DTRAIN_CUDA_CHECK(
+      cudaMemcpyAsync(decay_ranges_.data(), ends.data(), decay_ranges_.bytes(), cudaMemcpyHostToDevice, stream));
+  DTRAIN_CUDA_CHECK(cudaStreamSynchronize(stream));  // `ends` goes out of scope
 
   const int channels = options.model.in_channels;
   const size_t image_bytes = size_t(channels) * options.batch * options.height * options.width;
@@ -84,7 +86,9 @@ void GpuTrainStep::load_from_host(const std::vector<float>& momentum) {
   DTRAIN_CHECK(momentum.size() * sizeof(float) == momentum_.bytes())
       << "momentum of " << momentum.size() << " values for " << momentum_.bytes() / sizeof(float) << " parameters";
   model_->device_parameters().upload();
-  DTRAIN_CUDA_CHECK(cudaMemcpy(momentum_.data(), momentum.data(), momentum_.bytes(), cudaMemcpyHostToDevice));
+  // Checkpoints hold momentum in the standard layout, as the parameters (issue 14: a bf16 NHWC
+  // checkpoint resumed in fp32 or on the CPU scrambled the momentum of every k x k filter).
+  model_->device_parameters().upload_flat(momentum.data(), static_cast<float*>(momentum_.data()));
   broadcast_from_rank0();
 }
 
@@ -202,8 +206,11 @@ StepResult GpuTrainStep::last_result() {
   DTRAIN_CHECK(any_step_) << "no step has run yet";
   synchronize();
   StepResult result;
-  DTRAIN_CUDA_CHECK(cudaMemcpy(&result.mean_loss, loss_.data(), sizeof(float), cudaMemcpyDeviceToHost));
-  DTRAIN_CUDA_CHECK(cudaMemcpy(&result.top1_hits, hits_.data(), sizeof(int32_t), cudaMemcpyDeviceToHost));
+  DTRAIN_CUDA_CHECK(cudaMemcpyAsync(&result.mean_loss, loss_.data(), sizeof(float), cudaMemcpyDeviceToHost,
+                                    context_->stream()));
+  DTRAIN_CUDA_CHECK(cudaMemcpyAsync(&result.top1_hits, hits_.data(), sizeof(int32_t), cudaMemcpyDeviceToHost,
+                                    context_->stream()));
+  DTRAIN_CUDA_CHECK(cudaStreamSynchronize(context_->stream()));
   return result;
 }
 
@@ -217,7 +224,7 @@ void GpuTrainStep::synchronize() {
 void GpuTrainStep::momentum_to_host(std::vector<float>& out) {
   synchronize();
   out.resize(momentum_.bytes() / sizeof(float));
-  DTRAIN_CUDA_CHECK(cudaMemcpy(out.data(), momentum_.data(), momentum_.bytes(), cudaMemcpyDeviceToHost));
+  model_->device_parameters().download_flat(static_cast<const float*>(momentum_.data()), out.data());
 }
 
 }  // namespace dtrain::train::cuda

@@ -66,7 +66,8 @@ class GpuTrainStep {
   int evaluate(const uint8_t* images, const int32_t* labels, int count);
   models::cuda::EvalAccumulators end_evaluation();
   // Takes parameters and BN state from the host mirror (model().parameters()) and `momentum` on
-  // rank 0 and gives them to every rank (after a resume). Collective.
+  // rank 0 and gives them to every rank (after a resume). Collective. `momentum` is in the standard
+  // layout, as the parameters (what checkpoints hold, whatever the numerics).
   void load_from_host(const std::vector<float>& momentum);
   // Loss and hits of the latest step; waits for it.
   StepResult last_result();
@@ -74,8 +75,10 @@ class GpuTrainStep {
 
   models::cuda::GpuResNet& model() { return *model_; }
   models::cuda::GpuContext& context() { return *context_; }
-  // The momentum buffer into `out` (resized). Synchronizes.
+  // The momentum buffer into `out` (resized), in the standard layout. Synchronizes.
   void momentum_to_host(std::vector<float>& out);
+  // The device momentum buffer itself, in the device's layout (for tests).
+  const float* momentum_on_device() const { return static_cast<const float*>(momentum_.data()); }
   const GpuStepOptions& options() const { return options_; }
   int buckets_during_backward() const { return sync_ ? sync_->launched_during_backward() : 0; }
 
