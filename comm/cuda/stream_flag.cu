@@ -98,13 +98,22 @@ StreamFlag::~StreamFlag() {
   cudaFreeHost(const_cast<uint64_t*>(host_));
 }
 
+namespace {
+
+// One stream memory operation on the flag's device address; a failure names the call.
+void enqueue_memop(StreamValue64 op, const char* name, cudaStream_t stream, uint64_t* address, uint64_t value,
+                   unsigned flags) {
+  const CUresult r = op(reinterpret_cast<CUstream>(stream), reinterpret_cast<CUdeviceptr>(address), value, flags);
+  DTRAIN_CHECK(r == CUDA_SUCCESS) << name << " failed (CUresult " << static_cast<int>(r)
+                                  << "); DTRAIN_STREAM_FLAG_KERNELS=1 uses kernels instead";
+}
+
+}  // namespace
+
 void StreamFlag::enqueue_wait(cudaStream_t stream, uint64_t at_least) {
   if (memops_) {
     // The default condition is a cyclic >=, which the growing tickets satisfy.
-    const CUresult r = memops().wait(reinterpret_cast<CUstream>(stream), reinterpret_cast<CUdeviceptr>(device_),
-                                     at_least, CU_STREAM_WAIT_VALUE_GEQ);
-    DTRAIN_CHECK(r == CUDA_SUCCESS) << "cuStreamWaitValue64 failed (CUresult " << static_cast<int>(r)
-                                    << "); DTRAIN_STREAM_FLAG_KERNELS=1 uses kernels instead";
+    enqueue_memop(memops().wait, "cuStreamWaitValue64", stream, device_, at_least, CU_STREAM_WAIT_VALUE_GEQ);
     return;
   }
   wait_for_value<<<1, 1, 0, stream>>>(device_, at_least);
@@ -114,10 +123,7 @@ void StreamFlag::enqueue_wait(cudaStream_t stream, uint64_t at_least) {
 void StreamFlag::enqueue_set(cudaStream_t stream, uint64_t value) {
   if (memops_) {
     // Default flags: a memory barrier first, so the stream's earlier copies are visible before it.
-    const CUresult r = memops().write(reinterpret_cast<CUstream>(stream), reinterpret_cast<CUdeviceptr>(device_),
-                                      value, CU_STREAM_WRITE_VALUE_DEFAULT);
-    DTRAIN_CHECK(r == CUDA_SUCCESS) << "cuStreamWriteValue64 failed (CUresult " << static_cast<int>(r)
-                                    << "); DTRAIN_STREAM_FLAG_KERNELS=1 uses kernels instead";
+    enqueue_memop(memops().write, "cuStreamWriteValue64", stream, device_, value, CU_STREAM_WRITE_VALUE_DEFAULT);
     return;
   }
   store_value<<<1, 1, 0, stream>>>(device_, value);
