@@ -85,6 +85,7 @@ Work HierarchicalCommunicator::submit(const Collective& call) {
   if (!call.where.device) {
     const bool check = check_;
     return worker_->submit([this, call, check] {
+      StallChannel::Operation watched(stall_, name(), call);
       if (check) check_same_collective(control_.get(), call);
       if (call.kind == CollectiveKind::kAllReduce) {
         all_reduce(call);
@@ -96,7 +97,10 @@ Work HierarchicalCommunicator::submit(const Collective& call) {
   // This call's steps go to the sub-communicators after every earlier host call's, and the check
   // below must not overlap a host call's check on the worker.
   worker_->wait_idle();
-  if (check_) check_same_collective(control_.get(), call);
+  if (check_) {
+    StallChannel::Operation watched(stall_, name(), call);
+    check_same_collective(control_.get(), call);
+  }
   if (call.kind != CollectiveKind::kAllReduce) return flat(call.where).submit(call);
   return Work::all_of(all_reduce(call));
 }

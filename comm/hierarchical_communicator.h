@@ -36,6 +36,7 @@
 #include "comm/comm_worker.h"
 #include "comm/communicator.h"
 #include "comm/ring.h"
+#include "comm/stall_inspector.h"
 #include "runtime/core/mpi_scope.h"
 #include "runtime/core/rank_context.h"
 
@@ -65,6 +66,7 @@ class HierarchicalCommunicator final : public Communicator {
   Communicator& flat(Location where) { return where.device ? *flat_ : *host_flat_; }
 
   core::MpiComm control_;
+  StallChannel stall_{control_.get()};  // watches each call as a whole (its parts have their own)
   int rank_ = 0;
   int size_ = 1;
   int local_rank_ = 0;

@@ -34,6 +34,7 @@ Work HostCommunicator::submit(const Collective& call) {
   const bool check = check_;
   if (!call.where.device) {
     auto operation = [this, call, check] {
+      StallChannel::Operation watched(stall_, name(), call);
       if (check) check_same_collective(comm_.get(), call);
       faults_.on_operation(name(), call);
       run(call);
@@ -44,10 +45,14 @@ Work HostCommunicator::submit(const Collective& call) {
   }
   if (!staging_) staging_ = std::make_unique<DeviceStaging>(staging_piece_bytes_);
   auto check_call = [this, check](const Collective& device_call) {
+    StallChannel::Operation watched(stall_, name(), device_call);
     if (check) check_same_collective(comm_.get(), device_call);
     faults_.on_operation(name(), device_call);
   };
-  auto run_call = [this](const Collective& c) { run(c); };
+  auto run_call = [this](const Collective& c) {
+    StallChannel::Operation watched(stall_, name(), c);
+    run(c);
+  };
   if (takes_device_pointers()) return staging_->run_direct(worker_, call, check_call, run_call);
   return staging_->run(worker_, call, size_, rank_, check_call, run_call);
 }

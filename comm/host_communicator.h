@@ -8,6 +8,7 @@
 // MPI is called from the worker thread beside the caller's, so the constructor requires
 // MPI_THREAD_MULTIPLE (core::require_mpi_thread_multiple). Every rank must use the same staging
 // piece size (DTRAIN_STAGING_PIECE_BYTES); the constructor checks, naming both values.
+// Every operation is watched by the stall inspector (stall_inspector.h) on the thread that runs it.
 // A subclass must call stop_worker() first thing in its destructor: queued operations run
 // subclass code (run()) and use subclass members, so the worker must finish them and stop before
 // any of that is destroyed.
@@ -19,6 +20,7 @@
 #include "comm/communicator.h"
 #include "comm/device_staging.h"
 #include "comm/fault_injection.h"
+#include "comm/stall_inspector.h"
 #include "runtime/core/mpi_scope.h"
 
 namespace dtrain::comm {
@@ -45,6 +47,7 @@ class HostCommunicator : public Communicator {
 
  private:
   core::MpiComm comm_;
+  StallChannel stall_{comm_.get()};
   int rank_ = 0;
   int size_ = 1;
   bool check_ = true;

@@ -41,20 +41,36 @@ NcclCommunicator::NcclCommunicator(MPI_Comm comm) : control_(core::MpiComm::dupl
   if (rank_ == 0) DTRAIN_NCCL_CHECK(ncclGetUniqueId(&id));
   DTRAIN_MPI_CHECK(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, control_.get())) << "broadcasting the NCCL unique id";
   DTRAIN_NCCL_CHECK(ncclCommInitRank(&nccl_, size_, id, rank_)) << "creating an NCCL communicator of " << size_;
+  stall_.set_async_error_poll("nccl", [this] { return poll_async_error(); });
 }
 
 NcclCommunicator::~NcclCommunicator() {
+  std::lock_guard lock(nccl_mutex_);
   if (nccl_ == nullptr) return;
-  if (aborted_) return;
-  ncclCommDestroy(nccl_);
+  if (!aborted_) ncclCommDestroy(nccl_);
+  nccl_ = nullptr;
+}
+
+std::string NcclCommunicator::poll_async_error() {
+  std::lock_guard lock(nccl_mutex_);
+  if (nccl_ == nullptr || aborted_) return "";
+  ncclResult_t async = ncclSuccess;
+  if (ncclCommGetAsyncError(nccl_, &async) != ncclSuccess) return "";
+  if (async == ncclSuccess || async == ncclInProgress) return "";
+  ncclCommAbort(nccl_);  // ends its kernels, so streams waiting on them are released
+  aborted_ = true;
+  return core::nccl_error_text(async) + " (ncclCommGetAsyncError; communicator aborted)";
 }
 
 void NcclCommunicator::checked(ncclResult_t result, const char* what) {
   if (result == ncclSuccess || result == ncclInProgress) return;
   const std::string text = core::nccl_error_text(result);
-  if (!aborted_) {
-    ncclCommAbort(nccl_);  // wake peers blocked in this communicator
-    aborted_ = true;
+  {
+    std::lock_guard lock(nccl_mutex_);
+    if (!aborted_) {
+      ncclCommAbort(nccl_);  // wake peers blocked in this communicator
+      aborted_ = true;
+    }
   }
   throw core::NcclError(core::ErrorKind::kNccl, what, text, "communicator aborted", __FILE__, __LINE__);
 }
@@ -64,7 +80,10 @@ Work NcclCommunicator::submit(const Collective& call) {
   DTRAIN_USAGE_CHECK(aborted_ == false) << describe(call) << ": this NCCL communicator was aborted after an error";
   DTRAIN_USAGE_CHECK(call.where.device || call.kind == CollectiveKind::kBarrier)
       << describe(call) << ": the nccl backend takes device buffers (Location::gpu(stream))";
-  if (check_) check_same_collective(control_.get(), call);
+  if (check_) {
+    StallChannel::Operation watched(stall_, name(), call);
+    check_same_collective(control_.get(), call);
+  }
   const cudaStream_t stream = stream_of(call);
   const ncclDataType_t type = nccl_type(call.dtype);
   switch (call.kind) {
@@ -76,7 +95,11 @@ Work NcclCommunicator::submit(const Collective& call) {
     case CollectiveKind::kAllGather:
       checked(ncclAllGather(call.send, call.recv, call.count, type, nccl_, stream), "ncclAllGather");
       break;
-    case CollectiveKind::kBarrier: DTRAIN_MPI_CHECK(MPI_Barrier(control_.get())); break;
+    case CollectiveKind::kBarrier: {
+      StallChannel::Operation watched(stall_, name(), call);
+      DTRAIN_MPI_CHECK(MPI_Barrier(control_.get()));
+      break;
+    }
   }
   return Work();
 }

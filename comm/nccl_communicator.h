@@ -4,11 +4,17 @@
 // cross-node, as the caller needs). Device buffers only; calls enqueue on the caller's stream.
 // 16-bit all-reduce and reduce-scatter reduce in fp32 (widen, fp32 reduce-scatter, round once,
 // 16-bit all-gather). On an NCCL error the communicator is aborted (ncclCommAbort) before the
-// error is thrown, so peers fail instead of waiting.
+// error is thrown, so peers fail instead of waiting. The stall inspector's watchdog polls
+// ncclCommGetAsyncError: an asynchronous error (a dead link, a failed peer) aborts the communicator
+// and ends the job, instead of leaving kernels, and the host waiting on them, blocked forever.
 #include <mpi.h>
 #include <nccl.h>
 
+#include <atomic>
+#include <mutex>
+
 #include "comm/communicator.h"
+#include "comm/stall_inspector.h"
 #include "runtime/core/mpi_scope.h"
 
 namespace dtrain::comm {
@@ -32,13 +38,18 @@ class NcclCommunicator final : public Communicator {
   void reduce_scatter(const Collective& call);
   // Runs an NCCL call; on failure aborts the communicator and throws NcclError.
   void checked(ncclResult_t result, const char* what);
+  // On the watchdog thread: "" or the asynchronous error's text (the communicator is then aborted).
+  std::string poll_async_error();
 
   core::MpiComm control_;  // consistency checks and barriers
+  std::mutex nccl_mutex_;  // nccl_'s abort and destruction against the watchdog's poll
   ncclComm_t nccl_ = nullptr;
   int rank_ = 0;
   int size_ = 1;
   bool check_ = true;
-  bool aborted_ = false;
+  std::atomic<bool> aborted_{false};
+  // Last member: it unregisters (no more polls) before the members the poll uses are destroyed.
+  StallChannel stall_{control_.get()};
 };
 
 }  // namespace dtrain::comm

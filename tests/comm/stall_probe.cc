@@ -1,0 +1,90 @@
+// dtrain-comm-stall-probe: a small job for the stall inspector's command-line tests
+// (tests/comm/stall_test.sh). Every rank runs CALLS all-reduces of 2^20+3 fp32 on BACKEND; before
+// its third call, rank STALLED_RANK stalls in one of two ways:
+//   sleep:S  sleeps S seconds (its process, the watchdog included, runs: it answers "not begun");
+//   stop:S   stops its whole process with SIGSTOP; a child sends SIGCONT after S seconds (0: never).
+// Rank 0 prints "stall-probe: stall begins at <unix time>" just before that call, and every rank
+// "stall-probe: done" after checking the sums. Thresholds: DTRAIN_STALL_WARNING_SECONDS and
+// DTRAIN_STALL_ABORT_SECONDS.
+//   dtrain-comm-stall-probe BACKEND STALLED_RANK sleep:S|stop:S [CALLS]
+#include <mpi.h>
+#include <signal.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "comm/hierarchical_communicator.h"
+#include "comm/mpi_communicator.h"
+#include "comm/mpi_ring_communicator.h"
+#include "runtime/core/error.h"
+#include "runtime/core/main_guard.h"
+#include "runtime/core/mpi_scope.h"
+#include "runtime/core/rank_context.h"
+
+namespace {
+
+using namespace dtrain;
+
+void stall(const std::string& how) {
+  const size_t colon = how.find(':');
+  DTRAIN_USAGE_CHECK(colon != std::string::npos) << "stall '" << how << "': use sleep:S or stop:S";
+  const int seconds = std::stoi(how.substr(colon + 1));
+  if (how.substr(0, colon) == "sleep") {
+    std::this_thread::sleep_for(std::chrono::seconds(seconds));
+    return;
+  }
+  DTRAIN_USAGE_CHECK(how.substr(0, colon) == "stop") << "stall '" << how << "': use sleep:S or stop:S";
+  if (seconds > 0) {
+    const pid_t parent = getpid();
+    if (fork() == 0) {  // only async-signal-safe calls in the child
+      sleep(static_cast<unsigned>(seconds));
+      kill(parent, SIGCONT);
+      _exit(0);
+    }
+  }
+  raise(SIGSTOP);
+}
+
+int probe(int argc, char** argv) {
+  DTRAIN_USAGE_CHECK(argc == 4 || argc == 5) << "usage: dtrain-comm-stall-probe BACKEND STALLED_RANK sleep:S|stop:S [CALLS]";
+  core::MpiScope mpi(&argc, &argv);
+  const std::string backend = argv[1];
+  const int stalled = std::stoi(argv[2]);
+  const int calls = argc == 5 ? std::stoi(argv[4]) : 4;
+  const core::RankContext ctx(MPI_COMM_WORLD, core::NodeLayout{1, true});
+  std::unique_ptr<comm::Communicator> c;
+  if (backend == "mpi-ring") c = std::make_unique<comm::MpiRingCommunicator>(ctx.world(), comm::RingTuning{});
+  if (backend == "mpi") c = std::make_unique<comm::MpiCommunicator>(ctx.world());
+  if (backend == "hierarchical") c = std::make_unique<comm::HierarchicalCommunicator>(ctx, false, comm::RingTuning{});
+  DTRAIN_USAGE_CHECK(c != nullptr) << "backend '" << backend << "': use mpi-ring, mpi or hierarchical";
+  const int rank = c->rank();
+  const size_t count = (size_t{1} << 20) + 3;
+  std::vector<float> data(count);
+  for (int k = 0; k < calls; ++k) {
+    for (float& x : data) x = static_cast<float>(rank + 1);
+    if (k == 2) {
+      if (rank == 0) {
+        timeval now{};
+        gettimeofday(&now, nullptr);
+        std::printf("stall-probe: stall begins at %ld.%06ld\n", static_cast<long>(now.tv_sec), static_cast<long>(now.tv_usec));
+        std::fflush(stdout);
+      }
+      if (rank == stalled) stall(argv[3]);
+    }
+    c->all_reduce(data.data(), data.data(), count, core::DType::kF32, comm::ReduceOp::kSum).wait();
+    const float sum = static_cast<float>(c->size() * (c->size() + 1) / 2);
+    DTRAIN_CHECK(data[0] == sum && data[count - 1] == sum) << "all-reduce " << k << " gave " << data[0];
+  }
+  std::printf("stall-probe: done on rank %d\n", rank);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return dtrain::core::run_main(argc, argv, probe); }
