@@ -1,5 +1,7 @@
 #include "comm/communicator.h"
 
+#include <cstdint>
+
 #include "runtime/core/error.h"
 
 namespace dtrain::comm {
@@ -48,6 +50,20 @@ void validate_call(const Collective& call, int world_size) {
       << describe(call) << ": root " << call.root << " is not a rank of a communicator of size " << world_size;
   DTRAIN_USAGE_CHECK(call.count == 0 || (call.send != nullptr && call.recv != nullptr))
       << describe(call) << ": null buffer";
+  if (call.count == 0 || call.send == call.recv) return;
+  // In place is exact (collective.h); any other overlap would read input the call already overwrote.
+  const size_t element = core::dtype_size(call.dtype);
+  const auto send = reinterpret_cast<uintptr_t>(call.send);
+  const auto recv = reinterpret_cast<uintptr_t>(call.recv);
+  const size_t send_bytes = send_elements(call, world_size) * element;
+  const size_t recv_bytes = recv_elements(call, world_size) * element;
+  if (send >= recv + recv_bytes || recv >= send + send_bytes) return;  // disjoint
+  const size_t block = call.count * element;
+  const bool own_block = (call.kind == CollectiveKind::kAllGather && send > recv && (send - recv) % block == 0) ||
+                         (call.kind == CollectiveKind::kReduceScatter && recv > send && (recv - send) % block == 0);
+  DTRAIN_USAGE_CHECK(own_block) << describe(call) << ": the send and receive buffers overlap partially (receive at send "
+                                << (recv >= send ? "+ " : "- ") << (recv >= send ? recv - send : send - recv)
+                                << " bytes); pass one buffer for in place, or two that do not overlap";
 }
 
 }  // namespace dtrain::comm

@@ -258,6 +258,37 @@ TEST_P(CommunicatorBehaviour, BadArgumentsAreUsageErrors) {
   EXPECT_THROW(fixture_.comm->all_reduce(nullptr, ints.data(), 1, DType::kF32, ReduceOp::kSum), core::UsageError);
 }
 
+// Send and receive buffers either are one buffer (in place: the same pointer, or for all_gather and
+// reduce_scatter this rank's block of the larger one) or do not overlap: a partial overlap reads
+// input the call has already overwritten, so it is refused before anything is sent.
+TEST_P(CommunicatorBehaviour, PartiallyOverlappingBuffersAreUsageErrors) {
+  const size_t n = static_cast<size_t>(size_);
+  std::vector<float> buf(4 * n + 8, 1.0f);
+  auto expect_overlap_error = [](auto&& call, const char* what) {
+    try {
+      call();
+      ADD_FAILURE() << what << ": accepted";
+    } catch (const core::UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("overlap"), std::string::npos) << what << ": " << e.what();
+    }
+  };
+  expect_overlap_error([&] { fixture_.comm->all_reduce(buf.data(), buf.data() + 1, 4, DType::kF32, ReduceOp::kSum); },
+                       "all_reduce recv = send + 1");
+  expect_overlap_error([&] { fixture_.comm->all_reduce(buf.data() + 3, buf.data(), 4, DType::kF32, ReduceOp::kSum); },
+                       "all_reduce send = recv + 3");
+  expect_overlap_error([&] { fixture_.comm->all_gather(buf.data() + 1, buf.data(), 4, DType::kF32); },
+                       "all_gather send inside recv, off its blocks");
+  expect_overlap_error(
+      [&] { fixture_.comm->reduce_scatter(buf.data(), buf.data() + 2, 4, DType::kF32, ReduceOp::kSum); },
+      "reduce_scatter recv inside send, off its blocks");
+  // Still fine: the same buffer, this rank's block, and neighbours that only touch.
+  fixture_.comm->all_reduce(buf.data(), buf.data(), 4, DType::kF32, ReduceOp::kSum).wait();
+  fixture_.comm->all_reduce(buf.data(), buf.data() + 4, 4, DType::kF32, ReduceOp::kSum).wait();
+  fixture_.comm->all_gather(buf.data() + 4 * static_cast<size_t>(rank_), buf.data(), 4, DType::kF32).wait();
+  fixture_.comm->reduce_scatter(buf.data(), buf.data() + 4 * static_cast<size_t>(rank_), 4, DType::kF32,
+                                ReduceOp::kSum).wait();
+}
+
 void PrintTo(const BackendSpec& spec, std::ostream* out) { *out << spec_label(spec); }
 
 std::string identifier(std::string name) {
