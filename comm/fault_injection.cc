@@ -1,10 +1,12 @@
 #include "comm/fault_injection.h"
 
+#include <csignal>
 #include <cstdint>
 #include <string>
 
 #include "runtime/core/env.h"
 #include "runtime/core/error.h"
+#include "runtime/core/log.h"
 #include "runtime/core/process_identity.h"
 
 namespace dtrain::comm {
@@ -14,10 +16,17 @@ FaultPlan fault_plan_from_env() {
   const std::optional<std::string> text = core::env_string("DTRAIN_FAULT_INJECT");
   if (!text) return plan;
   const size_t comma = text->find(',');
-  const std::string source = "DTRAIN_FAULT_INJECT='" + *text + "' (K or K,R)";
+  const std::string source = "DTRAIN_FAULT_INJECT='" + *text + "' (K, K,R or K,R,stop)";
   plan.at_operation = static_cast<uint64_t>(core::parse_int_in_range(text->substr(0, comma), 1, INT64_MAX, source));
   if (comma != std::string::npos) {
-    plan.only_world_rank = static_cast<int>(core::parse_int_in_range(text->substr(comma + 1), 0, INT32_MAX, source));
+    std::string rank = text->substr(comma + 1);
+    const size_t second = rank.find(',');
+    if (second != std::string::npos) {
+      DTRAIN_USAGE_CHECK(rank.substr(second + 1) == "stop") << source << ": the third field can only be 'stop'";
+      plan.stop = true;
+      rank.resize(second);
+    }
+    plan.only_world_rank = static_cast<int>(core::parse_int_in_range(rank, 0, INT32_MAX, source));
   }
   return plan;
 }
@@ -27,6 +36,13 @@ void FaultInjector::on_operation(const char* backend, const Collective& call) {
   if (plan_.at_operation == 0 || n != plan_.at_operation) return;
   const int rank = core::process_identity().world_rank;
   if (plan_.only_world_rank >= 0 && rank != plan_.only_world_rank) return;
+  if (plan_.stop) {
+    core::write_log_line(core::LogLevel::kWarn, std::string("injected stall (DTRAIN_FAULT_INJECT): stopping this process "
+                                                            "(SIGSTOP) at ") + backend + " operation " +
+                                                    std::to_string(n) + ", " + describe(call));
+    raise(SIGSTOP);
+    return;
+  }
   DTRAIN_FAIL() << "injected fault (DTRAIN_FAULT_INJECT): " << backend << " operation " << n << ", "
                 << describe(call) << ", failed on purpose on world rank " << rank;
 }

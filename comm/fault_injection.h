@@ -4,6 +4,8 @@
 //
 //   DTRAIN_FAULT_INJECT=K      the K-th operation (1-based) of every host-side communicator fails
 //   DTRAIN_FAULT_INJECT=K,R    ... on world rank R only
+//   DTRAIN_FAULT_INJECT=K,R,stop  instead of failing, rank R stops its whole process there
+//                              (SIGSTOP, as a hung node would): the stall inspector's test
 //
 // Host-side communicators are mpi-ring and mpi, so this also covers device buffers staged through
 // them and the cross-node step of hierarchical. The operation fails on the communicator's worker
@@ -20,6 +22,7 @@ namespace dtrain::comm {
 struct FaultPlan {
   uint64_t at_operation = 0;  // 0: never
   int only_world_rank = -1;   // -1: every rank
+  bool stop = false;          // stop the process (SIGSTOP) instead of failing
 };
 
 // UsageError naming the variable on a malformed value.

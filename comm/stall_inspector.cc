@@ -163,7 +163,8 @@ class StallWatchdog {
   std::optional<std::string> inspect(StallChannel& c, const StallSettings& s, Clock::time_point now);
   void serve(StallChannel& c);
   void ask(StallChannel& c, uint64_t op, Clock::time_point now);
-  std::string report(StallChannel& c, const char* backend, const Collective& call, uint64_t op, double waited);
+  std::string report(StallChannel& c, const char* backend, const std::optional<Collective>& call, uint64_t op,
+                     double waited);
 
   std::mutex mutex_;
   std::condition_variable wake_;
@@ -207,13 +208,13 @@ std::optional<std::string> StallWatchdog::inspect(StallChannel& c, const StallSe
 
   uint64_t op = 0;
   const char* backend = nullptr;
-  Collective call;
+  std::optional<Collective> call;
   Clock::time_point start;
   {
     std::lock_guard lock(c.current_mutex_);
     op = c.current_op_;
     backend = c.current_backend_;
-    call = c.current_call_;
+    if (c.current_is_call_) call = c.current_call_;
     start = c.current_start_;
   }
   if (c.finished_.load(std::memory_order_acquire) >= op) {
@@ -313,11 +314,13 @@ void StallWatchdog::ask(StallChannel& c, uint64_t op, Clock::time_point now) {
   }
 }
 
-std::string StallWatchdog::report(StallChannel& c, const char* backend, const Collective& call, uint64_t op,
-                                  double waited) {
+std::string StallWatchdog::report(StallChannel& c, const char* backend, const std::optional<Collective>& call,
+                                  uint64_t op, double waited) {
   std::ostringstream out;
   out.precision(1);
-  out << std::fixed << "stall: " << backend << " " << describe(call) << ", operation " << op << " of a communicator of "
+  out << std::fixed << "stall: " << backend;
+  if (call) out << " " << describe(*call);
+  out << ", operation " << op << " of a communicator of "
       << c.size_ << " ranks (world ranks " << format_ranks(c.world_ranks_) << "), has waited " << waited
       << " s on this rank; ";
   const StallChannel::Inspection& in = *c.inspection_;
@@ -411,11 +414,12 @@ void StallChannel::set_async_error_poll(const char* backend, std::function<std::
   StallWatchdog::instance().set_poll(this, backend, std::move(poll));
 }
 
-void StallChannel::begin(const char* backend, const Collective& call) {
+void StallChannel::begin(const char* backend, const Collective* call) {
   std::lock_guard lock(current_mutex_);
   ++current_op_;
   current_backend_ = backend;
-  current_call_ = call;
+  current_is_call_ = call != nullptr;
+  if (call != nullptr) current_call_ = *call;
   current_start_ = Clock::now();
 }
 

@@ -74,11 +74,14 @@ class StallChannel {
 
   // One operation of the channel, from its start to its end (RAII). `backend`: a string literal.
   // Operations of one channel run one at a time, in the same order on every rank.
+  // The second form watches any blocking call on the channel's group (a control-plane MPI_Allgather
+  // of the trainer, say); `what` is a string literal that names it in the report.
   class Operation {
    public:
     Operation(StallChannel& channel, const char* backend, const Collective& call) : channel_(channel) {
-      channel_.begin(backend, call);
+      channel_.begin(backend, &call);
     }
+    Operation(StallChannel& channel, const char* what) : channel_(channel) { channel_.begin(what, nullptr); }
     ~Operation() { channel_.finished_.fetch_add(1, std::memory_order_release); }
     Operation(const Operation&) = delete;
     Operation& operator=(const Operation&) = delete;
@@ -91,7 +94,7 @@ class StallChannel {
 
  private:
   friend class StallWatchdog;
-  void begin(const char* backend, const Collective& call);
+  void begin(const char* backend, const Collective* call);
 
   core::MpiComm comm_;             // the inspector's messages; null below MPI_THREAD_MULTIPLE
   int rank_ = 0;
@@ -102,6 +105,7 @@ class StallChannel {
   std::mutex current_mutex_;  // guards the four below; taken by begin() and the watchdog
   uint64_t current_op_ = 0;   // 1-based index of the latest operation begun
   const char* current_backend_ = "";
+  bool current_is_call_ = false;  // else current_backend_ is the whole description
   Collective current_call_;
   std::chrono::steady_clock::time_point current_start_;
   std::atomic<uint64_t> finished_{0};

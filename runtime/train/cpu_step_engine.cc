@@ -6,6 +6,7 @@
 
 #include "comm/factory.h"
 #include "comm/gradient_synchronizer.h"
+#include "comm/stall_inspector.h"
 #include "models/cpu/softmax_cross_entropy.h"
 #include "runtime/core/dtype.h"
 #include "runtime/train/sgd.h"
@@ -19,6 +20,7 @@ class CpuStepEngine final : public StepEngine {
   CpuStepEngine(const EngineSetup& setup, const core::RankContext& ctx) : setup_(setup), model_(setup.model) {
     const TrainConfig& c = setup.config;
     models::ParameterSet& params = model_.parameters();
+    comm::set_stall_settings({c.stall_warning_seconds(), c.stall_abort_seconds()});
     comm_ = comm::make_communicator(comm::parse_backend(c.backend(), "backend"), ctx, false);
     sync_ = std::make_unique<comm::GradientSynchronizer>(
         *comm_, params.grads_flat(), static_cast<size_t>(params.flat_size()),

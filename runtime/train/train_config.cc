@@ -10,6 +10,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "comm/stall_inspector.h"
 #include "runtime/core/cli.h"
 #include "runtime/core/error.h"
 #include "runtime/core/process_identity.h"
@@ -108,6 +109,7 @@ TrainConfig default_train_config() {
   c.set_timing_warmup_steps(5);
   c.set_keep_checkpoints(3);
   c.set_stop_signals("TERM,USR1");
+  c.set_stall_warning_seconds(60);
   return c;
 }
 
@@ -218,6 +220,7 @@ void validate(const TrainConfig& c) {
   DTRAIN_USAGE_CHECK((c.resume() != "latest" && c.resume() != "required") || !c.checkpoint_dir().empty())
       << "resume " << c.resume() << " needs checkpoint_dir";
   core::parse_signal_list(c.stop_signals(), "stop_signals");
+  comm::validate_stall_settings({c.stall_warning_seconds(), c.stall_abort_seconds()}, "TrainConfig");
   DTRAIN_USAGE_CHECK(c.model() != "small-resnet" || c.blocks_per_stage_size() > 0)
       << "small-resnet needs blocks_per_stage (e.g. --blocks_per_stage=1,1,1)";
 }

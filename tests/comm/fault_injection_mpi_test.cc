@@ -53,7 +53,12 @@ TEST(FaultPlan, ParsesOperationAndRankAndRefusesGarbage) {
   setenv("DTRAIN_FAULT_INJECT", "3,1", 1);
   EXPECT_EQ(fault_plan_from_env().at_operation, 3u);
   EXPECT_EQ(fault_plan_from_env().only_world_rank, 1);
-  for (const char* bad : {"0", "x", "3,", "3,-1", "2x"}) {
+  EXPECT_FALSE(fault_plan_from_env().stop);
+  setenv("DTRAIN_FAULT_INJECT", "4,2,stop", 1);
+  EXPECT_EQ(fault_plan_from_env().at_operation, 4u);
+  EXPECT_EQ(fault_plan_from_env().only_world_rank, 2);
+  EXPECT_TRUE(fault_plan_from_env().stop);
+  for (const char* bad : {"0", "x", "3,", "3,-1", "2x", "3,stop", "3,1,", "3,1,halt"}) {
     setenv("DTRAIN_FAULT_INJECT", bad, 1);
     EXPECT_THROW(fault_plan_from_env(), core::UsageError) << bad;
   }

@@ -10,6 +10,7 @@
 
 #include "comm/factory.h"
 #include "comm/gradient_buckets.h"
+#include "comm/stall_inspector.h"
 #include "runtime/core/error.h"
 #include "runtime/core/gpu_binding.h"
 #include "runtime/train/cuda/gpu_train_step.h"
@@ -42,6 +43,7 @@ class GpuStepEngine final : public StepEngine {
                        ctx.topology().node_count == 1)
         << "gradient_wire_dtype " << c.gradient_wire_dtype() << " on GPUs narrows the cross-node step of the "
         << "hierarchical backend, and this job's backend is " << comm::backend_name(backend);
+    comm::set_stall_settings({c.stall_warning_seconds(), c.stall_abort_seconds()});
     comm_ = comm::make_communicator(backend, ctx, true,
                                     backend == comm::Backend::kHierarchical ? wire : core::DType::kF32);
     step_ = std::make_unique<cuda::GpuTrainStep>(o, comm_.get(), gpu);
