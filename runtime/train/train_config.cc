@@ -15,6 +15,7 @@
 #include "runtime/core/error.h"
 #include "runtime/core/process_identity.h"
 #include "runtime/core/stop_signals.h"
+#include "runtime/train/config_limits.h"
 
 namespace dtrain::train {
 namespace {
@@ -223,6 +224,7 @@ void validate(const TrainConfig& c) {
   comm::validate_stall_settings({c.stall_warning_seconds(), c.stall_abort_seconds()}, "TrainConfig");
   DTRAIN_USAGE_CHECK(c.model() != "small-resnet" || c.blocks_per_stage_size() > 0)
       << "small-resnet needs blocks_per_stage (e.g. --blocks_per_stage=1,1,1)";
+  validate_limits(c);  // absurd sizes and non-finite numbers, before anything is allocated
 }
 
 std::string describe(const TrainConfig& config) {
