@@ -5,7 +5,8 @@
 // status is the highest over the tasks, counting a signal as 128 + signal. A rank that exits 3
 // would so surface as 143 (the SIGTERM of its peers), hiding the real status. The wrapper runs
 // PROGRAM as a child, passes every signal it gets on to it, and when PROGRAM dies of a stop
-// signal the wrapper passed on (the job is being ended from outside), exits 1 instead: the job's
+// signal (or exits 128 + one, as a shell reports its child's death) while the wrapper passed one
+// on (the job is being ended from outside), exits 1 instead: the job's
 // status is then the failed rank's own, and the job state (FAILED, CANCELLED) still tells a
 // cancellation apart. Any other ending of PROGRAM is returned unchanged (a crash by signal S as
 // 128 + S, as a shell reports it).
