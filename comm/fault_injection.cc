@@ -31,6 +31,11 @@ FaultPlan fault_plan_from_env() {
   return plan;
 }
 
+uint64_t backward_fault_step_from_env() {
+  const std::optional<int64_t> step = core::env_int("DTRAIN_FAULT_INJECT_BACKWARD", 1, INT64_MAX);
+  return step ? static_cast<uint64_t>(*step) : 0;
+}
+
 void FaultInjector::on_operation(const char* backend, const Collective& call) {
   const uint64_t n = ++operations_;
   if (plan_.at_operation == 0 || n != plan_.at_operation) return;

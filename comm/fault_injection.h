@@ -19,6 +19,11 @@
 
 namespace dtrain::comm {
 
+// DTRAIN_FAULT_INJECT_BACKWARD=S: in step S (1-based) of the host gradient synchronizer, the
+// gradient report that starts a bucket's all-reduce then throws, as an error inside backward
+// would, with that all-reduce still in flight (issue 14, item 12). Unset: never (0).
+uint64_t backward_fault_step_from_env();
+
 struct FaultPlan {
   uint64_t at_operation = 0;  // 0: never
   int only_world_rank = -1;   // -1: every rank

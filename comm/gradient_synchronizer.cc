@@ -1,5 +1,6 @@
 #include "comm/gradient_synchronizer.h"
 
+#include "comm/fault_injection.h"
 #include "comm/host_reduce.h"
 #include "runtime/core/error.h"
 
@@ -15,9 +16,21 @@ GradientSynchronizer::GradientSynchronizer(Communicator& comm, float* gradients,
       wire_copy_.emplace_back(core::MemoryKind::kHost, (buckets_.end(i) - buckets_.begin(i)) * 2);
     }
   }
+  fault_step_ = backward_fault_step_from_env();
+}
+
+GradientSynchronizer::~GradientSynchronizer() {
+  for (const Work& w : work_) {
+    try {
+      w.wait();
+    } catch (...) {
+      // The step was abandoned (finish() reports failures of completed steps).
+    }
+  }
 }
 
 void GradientSynchronizer::begin_step() {
+  ++steps_;
   buckets_.begin_step();
   comm_.set_consistency_check(buckets_.check_calls_this_step());
   for (Work& w : work_) w = Work();
@@ -25,6 +38,10 @@ void GradientSynchronizer::begin_step() {
 
 void GradientSynchronizer::mark_ready(size_t begin, size_t end) {
   buckets_.mark_ready(begin, end, [this](size_t i) { launch(i); });
+  if (fault_step_ != 0 && steps_ == fault_step_ && buckets_.launched_during_backward() > 0) {
+    DTRAIN_FAIL() << "injected fault in backward (DTRAIN_FAULT_INJECT_BACKWARD): step " << steps_ << ", with "
+                  << buckets_.launched_during_backward() << " bucket all-reduce(s) in flight";
+  }
 }
 
 void GradientSynchronizer::launch(size_t i) {

@@ -10,10 +10,13 @@
 //
 // One step at a time: begin_step(), mark_ready() for every element exactly once, finish().
 // The communicator checks every call of the first step only (GradientBuckets says why). A failed
-// all-reduce throws from finish().
+// all-reduce throws from finish(). The destructor waits for every all-reduce still queued (a step
+// abandoned by an exception in backward), so none touches the gradients or the wire copies after
+// they are gone; their failures are dropped then.
 // Host buffers (the CPU path; the GPU path's counterpart is DeviceGradientSynchronizer);
 // not thread-safe.
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -26,6 +29,9 @@ class GradientSynchronizer {
  public:
   // wire: kF32, kBF16 or kF16.
   GradientSynchronizer(Communicator& comm, float* gradients, size_t count, size_t bucket_bytes, DType wire);
+  ~GradientSynchronizer();
+  GradientSynchronizer(const GradientSynchronizer&) = delete;
+  GradientSynchronizer& operator=(const GradientSynchronizer&) = delete;
 
   void begin_step();
   void mark_ready(size_t begin, size_t end);
@@ -44,6 +50,8 @@ class GradientSynchronizer {
   GradientBuckets buckets_;
   std::vector<Work> work_;             // per bucket, this step
   std::vector<core::Buffer> wire_copy_;  // per bucket: the 16-bit copy when the wire format is narrower
+  uint64_t steps_ = 0;
+  uint64_t fault_step_ = 0;  // DTRAIN_FAULT_INJECT_BACKWARD (fault_injection.h)
 };
 
 }  // namespace dtrain::comm

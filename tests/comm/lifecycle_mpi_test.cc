@@ -7,9 +7,11 @@
 
 #include <stdlib.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "comm/gradient_synchronizer.h"
 #include "comm/mpi_ring_communicator.h"
 #include "runtime/core/error.h"
 #include "tests/comm/test_backends.h"
@@ -48,6 +50,59 @@ INSTANTIATE_TEST_SUITE_P(Backends, DestroyedWithWorkQueued,
                          testing::Values(BackendCase{"mpi-ring", 1}, BackendCase{"mpi", 1},
                                          BackendCase{"hierarchical", 1}, BackendCase{"hierarchical", 2}),
                          test::backend_param_label);
+
+// An exception in backward with buckets in flight (issue 14, item 12): the synchronizer is
+// destroyed mid-step, then its communicator, with 16-bit wire copies still being all-reduced. The
+// queued all-reduces must finish before the copies are freed: no use-after-free (ASAN), no crash.
+class SynchronizerAbandonedMidStep : public testing::TestWithParam<BackendCase> {};
+
+TEST_P(SynchronizerAbandonedMidStep, QueuedBucketsFinishBeforeTheirBuffersGo) {
+  test::Watchdog watchdog("SynchronizerAbandonedMidStep " + test::backend_label(GetParam()), 180);
+  for (int repeat = 0; repeat < 4; ++repeat) {
+    test::Backend b = test::make_backend(GetParam());
+    const size_t count = (size_t{1} << 22) + 5;  // 17 buckets of 1 MiB
+    std::vector<float> grads(count, static_cast<float>(world_rank() + 1));
+    for (DType wire : {DType::kBF16, DType::kF32}) {
+      auto sync = std::make_unique<GradientSynchronizer>(*b.comm, grads.data(), count, size_t{1} << 20, wire);
+      sync->begin_step();
+      sync->mark_ready(count / 4, count);  // the last three quarters: 13 buckets queued
+      sync.reset();  // unwinding from the exception
+    }
+    b.comm.reset();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, SynchronizerAbandonedMidStep,
+                         testing::Values(BackendCase{"mpi-ring", 1}, BackendCase{"mpi", 1},
+                                         BackendCase{"hierarchical", 1}, BackendCase{"hierarchical", 2}),
+                         test::backend_param_label);
+
+TEST(SynchronizerAbandonedMidStep, InjectedBackwardFaultThrowsWithBucketsInFlight) {
+  test::Watchdog watchdog("InjectedBackwardFault", 120);
+  setenv("DTRAIN_FAULT_INJECT_BACKWARD", "2", 1);
+  test::Backend b = test::make_backend(BackendCase{"mpi-ring", 1});
+  const size_t count = (size_t{1} << 20) + 3;
+  std::vector<float> grads(count, 1.0f);
+  std::string error;
+  {
+    GradientSynchronizer sync(*b.comm, grads.data(), count, size_t{1} << 20, DType::kBF16);
+    unsetenv("DTRAIN_FAULT_INJECT_BACKWARD");
+    try {
+      for (int step = 0; step < 3; ++step) {
+        sync.begin_step();
+        for (size_t end = count; end > 0; end = end > 100000 ? end - 100000 : 0) {
+          sync.mark_ready(end > 100000 ? end - 100000 : 0, end);
+        }
+        sync.finish();
+      }
+    } catch (const core::Error& e) {
+      error = e.what();
+    }
+  }
+  EXPECT_NE(error.find("injected fault in backward (DTRAIN_FAULT_INJECT_BACKWARD): step 2, with 1 bucket"),
+            std::string::npos)
+      << error;
+}
 
 // Runs `make` on every rank, which must throw a UsageError on every rank whose text contains
 // each of `expected`.
