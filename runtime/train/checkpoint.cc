@@ -260,10 +260,11 @@ std::string write_checkpoint(const std::string& dir, proto::CheckpointHeader hea
 }
 
 void read_checkpoint(const std::string& path, proto::CheckpointHeader* header,
-                     const std::vector<NamedTensor>& tensors) {
+                     const std::vector<NamedTensor>& tensors, const HeaderCheck& check_header) {
   std::ifstream in(path, std::ios::binary);
   uint64_t data_bytes = 0;
   const uint64_t data_start = read_header(in, path, header, &data_bytes);
+  if (check_header) check_header(*header, path);
   for (const NamedTensor& t : tensors) {
     const auto entry = std::find_if(header->tensors().begin(), header->tensors().end(),
                                     [&](const proto::TensorEntry& e) { return e.name() == t.name; });
@@ -282,18 +283,28 @@ void read_checkpoint(const std::string& path, proto::CheckpointHeader* header,
 }
 
 std::string resolve_checkpoint(const std::string& spec, const std::string& dir, proto::CheckpointHeader* header,
-                               const std::vector<NamedTensor>& tensors) {
+                               const std::vector<NamedTensor>& tensors, const HeaderCheck& check_header) {
   if (spec != "latest" && spec != "required") {
-    read_checkpoint(spec, header, tensors);
+    read_checkpoint(spec, header, tensors, check_header);
     return spec;
+  }
+  bool refused_by_check = false;
+  HeaderCheck guarded;
+  if (check_header) {
+    guarded = [&](const proto::CheckpointHeader& h, const std::string& path) {
+      refused_by_check = true;
+      check_header(h, path);
+      refused_by_check = false;
+    };
   }
   const std::vector<CheckpointFile> all = list_checkpoints(dir);
   DTRAIN_USAGE_CHECK(!all.empty()) << "--resume " << spec << ": no checkpoint in '" << dir << "'";
   for (const CheckpointFile& file : all) {
     try {
-      read_checkpoint(file.path, header, tensors);
+      read_checkpoint(file.path, header, tensors, guarded);
       return file.path;
     } catch (const core::UsageError& e) {
+      if (refused_by_check) throw;
       DTRAIN_LOG(kWarn) << "skipping checkpoint: " << e.detail();
     }
   }

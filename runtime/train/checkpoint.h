@@ -11,6 +11,7 @@
 // Errors: a file that is missing, truncated, corrupt or does not fit the model is a UsageError
 // naming it; a failed write (full disk, I/O error) is an Error naming the file.
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -59,12 +60,17 @@ std::string write_checkpoint(const std::string& dir, proto::CheckpointHeader hea
 
 // Reads and verifies `path` into `header` and the tensors (matched by name and size).
 // UsageError naming the file if it is truncated, corrupt or does not fit the model.
-void read_checkpoint(const std::string& path, proto::CheckpointHeader* header, const std::vector<NamedTensor>& tensors);
+// check_header, when given, sees the verified header before any tensor is read (the resume's
+// config comparison, so that a changed model is named as such rather than as a tensor's size).
+using HeaderCheck = std::function<void(const proto::CheckpointHeader& header, const std::string& path)>;
+void read_checkpoint(const std::string& path, proto::CheckpointHeader* header, const std::vector<NamedTensor>& tensors,
+                     const HeaderCheck& check_header = nullptr);
 
 // `spec` is a path, or "latest" / "required": the newest written checkpoint in `dir` that verifies,
 // falling back to older ones (each rejected file is reported). UsageError if there is none (the
 // trainer starts fresh instead on "latest" when `dir` holds no checkpoint at all).
+// An error from check_header is never skipped: it ends the resume.
 std::string resolve_checkpoint(const std::string& spec, const std::string& dir, proto::CheckpointHeader* header,
-                               const std::vector<NamedTensor>& tensors);
+                               const std::vector<NamedTensor>& tensors, const HeaderCheck& check_header = nullptr);
 
 }  // namespace dtrain::train

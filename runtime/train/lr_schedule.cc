@@ -22,8 +22,8 @@ LinearScalingSchedule::LinearScalingSchedule(const LrScheduleOptions& options, l
   peak_ = options.base_lr * options.global_batch / 256.0;
 }
 
-double LinearScalingSchedule::lr_at(long iteration) const {
-  const double epoch = static_cast<double>(iteration) / static_cast<double>(per_epoch_);
+double LinearScalingSchedule::lr_at(double iteration) const {
+  const double epoch = iteration / static_cast<double>(per_epoch_);
   if (epoch < options_.warmup_epochs) {
     const double progress = epoch / options_.warmup_epochs;
     const double start = options_.warmup_start_fraction;

@@ -27,8 +27,9 @@ class LinearScalingSchedule {
   LinearScalingSchedule(const LrScheduleOptions& options, long iterations_per_epoch);
 
   double peak_lr() const { return peak_; }
-  // The learning rate for iteration `iteration` (0-based, counted from the start of training).
-  double lr_at(long iteration) const;
+  // The learning rate for iteration `iteration` (0-based, counted from the start of training; a
+  // fraction after a resume on another global batch, where progress is counted in images).
+  double lr_at(double iteration) const;
   // "world 8, batch/rank 32, global batch 256, scaled lr 0.1 (base 0.1 x 256/256), warm-up 5 epochs"
   std::string describe(int world_size, int batch_per_rank) const;
 

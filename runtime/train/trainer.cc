@@ -24,6 +24,7 @@
 #include "runtime/train/data/image_folder_dataset.h"
 #include "runtime/train/data/synthetic_dataset.h"
 #include "runtime/train/metrics_log.h"
+#include "runtime/train/resume_changes.h"
 
 namespace dtrain::train {
 namespace {
@@ -64,6 +65,9 @@ struct Trainer::Parts {
   int start_epoch = 0;
   int loading_epoch = -1;  // the epoch the train loader already works on from its first batch
   long start_step_in_epoch = 0;
+  // A resume on another world size or batch: the start epoch's shuffled list is dealt over the
+  // ranks again from this entry (the images already trained on), starting at start_step_in_epoch.
+  size_t start_entry = 0;
   std::string run_id;        // rank 0: names this run's checkpoints
   int nonfinite_streak = 0;  // consecutive loss checks with a non-finite loss on some rank
   // Stop signals (stop_signals.h): each step posts this rank's flag in a non-blocking all-reduce
@@ -263,9 +267,13 @@ EpochResult Trainer::train_epoch(int epoch) {
   Parts& p = *parts_;
   const int batch = config_.batch_per_rank();
   const long first_step = epoch == p.start_epoch ? p.start_step_in_epoch : 0;
-  if (p.loading_epoch != epoch || first_step != 0) p.train_loader->start_epoch(epoch, static_cast<size_t>(first_step));
+  const size_t first_entry = epoch == p.start_epoch ? p.start_entry : 0;
+  if (p.loading_epoch != epoch || first_step != 0) {
+    p.train_loader->start_epoch(epoch, static_cast<size_t>(first_step), first_entry);
+  }
   p.loading_epoch = -1;
   const long steps = steps_per_epoch();
+  const double epoch_images = static_cast<double>(images_before(epoch, steps));  // this epoch's, in all
 
   using Clock = std::chrono::steady_clock;
   double loss_sum = 0;  // over the steps whose loss was read
@@ -282,7 +290,11 @@ EpochResult Trainer::train_epoch(int epoch) {
     interval_wait += waited;
     epoch_wait += waited;
     DTRAIN_CHECK(b != nullptr) << "loader ran dry at step " << step;
-    const double lr = p.schedule->lr_at(p.global_step);
+    // The schedule's position by images seen: epoch x steps + step exactly without a change of
+    // world size or batch; after one, the share of the epoch's images seen, in steps.
+    const double lr = p.schedule->lr_at(static_cast<double>(epoch) * static_cast<double>(steps) +
+                                        static_cast<double>(steps) * static_cast<double>(images_before(epoch, step)) /
+                                            epoch_images);
     p.engine->train_step(*b, static_cast<float>(lr));
     p.train_loader->retain(b);
     release_finished(*p.engine, *p.train_loader, false);
@@ -433,6 +445,15 @@ long Trainer::steps_per_epoch() const {
   return config_.max_steps_per_epoch() > 0 ? std::min<long>(batches, config_.max_steps_per_epoch()) : batches;
 }
 
+long Trainer::images_before(int epoch, long step) const {
+  const Parts& p = *parts_;
+  const long global_batch = static_cast<long>(config_.batch_per_rank()) * ctx_.topology().world_size;
+  if (epoch == p.start_epoch && p.start_entry > 0) {
+    return static_cast<long>(p.start_entry) + (step - p.start_step_in_epoch) * global_batch;
+  }
+  return step * global_batch;
+}
+
 bool Trainer::step_limit_reached() const {
   return config_.max_total_steps() > 0 && parts_->global_step >= config_.max_total_steps();
 }
@@ -501,6 +522,7 @@ void Trainer::save_checkpoint(int epoch, long step_in_epoch) {
   header.set_epoch(step_in_epoch >= steps ? epoch + 1 : epoch);
   header.set_step_in_epoch(step_in_epoch >= steps ? 0 : step_in_epoch);
   header.set_global_step(parts_->global_step);
+  header.set_images_in_epoch(step_in_epoch >= steps ? 0 : images_before(epoch, step_in_epoch));
   header.set_data_seed(config_.seed());
   header.set_world_size(ctx_.topology().world_size);
   header.set_run_id(parts_->run_id);
@@ -511,7 +533,9 @@ void Trainer::save_checkpoint(int epoch, long step_in_epoch) {
 void Trainer::resume_from(const std::string& spec) {
   // Rank 0 reads and verifies the file; everyone gets its contents by broadcast, so the ranks need
   // no shared file system.
-  int64_t position[4] = {0, 0, 0, 1};  // epoch, step in epoch, global step, whether there is one
+  // epoch, step in epoch, global step, whether there is one, images of the epoch trained on, and
+  // the checkpoint's world size and batch per rank
+  int64_t position[7] = {0, 0, 0, 1, 0, 0, 0};
   const std::vector<NamedTensor> tensors = checkpoint_tensors();
   if (ctx_.topology().world_rank == 0 && spec == "latest" && list_checkpoints(config_.checkpoint_dir()).empty()) {
     position[3] = 0;
@@ -519,12 +543,25 @@ void Trainer::resume_from(const std::string& spec) {
                       << " yet, starting fresh (--resume required makes this an error)";
   } else if (ctx_.topology().world_rank == 0) {
     proto::CheckpointHeader header;
-    const std::string path = resolve_checkpoint(spec, config_.checkpoint_dir(), &header, tensors);
-    DTRAIN_USAGE_CHECK(header.data_seed() == config_.seed())
-        << "checkpoint " << path << " was written with seed " << header.data_seed() << ", this run has " << config_.seed();
+    // The config first: a changed model is named as such, before its tensors fail to fit.
+    std::vector<std::string> accepted;
+    const std::string path = resolve_checkpoint(
+        spec, config_.checkpoint_dir(), &header, tensors, [&](const proto::CheckpointHeader& h, const std::string& file) {
+          DTRAIN_USAGE_CHECK(h.data_seed() == config_.seed())
+              << "checkpoint " << file << " was written with seed " << h.data_seed() << ", this run has " << config_.seed();
+          accepted = check_resume_config(h.config(), config_, file);
+        });
+    for (const std::string& change : accepted) {
+      DTRAIN_LOG(kWarn) << "resuming with " << change << " (accepted by resume_allow_changes)";
+    }
+    const int64_t saved_global_batch = int64_t{header.config().batch_per_rank()} * header.world_size();
     position[0] = header.epoch();
     position[1] = header.step_in_epoch();
     position[2] = header.global_step();
+    // Files before images_in_epoch: the steps of the epoch times their global batch.
+    position[4] = header.images_in_epoch() > 0 ? header.images_in_epoch() : header.step_in_epoch() * saved_global_batch;
+    position[5] = header.world_size();
+    position[6] = header.config().batch_per_rank();
     // Resumed from the newest checkpoint of its run, the run continues (its id, so rotation goes on
     // with its files). Resumed from an older one, it branches off under a new id, so its rotation
     // never deletes the original run's later checkpoints.
@@ -539,13 +576,46 @@ void Trainer::resume_from(const std::string& spec) {
                       << " at epoch " << position[0] << ", step " << position[1] << " of the epoch, step "
                       << position[2] << " in total";
   }
-  DTRAIN_MPI_CHECK(MPI_Bcast(position, 4, MPI_INT64_T, 0, ctx_.world()));
+  DTRAIN_MPI_CHECK(MPI_Bcast(position, 7, MPI_INT64_T, 0, ctx_.world()));
   if (position[3] == 0) return;
   // Rank 0 read them into the engine's host mirror; the engine hands them to every rank.
   parts_->engine->load_from_host();
   parts_->start_epoch = static_cast<int>(position[0]);
-  parts_->start_step_in_epoch = position[1];
   parts_->global_step = position[2];
+  // Progress in images: the epoch's first `seen` entries are done. Where they end on a step of this
+  // run's global batch, the epoch goes on as the sampler deals it (the unchanged resume); otherwise
+  // the rest of the epoch is dealt over this run's ranks from that entry.
+  const int world = ctx_.topology().world_size;
+  const long global_batch = static_cast<long>(config_.batch_per_rank()) * world;
+  const long steps = steps_per_epoch();
+  const long seen = position[4];
+  long first_step = seen / global_batch;
+  parts_->start_entry = 0;
+  if (seen % global_batch != 0) {
+    // The rest of the list, up to the epoch's cap where max_steps_per_epoch sets one, in whole steps.
+    const long size = static_cast<long>(parts_->train_data->size());
+    const long entries = config_.max_steps_per_epoch() > 0 ? std::min(size, steps * global_batch) : size;
+    const long remaining = std::min(steps, std::max(0L, entries - seen) / global_batch);
+    first_step = steps - remaining;
+    parts_->start_entry = static_cast<size_t>(seen);
+  }
+  if (first_step >= steps) {  // nothing of the epoch left at this geometry
+    ++parts_->start_epoch;
+    first_step = 0;
+    parts_->start_entry = 0;
+  }
+  parts_->start_step_in_epoch = first_step;
+  if (position[5] != world || position[6] != config_.batch_per_rank()) {
+    const long saved_global_batch = position[5] * position[6];
+    DTRAIN_LOG0(kInfo) << "resuming a checkpoint of " << position[5] << " rank(s) x batch " << position[6]
+                       << " (global batch " << saved_global_batch << ") on " << world << " rank(s) x batch "
+                       << config_.batch_per_rank() << " (global batch " << global_batch << "): peak lr "
+                       << parts_->schedule->peak_lr() * static_cast<double>(saved_global_batch) / static_cast<double>(global_batch)
+                       << " -> " << parts_->schedule->peak_lr() << " by the linear rule; " << seen
+                       << " images of epoch " << position[0] << " seen, the epoch goes on at its step " << first_step
+                       << " of " << steps << (parts_->start_entry > 0 ? ", its rest dealt over the new ranks" : "")
+                       << "; the schedule continues by images seen";
+  }
 }
 
 void Trainer::run() {

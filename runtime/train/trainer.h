@@ -74,6 +74,8 @@ class Trainer {
   void save_checkpoint(int epoch, long step_in_epoch);
   // Steps in an epoch: the loader's batches, capped by max_steps_per_epoch.
   long steps_per_epoch() const;
+  // Entries of `epoch`'s shuffled list trained on before its step `step` (this run's geometry).
+  long images_before(int epoch, long step) const;
   bool step_limit_reached() const;
   std::vector<NamedTensor> checkpoint_tensors();
 

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <unistd.h>
@@ -140,6 +141,78 @@ TEST(DataLoader, DeliversEveryBatchInSamplerOrderWhateverTheThreads) {
   }
   EXPECT_EQ(runs[0], runs[2]);
   EXPECT_EQ(runs[1], runs[3]);
+}
+
+// A dataset whose label is the sample's index, to see which samples a loader delivered.
+class IndexDataset final : public Dataset {
+ public:
+  explicit IndexDataset(size_t size) : size_(size) {}
+  std::string name() const override { return "index"; }
+  size_t size() const override { return size_; }
+  int num_classes() const override { return static_cast<int>(size_); }
+  ImageShape output_shape() const override { return {1, 1, 1}; }
+  int32_t load(size_t index, std::mt19937_64&, uint8_t* out) const override {
+    *out = 0;
+    return static_cast<int32_t>(index);
+  }
+  void normalization(float mean[3], float std[3]) const override {
+    std::fill(mean, mean + 3, 0.0f);
+    std::fill(std, std + 3, 1.0f);
+  }
+
+ private:
+  size_t size_;
+};
+
+// The samples that `world` loaders (batch `batch`) deliver in steps [first_step, last_step) of
+// `epoch`, resumed from entry `first_entry` of the epoch's list (0: not re-dealt).
+std::vector<int32_t> delivered(const Dataset& data, int world, int batch, int epoch, long first_step, long last_step,
+                               size_t first_entry) {
+  std::vector<int32_t> seen;
+  for (int r = 0; r < world; ++r) {
+    ShardedSampler sampler(data.size(), world, r, SamplerOptions{17, true, true});
+    DataLoader loader(data, sampler, LoaderOptions{batch, 2, 3, 9});
+    loader.start_epoch(epoch, static_cast<size_t>(first_step), first_entry);
+    for (long step = first_step; step < last_step; ++step) {
+      const Batch* b = loader.next();
+      EXPECT_NE(b, nullptr) << "rank " << r << " step " << step;
+      if (b == nullptr) break;
+      seen.insert(seen.end(), b->labels.begin(), b->labels.begin() + b->size);
+    }
+  }
+  return seen;
+}
+
+// Issue 14, item 8: the first k steps of an epoch cover the first k x batch x world entries of its
+// shuffled list, so a resume on another world size or batch deals the rest over its ranks and the
+// epoch sees every sample exactly once: 2 ranks x 4 for 3 steps (24), then 1 rank x 5 (the other
+// 40, 8 steps); 1 rank x 3 for 7 steps (21 of 61), then 2 ranks x 2 (40, 10 steps); and a resume
+// that lands on a step boundary (24 seen, 1 rank x 8) deals nothing again.
+TEST(ShardedSampler, AResumeOnAnotherGeometrySeesEveryEntryOfTheEpochOnce) {
+  struct Case {
+    size_t size;
+    int world_before, batch_before;
+    long steps_before;
+    int world_after, batch_after;
+    long first_step_after, last_step_after;
+    size_t first_entry;
+  };
+  for (const Case& c : {Case{64, 2, 4, 3, 1, 5, 4, 12, 24}, Case{61, 1, 3, 7, 2, 2, 5, 15, 21},
+                        Case{64, 2, 4, 3, 1, 8, 3, 8, 0}}) {
+    const IndexDataset data(c.size);
+    for (int epoch : {0, 3}) {
+      std::vector<int32_t> seen = delivered(data, c.world_before, c.batch_before, epoch, 0, c.steps_before, 0);
+      ASSERT_EQ(seen.size(), static_cast<size_t>(c.steps_before * c.world_before * c.batch_before));
+      const std::vector<int32_t> rest = delivered(data, c.world_after, c.batch_after, epoch, c.first_step_after,
+                                                  c.last_step_after, c.first_entry);
+      seen.insert(seen.end(), rest.begin(), rest.end());
+      std::sort(seen.begin(), seen.end());
+      std::vector<int32_t> every(c.size);
+      std::iota(every.begin(), every.end(), 0);
+      EXPECT_EQ(seen, every) << c.size << " samples, " << c.world_before << "x" << c.batch_before << " -> "
+                             << c.world_after << "x" << c.batch_after << ", epoch " << epoch;
+    }
+  }
 }
 
 // Retaining every batch the loader has would leave the workers nothing to fill: an error, not a hang.

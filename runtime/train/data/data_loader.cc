@@ -64,12 +64,17 @@ void DataLoader::assign(Slot& slot, long number) {
   slot.assigned.store(number, std::memory_order_release);  // publishes size and remaining to the workers
 }
 
-void DataLoader::start_epoch(int epoch, size_t first_batch) {
+void DataLoader::start_epoch(int epoch, size_t first_batch, size_t first_entry) {
   stop_workers();
   for (const Slot& s : slots_) {
     DTRAIN_CHECK(s.state != SlotState::kRetained) << "start_epoch with a batch still retained: release it first";
   }
   indices_ = sampler_.indices(epoch);
+  if (first_entry > 0) {
+    const size_t from = std::min(indices_.size(), first_batch * static_cast<size_t>(options_.batch_size));
+    const std::vector<size_t> rest = sampler_.indices_from(epoch, first_entry, indices_.size() - from);
+    std::copy(rest.begin(), rest.end(), indices_.begin() + static_cast<std::ptrdiff_t>(from));
+  }
   epoch_ = epoch;
   next_to_return_ = first_batch;
   next_job_ = first_batch * static_cast<size_t>(options_.batch_size);

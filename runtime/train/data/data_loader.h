@@ -53,8 +53,10 @@ class DataLoader {
   const LoaderOptions& options() const { return options_; }
 
   // Starts producing the batches of `epoch` from batch `first_batch` (resuming mid-epoch), finishing
-  // or abandoning the previous epoch. No batch may be retained.
-  void start_epoch(int epoch, size_t first_batch = 0);
+  // or abandoning the previous epoch. No batch may be retained. first_entry > 0 (a resume on another
+  // world size or batch): batches first_batch... take the epoch's shuffled list from that entry on,
+  // dealt over the ranks again (ShardedSampler::indices_from).
+  void start_epoch(int epoch, size_t first_batch = 0, size_t first_entry = 0);
   // The next batch of the epoch; nullptr after the last one. Blocks until it is complete and
   // rethrows a worker's failure (too many bad files, say). Each call hands back to the workers the
   // batches returned before it, except those retained.

@@ -23,7 +23,7 @@ ShardedSampler::ShardedSampler(size_t dataset_size, int world_size, int rank, Sa
       << "dataset of " << size_ << " samples is smaller than the " << world_size << " ranks with drop_last";
 }
 
-std::vector<size_t> ShardedSampler::indices(int epoch) const {
+std::vector<size_t> ShardedSampler::shuffled(int epoch) const {
   std::vector<size_t> order(size_);
   std::iota(order.begin(), order.end(), size_t{0});
   if (options_.shuffle) {
@@ -35,11 +35,19 @@ std::vector<size_t> ShardedSampler::indices(int epoch) const {
       std::swap(order[i - 1], order[j]);
     }
   }
+  return order;
+}
+
+std::vector<size_t> ShardedSampler::indices(int epoch) const { return indices_from(epoch, 0, per_rank_); }
+
+std::vector<size_t> ShardedSampler::indices_from(int epoch, size_t first_entry, size_t count) const {
+  const std::vector<size_t> order = shuffled(epoch);
   std::vector<size_t> mine;
-  mine.reserve(per_rank_);
-  for (size_t k = 0; k < per_rank_; ++k) {
-    const size_t position = k * static_cast<size_t>(world_) + static_cast<size_t>(rank_);
-    mine.push_back(order[position % size_]);  // wraps only when padding
+  if (size_ == 0) return mine;
+  mine.reserve(count);
+  for (size_t k = 0; k < count; ++k) {
+    const size_t position = first_entry + k * static_cast<size_t>(world_) + static_cast<size_t>(rank_);
+    mine.push_back(order[position % size_]);  // wraps only when padding, or past a resumed epoch's end
   }
   return mine;
 }

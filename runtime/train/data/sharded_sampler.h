@@ -25,12 +25,20 @@ class ShardedSampler {
   size_t per_rank() const { return per_rank_; }
   // This rank's sample indices for `epoch`, in order.
   std::vector<size_t> indices(int epoch) const;
+  // The epoch's shuffled list from entry `first_entry` on, dealt over the ranks again: this rank's
+  // `count` entries first_entry + k x world + rank (wrapping past the end). The first k steps of
+  // indices() cover exactly the entries before k x batch x world, so a run resumed on another
+  // world size or batch takes the rest of its epoch from here, and every entry is seen once.
+  std::vector<size_t> indices_from(int epoch, size_t first_entry, size_t count) const;
 
  private:
   size_t size_;
   int world_;
   int rank_;
   SamplerOptions options_;
+  // The whole dataset in the epoch's order.
+  std::vector<size_t> shuffled(int epoch) const;
+
   size_t per_rank_;
 };
 
