@@ -36,11 +36,15 @@ done
 echo "== hierarchical all-reduce across the link"
 bytes_into_node2() { cat "/sys/class/net/$(sim_veth node2)/statistics/tx_bytes"; }
 before=$(bytes_into_node2)
-# 18 matrix cases (3 dtypes x in/out of place x 3 collectives) and 3 behaviour tests.
+# The matrix cases (3 dtypes x in/out of place x 3 collectives) and the behaviour tests: every one
+# the filter lists must run and pass (counted, so that a new test cannot make this fail or hide).
+filter='*/hierarchical_f*:*/hierarchical_bf*:*/hierarchical'
+expected=$("$bin/dtrain-comm-mpi-tests" --gtest_list_tests --gtest_filter="$filter" | grep -c '^  ')
+[ "$expected" -ge 21 ] || fail "only $expected hierarchical collective tests listed"
 out=$(DTRAIN_TEST_EXPECT_NODES=2 "${run[@]}" "$bin/dtrain-comm-mpi-tests" --gtest_color=no \
-  --gtest_filter='*/hierarchical_f*:*/hierarchical_bf*:*/hierarchical' 2>&1) || fail "collective tests failed:"$'\n'"$out"
+  --gtest_filter="$filter" 2>&1) || fail "collective tests failed:"$'\n'"$out"
 echo "$out" | grep -E "^\[ +(OK|FAILED|PASSED) "
-grep -q "PASSED .*21 tests" <<<"$out" || fail "not all 21 hierarchical collective tests ran and passed"
+grep -q "PASSED .* $expected tests" <<<"$out" || fail "not all $expected hierarchical collective tests ran and passed"
 crossed=$(($(bytes_into_node2) - before))
 echo "bytes sent into node2 over its link: $crossed"
 ((crossed > 10000000)) || fail "only $crossed bytes crossed into node2: the ranks did not talk across the simulated link"
