@@ -17,6 +17,11 @@ void CommWorker::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
+bool CommWorker::idle() {
+  std::lock_guard lock(mutex_);
+  return queue_.empty() && !busy_;
+}
+
 void CommWorker::wait_idle() {
   std::unique_lock lock(mutex_);
   idle_cv_.wait(lock, [&] { return queue_.empty() && !busy_; });

@@ -18,6 +18,9 @@ class CommWorker {
   ~CommWorker();  // stop()
   // Runs every queued operation, then joins the thread. Idempotent; nothing may be submitted after.
   void stop();
+  bool stopped() const { return !thread_.joinable(); }
+  // Nothing queued or running.
+  bool idle();
   // Blocks until every operation submitted so far has run (the worker is idle).
   void wait_idle();
   CommWorker(const CommWorker&) = delete;

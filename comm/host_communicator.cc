@@ -1,9 +1,11 @@
 #include "comm/host_communicator.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "comm/consistency_check.h"
 #include "runtime/core/env.h"
+#include "runtime/core/log.h"
 
 namespace dtrain::comm {
 namespace {
@@ -27,7 +29,17 @@ HostCommunicator::HostCommunicator(MPI_Comm comm) : comm_(core::MpiComm::duplica
   check_same_setting(comm_.get(), "DTRAIN_STAGING_PIECE_BYTES", staging_piece_bytes_);
 }
 
-HostCommunicator::~HostCommunicator() { worker_.stop(); }
+HostCommunicator::~HostCommunicator() {
+  // Queued operations run the subclass's run() on its members, which are gone by now: running
+  // them here would call a pure virtual function or use freed memory (issue 14, item 12). (A
+  // subclass whose constructor threw never queued anything: its idle worker just stops.)
+  if (!worker_.stopped() && !worker_.idle()) {
+    core::write_log_line(core::LogLevel::kError,
+                         "a HostCommunicator subclass with work queued did not call stop_worker() in its destructor");
+    std::abort();
+  }
+  worker_.stop();
+}
 
 Work HostCommunicator::submit(const Collective& call) {
   validate_call(call, size_);

@@ -11,7 +11,8 @@
 // Every operation is watched by the stall inspector (stall_inspector.h) on the thread that runs it.
 // A subclass must call stop_worker() first thing in its destructor: queued operations run
 // subclass code (run()) and use subclass members, so the worker must finish them and stop before
-// any of that is destroyed.
+// any of that is destroyed. The base destructor ends the process with an error saying so if it
+// finds work still queued (instead of a race ending in "pure virtual method called").
 #include <mpi.h>
 
 #include <memory>
