@@ -55,11 +55,16 @@ bool MpiRingCommunicator::takes_lanes(Ring& ring, size_t bytes) const {
          bytes >= static_cast<size_t>(tuning_.lanes) * kMinLaneBytes;
 }
 
-RingLanes& MpiRingCommunicator::lanes() {
+void MpiRingCommunicator::in_parts(Ring& ring, size_t count, size_t bytes,
+                                   const std::function<void(Ring&, size_t, size_t)>& part) {
+  if (!takes_lanes(ring, bytes)) {
+    part(ring, 0, count);
+    return;
+  }
   // Every rank gets here at the same call (same count, dtype and tuning), so the duplication,
   // a collective, matches.
   if (!lanes_) lanes_ = std::make_unique<RingLanes>(mpi_comm(), tuning_, tuning_.lanes - 1);
-  return *lanes_;
+  lanes_->run(ring, count, part);
 }
 
 void MpiRingCommunicator::all_reduce(Ring& ring, const Collective& call) {
@@ -68,11 +73,8 @@ void MpiRingCommunicator::all_reduce(Ring& ring, const Collective& call) {
   if (call.dtype == DType::kF32) {
     const auto* send = static_cast<const float*>(call.send);
     auto* recv = static_cast<float*>(call.recv);
-    if (takes_lanes(ring, call.count * esize)) {
-      lanes().run(ring, call.count, [&](Ring& r, size_t begin, size_t n) { r.all_reduce(send + begin, recv + begin, n, scale); });
-    } else {
-      ring.all_reduce(send, recv, call.count, scale);
-    }
+    in_parts(ring, call.count, call.count * esize,
+             [&](Ring& r, size_t begin, size_t n) { r.all_reduce(send + begin, recv + begin, n, scale); });
     return;
   }
   RingMemory& memory = ring.memory();
@@ -80,12 +82,8 @@ void MpiRingCommunicator::all_reduce(Ring& ring, const Collective& call) {
   if (sixteen_ == Sixteen::kPartials && !small && size() > 1 && !memory.where().device) {
     memory.copy(call.recv, call.send, call.count * esize);
     auto* data = static_cast<unsigned char*>(call.recv);
-    auto part = [&](Ring& r, size_t begin, size_t n) { r.all_reduce_16(data + begin * esize, n, call.dtype, scale); };
-    if (takes_lanes(ring, call.count * esize)) {
-      lanes().run(ring, call.count, part);
-    } else {
-      part(ring, 0, call.count);
-    }
+    in_parts(ring, call.count, call.count * esize,
+             [&](Ring& r, size_t begin, size_t n) { r.all_reduce_16(data + begin * esize, n, call.dtype, scale); });
     return;
   }
   float* wide = memory.scratch(kWidenSlot, call.count);

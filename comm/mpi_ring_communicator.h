@@ -12,6 +12,7 @@
 // The constructor checks that every rank has the same ring tuning (a UsageError naming
 // DTRAIN_RING_SEGMENT_BYTES or DTRAIN_RING_SMALL_BYTES and the values): ranks cutting messages
 // differently would otherwise corrupt memory or hang.
+#include <functional>
 #include <memory>
 
 #include "comm/host_communicator.h"
@@ -37,9 +38,10 @@ class MpiRingCommunicator final : public HostCommunicator {
   void all_reduce(Ring& ring, const Collective& call);
   void reduce_scatter(Ring& ring, const Collective& call);
   void all_gather(Ring& ring, const Collective& call);
-  // Large host all-reduces run on tuning_.lanes rings at once (ring_lanes.h), made at the first one.
+  // Runs part(ring, begin, n) over [0, count): once on `ring`, or, for a large host all-reduce
+  // (`bytes`), on tuning_.lanes rings at once (ring_lanes.h, made at the first one).
   bool takes_lanes(Ring& ring, size_t bytes) const;
-  RingLanes& lanes();
+  void in_parts(Ring& ring, size_t count, size_t bytes, const std::function<void(Ring&, size_t, size_t)>& part);
 
   RingTuning tuning_;
   Sixteen sixteen_;

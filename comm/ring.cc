@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <functional>
 
 #include "comm/consistency_check.h"
 #include "comm/host_reduce.h"
@@ -57,9 +58,7 @@ Ring::Ring(MPI_Comm comm, RingTuning tuning, std::unique_ptr<RingMemory> memory)
   DTRAIN_MPI_CHECK(MPI_Comm_size(comm_, &size_));
   left_ = mod(rank_ - 1, size_);
   right_ = mod(rank_ + 1, size_);
-  const size_t segment_floats = std::max<size_t>(1, tuning_.segment_bytes / sizeof(float));
-  tuning_.segment_bytes = segment_floats * sizeof(float);
-  segment_floats_ = segment_floats;
+  tuning_.segment_bytes = std::max<size_t>(1, tuning_.segment_bytes / sizeof(float)) * sizeof(float);
 }
 
 void Ring::all_reduce(const float* send, float* recv, size_t count, float scale) {
@@ -129,57 +128,45 @@ void Ring::all_gather(void* buffer, const std::vector<size_t>& offsets, size_t e
 
 void Ring::exchange_and_reduce(const float* send, size_t send_n, const float* acc_in, float* acc_out,
                                    size_t recv_n, float scale) {
-  const size_t seg = segment_floats_;
-  float* segments[2] = {memory_->scratch(kSegmentSlot[0], seg), memory_->scratch(kSegmentSlot[1], seg)};
+  exchange_segments(send, send_n, recv_n, sizeof(float), [&](size_t first, const void* incoming, size_t n) {
+    memory_->add_scaled(acc_out + first, acc_in + first, static_cast<const float*>(incoming), n, scale);
+  });
+}
+
+void Ring::exchange_and_reduce_16(const void* send, size_t send_n, void* acc, size_t recv_n, core::DType dtype,
+                                  float scale) {
+  auto* sum = static_cast<unsigned char*>(acc);
+  exchange_segments(send, send_n, recv_n, 2, [&](size_t first, const void* incoming, size_t n) {
+    add_scaled_16(sum + first * 2, sum + first * 2, incoming, dtype, n, scale);
+  });
+}
+
+void Ring::exchange_segments(const void* send, size_t send_n, size_t recv_n, size_t element_bytes,
+                             const std::function<void(size_t, const void*, size_t)>& reduce) {
+  const size_t seg = std::max<size_t>(1, tuning_.segment_bytes / element_bytes);  // elements per segment
+  const size_t scratch_floats = (seg * element_bytes + sizeof(float) - 1) / sizeof(float);
+  void* segments[2] = {memory_->scratch(kSegmentSlot[0], scratch_floats), memory_->scratch(kSegmentSlot[1], scratch_floats)};
+  const auto* out = static_cast<const unsigned char*>(send);
   const size_t send_segments = (send_n + seg - 1) / seg;
   const size_t recv_segments = (recv_n + seg - 1) / seg;
 
   requests_.assign(send_segments, MPI_REQUEST_NULL);
   for (size_t k = 0; k < send_segments; ++k) {
     const size_t n = std::min(seg, send_n - k * seg);
-    DTRAIN_MPI_CHECK(MPI_Isend(send + k * seg, static_cast<int>(n), MPI_FLOAT, right_, kRingTag, comm_, &requests_[k]));
+    DTRAIN_MPI_CHECK(MPI_Isend(out + k * seg * element_bytes, static_cast<int>(n * element_bytes), MPI_BYTE, right_,
+                               kRingTag, comm_, &requests_[k]));
   }
   // Two receive buffers rotate: segment k+1 is in flight while segment k is reduced.
   MPI_Request recv_requests[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
   auto post_recv = [&](size_t k) {
     const size_t n = std::min(seg, recv_n - k * seg);
-    DTRAIN_MPI_CHECK(MPI_Irecv(segments[k % 2], static_cast<int>(n), MPI_FLOAT, left_, kRingTag, comm_,
+    DTRAIN_MPI_CHECK(MPI_Irecv(segments[k % 2], static_cast<int>(n * element_bytes), MPI_BYTE, left_, kRingTag, comm_,
                                &recv_requests[k % 2]));
   };
   for (size_t k = 0; k < std::min<size_t>(2, recv_segments); ++k) post_recv(k);
   for (size_t k = 0; k < recv_segments; ++k) {
     DTRAIN_MPI_CHECK(MPI_Wait(&recv_requests[k % 2], MPI_STATUS_IGNORE));
-    const size_t n = std::min(seg, recv_n - k * seg);
-    memory_->add_scaled(acc_out + k * seg, acc_in + k * seg, segments[k % 2], n, scale);
-    if (k + 2 < recv_segments) post_recv(k + 2);
-  }
-  DTRAIN_MPI_CHECK(MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE));
-}
-
-void Ring::exchange_and_reduce_16(const void* send, size_t send_n, void* acc, size_t recv_n, core::DType dtype,
-                                  float scale) {
-  const size_t seg = std::max<size_t>(1, tuning_.segment_bytes / 2);
-  void* segments[2] = {memory_->scratch(kSegmentSlot[0], (seg + 1) / 2), memory_->scratch(kSegmentSlot[1], (seg + 1) / 2)};
-  const auto* out = static_cast<const unsigned char*>(send);
-  auto* sum = static_cast<unsigned char*>(acc);
-  const size_t send_segments = (send_n + seg - 1) / seg;
-  const size_t recv_segments = (recv_n + seg - 1) / seg;
-  requests_.assign(send_segments, MPI_REQUEST_NULL);
-  for (size_t k = 0; k < send_segments; ++k) {
-    const size_t n = std::min(seg, send_n - k * seg);
-    DTRAIN_MPI_CHECK(MPI_Isend(out + k * seg * 2, static_cast<int>(n * 2), MPI_BYTE, right_, kRingTag, comm_, &requests_[k]));
-  }
-  MPI_Request recv_requests[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
-  auto post_recv = [&](size_t k) {
-    const size_t n = std::min(seg, recv_n - k * seg);
-    DTRAIN_MPI_CHECK(MPI_Irecv(segments[k % 2], static_cast<int>(n * 2), MPI_BYTE, left_, kRingTag, comm_,
-                               &recv_requests[k % 2]));
-  };
-  for (size_t k = 0; k < std::min<size_t>(2, recv_segments); ++k) post_recv(k);
-  for (size_t k = 0; k < recv_segments; ++k) {
-    DTRAIN_MPI_CHECK(MPI_Wait(&recv_requests[k % 2], MPI_STATUS_IGNORE));
-    const size_t n = std::min(seg, recv_n - k * seg);
-    add_scaled_16(sum + k * seg * 2, sum + k * seg * 2, segments[k % 2], dtype, n, scale);
+    reduce(k * seg, segments[k % 2], std::min(seg, recv_n - k * seg));
     if (k + 2 < recv_segments) post_recv(k + 2);
   }
   DTRAIN_MPI_CHECK(MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE));

@@ -17,6 +17,7 @@
 #include <mpi.h>
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -79,6 +80,11 @@ class Ring {
   // The 16-bit reduce-scatter step: as exchange_and_reduce, 2-byte elements, in place on acc.
   void exchange_and_reduce_16(const void* send, size_t send_n, void* acc, size_t recv_n, core::DType dtype,
                               float scale);
+  // What both steps share: send `send_n` elements of `element_bytes` to the right in segments;
+  // receive `recv_n` from the left into two rotating scratch segments, calling
+  // reduce(first element, incoming, n) for each segment as it lands.
+  void exchange_segments(const void* send, size_t send_n, size_t recv_n, size_t element_bytes,
+                         const std::function<void(size_t, const void*, size_t)>& reduce);
   // One all-gather step: send `send_bytes`, receive `recv_bytes` straight into place.
   void exchange(const void* send, size_t send_bytes, void* recv, size_t recv_bytes);
   void recursive_doubling(const float* send, float* recv, size_t count, float scale);
@@ -90,7 +96,6 @@ class Ring {
   int right_ = 0;
   RingTuning tuning_;
   std::unique_ptr<RingMemory> memory_;
-  size_t segment_floats_ = 0;
   std::vector<MPI_Request> requests_;
 };
 
