@@ -51,17 +51,21 @@ core::bfloat16* DeviceParameters::param_bf16(int id) {
   return params_bf16() + layout_.slot(id).offset;
 }
 
-void DeviceParameters::upload_flat(const float* standard, float* device_dst) {
-  core::DeviceGuard on(context_.device());
-  const size_t n = static_cast<size_t>(count());
-  std::vector<float> staged(standard, standard + n);
+std::vector<float> DeviceParameters::in_device_layout(const float* standard) const {
+  std::vector<float> staged(standard, standard + count());
   for (int id = 0; id < static_cast<int>(layout_.slots().size()); ++id) {
     const int64_t at = layout_.slot(id).offset;
     if (transposed(id)) permute_filter(layout_.slot(id).shape, standard + at, staged.data() + at, true);
   }
+  return staged;
+}
+
+void DeviceParameters::upload_flat(const float* standard, float* device_dst) {
+  core::DeviceGuard on(context_.device());
+  const std::vector<float> staged = in_device_layout(standard);
   // Stream-ordered, then waited for: a plain cudaMemcpy from pageable memory may return before its
   // DMA has landed, and kernels on a non-blocking stream would not wait for it (issue 14).
-  DTRAIN_CUDA_CHECK(cudaMemcpyAsync(device_dst, staged.data(), n * sizeof(float), cudaMemcpyHostToDevice,
+  DTRAIN_CUDA_CHECK(cudaMemcpyAsync(device_dst, staged.data(), staged.size() * sizeof(float), cudaMemcpyHostToDevice,
                                     context_.stream()));
   DTRAIN_CUDA_CHECK(cudaStreamSynchronize(context_.stream()));
 }
@@ -82,21 +86,20 @@ void DeviceParameters::download_flat(const float* device_src, float* standard) {
 
 void DeviceParameters::upload() {
   core::DeviceGuard on(context_.device());
-  const size_t n = static_cast<size_t>(count());
-  upload_flat(layout_.params_flat(), params_f32());
+  const std::vector<float> staged = in_device_layout(layout_.params_flat());
+  const size_t n = staged.size();
+  DTRAIN_CUDA_CHECK(
+      cudaMemcpyAsync(params_f32(), staged.data(), n * sizeof(float), cudaMemcpyHostToDevice, context_.stream()));
   DTRAIN_CUDA_CHECK(cudaMemcpyAsync(state_f32(), layout_.state_flat(), state_.bytes(), cudaMemcpyHostToDevice,
                                     context_.stream()));
-  if (context_.bf16()) {
-    // The bf16 copy in the device layout: narrowed from the fp32 master just uploaded.
-    std::vector<float> device_order(n);
-    DTRAIN_CUDA_CHECK(cudaMemcpyAsync(device_order.data(), params_f32(), n * sizeof(float), cudaMemcpyDeviceToHost,
-                                      context_.stream()));
-    DTRAIN_CUDA_CHECK(cudaStreamSynchronize(context_.stream()));
-    std::vector<core::bfloat16> narrow(n);
-    for (size_t i = 0; i < n; ++i) narrow[i] = core::to_bfloat16(device_order[i]);
+  std::vector<core::bfloat16> narrow;
+  if (context_.bf16()) {  // the bf16 copy, from the same device-layout values
+    narrow.resize(n);
+    for (size_t i = 0; i < n; ++i) narrow[i] = core::to_bfloat16(staged[i]);
     DTRAIN_CUDA_CHECK(cudaMemcpyAsync(params_bf16(), narrow.data(), n * sizeof(core::bfloat16), cudaMemcpyHostToDevice,
                                       context_.stream()));
   }
+  // The host buffers above live until here: the copies from them are ordered on the stream.
   DTRAIN_CUDA_CHECK(cudaStreamSynchronize(context_.stream()));
 }
 

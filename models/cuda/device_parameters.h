@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <type_traits>
+#include <vector>
 
 #include "models/cuda/gpu_context.h"
 #include "models/parameter_set.h"
@@ -68,6 +69,8 @@ class DeviceParameters {
  private:
   // Whether slot `id` is stored KRSC on the device.
   bool transposed(int id) const;
+  // `standard` (count() values) with every transposed filter permuted to the device's layout.
+  std::vector<float> in_device_layout(const float* standard) const;
 
   ParameterSet& layout_;
   const GpuContext& context_;
