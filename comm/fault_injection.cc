@@ -11,12 +11,13 @@
 
 namespace dtrain::comm {
 
-FaultPlan fault_plan_from_env() {
+FaultPlan fault_plan_from_env(const char* variable) {
   FaultPlan plan;
-  const std::optional<std::string> text = core::env_string("DTRAIN_FAULT_INJECT");
+  plan.variable = variable;
+  const std::optional<std::string> text = core::env_string(variable);
   if (!text) return plan;
   const size_t comma = text->find(',');
-  const std::string source = "DTRAIN_FAULT_INJECT='" + *text + "' (K, K,R or K,R,stop)";
+  const std::string source = std::string(variable) + "='" + *text + "' (K, K,R or K,R,stop)";
   plan.at_operation = static_cast<uint64_t>(core::parse_int_in_range(text->substr(0, comma), 1, INT64_MAX, source));
   if (comma != std::string::npos) {
     std::string rank = text->substr(comma + 1);
@@ -39,17 +40,25 @@ uint64_t backward_fault_step_from_env() {
 void FaultInjector::on_operation(const char* backend, const Collective& call) {
   const uint64_t n = ++operations_;
   if (plan_.at_operation == 0 || n != plan_.at_operation) return;
+  trigger(std::string(backend) + " operation " + std::to_string(n) + ", " + describe(call));
+}
+
+void FaultInjector::on_operation(const char* what) {
+  const uint64_t n = ++operations_;
+  if (plan_.at_operation == 0 || n != plan_.at_operation) return;
+  trigger(std::string(what) + " (operation " + std::to_string(n) + ")");
+}
+
+void FaultInjector::trigger(const std::string& operation) {
   const int rank = core::process_identity().world_rank;
   if (plan_.only_world_rank >= 0 && rank != plan_.only_world_rank) return;
   if (plan_.stop) {
-    core::write_log_line(core::LogLevel::kWarn, std::string("injected stall (DTRAIN_FAULT_INJECT): stopping this process "
-                                                            "(SIGSTOP) at ") + backend + " operation " +
-                                                    std::to_string(n) + ", " + describe(call));
+    core::write_log_line(core::LogLevel::kWarn,
+                         std::string("injected stall (") + plan_.variable + "): stopping this process (SIGSTOP) at " + operation);
     raise(SIGSTOP);
     return;
   }
-  DTRAIN_FAIL() << "injected fault (DTRAIN_FAULT_INJECT): " << backend << " operation " << n << ", "
-                << describe(call) << ", failed on purpose on world rank " << rank;
+  DTRAIN_FAIL() << "injected fault (" << plan_.variable << "): " << operation << ", failed on purpose on world rank " << rank;
 }
 
 }  // namespace dtrain::comm

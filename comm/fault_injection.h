@@ -14,6 +14,7 @@
 // Read when a communicator is constructed; unset, it costs one counter increment per operation.
 #include <atomic>
 #include <cstdint>
+#include <string>
 
 #include "comm/collective.h"
 
@@ -28,18 +29,25 @@ struct FaultPlan {
   uint64_t at_operation = 0;  // 0: never
   int only_world_rank = -1;   // -1: every rank
   bool stop = false;          // stop the process (SIGSTOP) instead of failing
+  const char* variable = "DTRAIN_FAULT_INJECT";  // named in the messages
 };
 
-// UsageError naming the variable on a malformed value.
-FaultPlan fault_plan_from_env();
+// UsageError naming the variable on a malformed value. DTRAIN_FAULT_INJECT_TRAINER takes the same
+// form and counts the trainer's own collectives (the loss all-gather, the stop agreement, the epoch
+// and evaluation totals) instead of the communicators' operations.
+FaultPlan fault_plan_from_env(const char* variable = "DTRAIN_FAULT_INJECT");
 
 class FaultInjector {
  public:
   explicit FaultInjector(FaultPlan plan) : plan_(plan) {}
   // Counts an operation of `backend`; throws core::Error if the plan says this one fails.
   void on_operation(const char* backend, const Collective& call);
+  // The same for a control-plane call named by `what` (a trainer's MPI_Allgather, say).
+  void on_operation(const char* what);
 
  private:
+  void trigger(const std::string& operation);
+
   FaultPlan plan_;
   std::atomic<uint64_t> operations_{0};
 };

@@ -6,9 +6,12 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <optional>
 #include <set>
 #include <sstream>
 
+#include "comm/fault_injection.h"
+#include "comm/stall_inspector.h"
 #include "runtime/core/collective_usage_check.h"
 #include "runtime/core/cpu_affinity.h"
 #include "runtime/core/error.h"
@@ -49,9 +52,30 @@ void release_finished(StepEngine& engine, DataLoader& loader, bool wait_all) {
   for (const Batch* b : engine.finished_batches(wait_all)) loader.release(b);
 }
 
+// One of the trainer's own collectives, from its start to its end: the fault hook counts it (and,
+// under DTRAIN_FAULT_INJECT_TRAINER=K,R,stop, stops rank R at the K-th), then the stall inspector
+// watches it.
+class TrainerCollective {
+ public:
+  TrainerCollective(comm::StallChannel& channel, comm::FaultInjector& faults, const char* what)
+      : watched_(counted(channel, faults, what), what) {}
+
+ private:
+  static comm::StallChannel& counted(comm::StallChannel& channel, comm::FaultInjector& faults, const char* what) {
+    faults.on_operation(what);
+    return channel;
+  }
+  comm::StallChannel::Operation watched_;
+};
+
 }  // namespace
 
 struct Trainer::Parts {
+  // The stall inspector's view of the trainer's own collectives (the loss all-gather, the stop
+  // agreement, the epoch and evaluation totals): a rank stopped or hung while the others wait in
+  // one of them is named, and the job ends at the abort time, as inside the communicators.
+  std::unique_ptr<comm::StallChannel> stall;
+  comm::FaultInjector faults{comm::fault_plan_from_env("DTRAIN_FAULT_INJECT_TRAINER")};
   std::unique_ptr<Dataset> train_data;
   std::unique_ptr<Dataset> val_data;
   std::unique_ptr<ShardedSampler> train_sampler;
@@ -85,6 +109,7 @@ Trainer::Trainer(const TrainConfig& config, const core::RankContext& ctx, int gp
   validate(config_);
   Parts& p = *parts_;
   const core::Topology& t = ctx.topology();
+  p.stall = std::make_unique<comm::StallChannel>(ctx.world());
   core::install_stop_signals(core::parse_signal_list(config_.stop_signals(), "stop_signals"));
   const bool on_gpu = config_.device() == "gpu" || (config_.device() == "auto" && gpu >= 0);
   // Ranks read their own copies of the data: a problem found on some ranks only (a directory
@@ -157,13 +182,16 @@ Trainer::~Trainer() {
 }
 
 void Trainer::finish_stop_poll() {
-  if (parts_->stop_request != MPI_REQUEST_NULL) DTRAIN_MPI_CHECK(MPI_Wait(&parts_->stop_request, MPI_STATUS_IGNORE));
+  if (parts_->stop_request == MPI_REQUEST_NULL) return;
+  TrainerCollective watched(*parts_->stall, parts_->faults, "trainer: stop-signal agreement (last step)");
+  DTRAIN_MPI_CHECK(MPI_Wait(&parts_->stop_request, MPI_STATUS_IGNORE));
 }
 
 bool Trainer::stop_agreed() {
   Parts& p = *parts_;
   if (p.stop_request != MPI_REQUEST_NULL) {
     // Posted a step ago: by now every rank has long posted it too.
+    TrainerCollective watched(*p.stall, p.faults, "trainer: stop-signal agreement");
     DTRAIN_MPI_CHECK(MPI_Wait(&p.stop_request, MPI_STATUS_IGNORE));
     if (p.stop_any != 0) return true;
   }
@@ -306,6 +334,7 @@ EpochResult Trainer::train_epoch(int epoch) {
     std::vector<double> losses(static_cast<size_t>(ctx_.topology().world_size));
     if (read) {
       // Every rank's loss, for the divergence guard and the reported mean.
+      TrainerCollective watched(*p.stall, p.faults, "trainer: loss all-gather");
       DTRAIN_MPI_CHECK(MPI_Allgather(&loss, 1, MPI_DOUBLE, losses.data(), 1, MPI_DOUBLE, ctx_.world()));
       check_losses(losses, epoch, step, steps);
       if (std::isfinite(loss)) {  // a tolerated bad step does not make the epoch's mean NaN
@@ -355,6 +384,7 @@ EpochResult Trainer::train_epoch(int epoch) {
   EpochResult result;
   result.epoch = epoch;
   double totals[2] = {loss_sum, static_cast<double>(losses_read)};
+  std::optional<TrainerCollective> watched(std::in_place, *p.stall, p.faults, "trainer: epoch totals");
   DTRAIN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, totals, 2, MPI_DOUBLE, MPI_SUM, ctx_.world()));
   result.train_loss = totals[1] > 0 ? totals[0] / totals[1] : 0;
   result.images_per_second = static_cast<double>(steps_run) * batch * ctx_.topology().world_size / seconds;
@@ -370,6 +400,7 @@ EpochResult Trainer::train_epoch(int epoch) {
     median = timed[timed.size() / 2];
   }
   DTRAIN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &median, 1, MPI_DOUBLE, MPI_MAX, ctx_.world()));
+  watched.reset();
   result.median_images_per_second = median > 0 ? batch * ctx_.topology().world_size / median : 0;
   // The next epoch's first batches are decoded while this one is evaluated and checkpointed, so
   // the step loop does not start it waiting for an empty pipeline to fill.
@@ -405,6 +436,7 @@ void Trainer::evaluate(EpochResult& result) {
   const EvalTotals mine = p.engine->end_evaluation();
   long counts[3] = {mine.top1, mine.top5, mine.images};
   double loss_sum = mine.loss_sum;
+  TrainerCollective watched(*p.stall, p.faults, "trainer: evaluation totals");
   DTRAIN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, counts, 3, MPI_LONG, MPI_SUM, ctx_.world()));
   DTRAIN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &loss_sum, 1, MPI_DOUBLE, MPI_SUM, ctx_.world()));
   result.test_loss = counts[2] ? loss_sum / static_cast<double>(counts[2]) : 0;

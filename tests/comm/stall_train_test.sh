@@ -4,22 +4,28 @@
 # --stall_warning_seconds 1 --stall_abort_seconds 3. Rank 0 must warn naming rank 1 within the
 # warning time (+1 s), and the job must end with the stall error and a non-zero status within the
 # abort time + 5 s of the stop.
-#   stall_train_test.sh MPIEXEC "MPI FLAGS" DTRAIN_TRAIN
+# With VARIABLE=DTRAIN_FAULT_INJECT_TRAINER, rank 1 stops at the K-th of the trainer's own
+# collectives instead (the loss all-gather, the stop agreement, the epoch totals), and the warning
+# must name that one (WHAT, a regex).
+#   stall_train_test.sh MPIEXEC "MPI FLAGS" DTRAIN_TRAIN [VARIABLE K WHAT]
 set -uo pipefail
 mpiexec=$1
 read -r -a mpi_flags <<< "$2"
 train=$3
+variable=${4:-DTRAIN_FAULT_INJECT}
+at=${5:-20}
+what=${6:-'mpi-ring all_reduce'}
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 fail() { echo "FAIL: $*"; cat "$log"; kill -9 "$launcher" 2>/dev/null; exit 1; }
 
-timeout -s KILL 150 "$mpiexec" "${mpi_flags[@]}" -np 2 -x DTRAIN_FAULT_INJECT=20,1,stop "$train" --model small-resnet \
+timeout -s KILL 150 "$mpiexec" "${mpi_flags[@]}" -np 2 -x "$variable=$at,1,stop" "$train" --model small-resnet \
   --blocks_per_stage 1 --width 4 --image_size 16 --synthetic_samples 100000 --batch_per_rank 8 --epochs 100 \
   --log-every-steps 5 --backend mpi-ring --stall_warning_seconds 1 --stall_abort_seconds 3 > "$log" 2>&1 &
 launcher=$!
 stopped=""
 while kill -0 "$launcher" 2>/dev/null; do
-  if [[ -z $stopped ]] && grep -q 'injected stall (DTRAIN_FAULT_INJECT)' "$log"; then stopped=$(date +%s.%N); fi
+  if [[ -z $stopped ]] && grep -q "injected stall ($variable)" "$log"; then stopped=$(date +%s.%N); fi
   sleep 0.1
 done
 wait "$launcher"
@@ -29,7 +35,7 @@ ended=$(date +%s.%N)
 elapsed=$(echo "$ended - $stopped" | bc)
 echo "job ended ${elapsed} s after rank 1 stopped, exit status $status"
 [[ $status -ne 0 ]] || fail "exit status 0"
-line=$(grep -E '^\[[^]]*:0/2\] WARN  stall: mpi-ring all_reduce.*waiting for world rank\(s\) 1: rank 1 on \S+ did not answer' "$log" | head -1)
+line=$(grep -E '^\[[^]]*:0/2\] WARN  stall: '"$what"'.*waiting for world rank\(s\) 1: rank 1 on \S+ did not answer' "$log" | head -1)
 [[ -n $line ]] || fail "rank 0 logged no warning naming rank 1"
 echo "$line"
 waited=$(echo "$line" | sed -n 's/.*has waited \([0-9.]*\) s.*/\1/p')
