@@ -4,6 +4,7 @@
 #include <type_traits>
 
 #include "models/cuda/batch_norm.h"
+#include "models/cuda/moments.h"
 #include "runtime/core/buffer.h"
 #include "runtime/core/cuda/cuda_check.h"
 #include "runtime/core/cuda/device_elements.cuh"
@@ -52,16 +53,6 @@ ReductionLaunch reduction_launch(const BatchNormDims& d) {
   return launch;
 }
 
-struct Moments {  // count, mean, centred sum of squares
-  float n, mean, m2;
-};
-__device__ inline Moments merge(Moments a, Moments b) {
-  const float n = a.n + b.n;
-  if (n == 0) return a;
-  const float delta = b.mean - a.mean;
-  const float wb = b.n / n;
-  return {n, a.mean + delta * wb, a.m2 + b.m2 + delta * delta * a.n * wb};
-}
 
 // Per (row block, channel): the moments of that block's rows, by Welford per thread, then Chan's
 // merge across the block's row lanes. partials[row_block * C + c].
@@ -75,11 +66,7 @@ __global__ void partial_moments_kernel(Indexer ix, int64_t rows, int channels_pe
   Moments m{0, 0, 0};
   if (c < ix.channels) {
     for (int64_t r = blockIdx.y * int64_t{lanes} + lane_r; r < rows; r += int64_t{gridDim.y} * lanes) {
-      const float v = load(x, ix(r, c));
-      m.n += 1;
-      const float delta = v - m.mean;
-      m.mean += delta / m.n;
-      m.m2 += delta * (v - m.mean);
+      add_value(m, load(x, ix(r, c)));
     }
   }
   __shared__ Moments shared[kThreads];
@@ -122,7 +109,7 @@ __global__ void finalize_forward_kernel(int channels, int row_blocks, const Mome
   if (c < channels) {
     for (int b = lane_r; b < row_blocks; b += kFinalizeLanes) {
       const Moments p = partials[int64_t{b} * channels + c];
-      m = merge(m, MomentsD{p.n, p.mean, p.m2});
+      m = merge(m, MomentsD{static_cast<double>(p.n), p.mean, p.m2});
     }
   }
   __shared__ MomentsD shared[kFinalizeChannels * kFinalizeLanes];
@@ -307,13 +294,14 @@ __global__ void partial_moments_vec_kernel(int channels, int64_t rows, int group
                                            Moments* __restrict__ partials) {
   const int lane_g = threadIdx.x % groups, lane_r = threadIdx.x / groups, lanes = blockDim.x / groups;
   const int c0 = (blockIdx.x * groups + lane_g) * kVec;
-  float n = 0, mean[kVec] = {}, m2[kVec] = {};
+  int64_t n = 0;
+  float mean[kVec] = {}, m2[kVec] = {};
   if (c0 < channels) {
     for (int64_t r = blockIdx.y * int64_t{lanes} + lane_r; r < rows; r += int64_t{gridDim.y} * lanes) {
       float v[kVec];
       load8(x, r * channels + c0, v);
       n += 1;
-      const float inv_n = 1.0f / n;
+      const float inv_n = 1.0f / static_cast<float>(n);
 #pragma unroll
       for (int k = 0; k < kVec; ++k) {
         const float delta = v[k] - mean[k];
@@ -322,7 +310,7 @@ __global__ void partial_moments_vec_kernel(int channels, int64_t rows, int group
       }
     }
   }
-  __shared__ float shared_n[kThreads];
+  __shared__ int64_t shared_n[kThreads];
   __shared__ float shared_mean[kVec][kThreads], shared_m2[kVec][kThreads];
   shared_n[threadIdx.x] = n;
 #pragma unroll
