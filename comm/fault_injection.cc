@@ -17,7 +17,7 @@ FaultPlan fault_plan_from_env(const char* variable) {
   const std::optional<std::string> text = core::env_string(variable);
   if (!text) return plan;
   const size_t comma = text->find(',');
-  const std::string source = std::string(variable) + "='" + *text + "' (K, K,R or K,R,stop)";
+  const std::string source = std::string(variable) + " (K, K,R or K,R,stop)";
   plan.at_operation = static_cast<uint64_t>(core::parse_int_in_range(text->substr(0, comma), 1, INT64_MAX, source));
   if (comma != std::string::npos) {
     std::string rank = text->substr(comma + 1);

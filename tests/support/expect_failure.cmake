@@ -1,13 +1,22 @@
 # ctest helper: runs COMMAND (a ;-list), and passes only if it exits non-zero, its output matches
 # EXPECT (a regex), and exactly one of our error lines (" ERROR ") was printed: one clear line.
-#   cmake -DCOMMAND="a;b" -DEXPECT="regex" [-DENV="K=V;K2=V2"] -P expect_failure.cmake
+# With WORKDIR, the command runs in that directory, emptied first, and must leave no half-written
+# file (*.tmp) and no core dump in it, nor *.tmp in the directories of CHECK_DIRS (a ;-list).
+#   cmake -DCOMMAND="a;b" -DEXPECT="regex" [-DENV_VARS="K=V;K2=V2"] [-DWORKDIR=dir] [-DCHECK_DIRS=d1;d2]
+#         -P expect_failure.cmake
 if(DEFINED ENV_VARS)
   foreach(pair IN LISTS ENV_VARS)
     string(REGEX MATCH "^([^=]+)=(.*)$" _ "${pair}")
     set(ENV{${CMAKE_MATCH_1}} "${CMAKE_MATCH_2}")
   endforeach()
 endif()
-execute_process(COMMAND ${COMMAND} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 120)
+set(workdir_args)
+if(DEFINED WORKDIR)
+  file(REMOVE_RECURSE "${WORKDIR}")
+  file(MAKE_DIRECTORY "${WORKDIR}")
+  set(workdir_args WORKING_DIRECTORY "${WORKDIR}")
+endif()
+execute_process(COMMAND ${COMMAND} ${workdir_args} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 120)
 set(all "${out}${err}")
 if(rc EQUAL 0)
   message(FATAL_ERROR "expected a non-zero exit, got 0. Output:\n${all}")
@@ -19,5 +28,15 @@ string(REGEX MATCHALL "\\] ERROR " error_lines "${all}")
 list(LENGTH error_lines error_count)
 if(NOT error_count EQUAL 1)
   message(FATAL_ERROR "expected exactly one error line, got ${error_count} (exit ${rc}). Output:\n${all}")
+endif()
+set(leftovers)
+foreach(dir IN LISTS WORKDIR CHECK_DIRS)
+  if(IS_DIRECTORY "${dir}")
+    file(GLOB_RECURSE found "${dir}/*.tmp" "${dir}/core" "${dir}/core.*")
+    list(APPEND leftovers ${found})
+  endif()
+endforeach()
+if(leftovers)
+  message(FATAL_ERROR "the failed command left half-written files or a core dump: ${leftovers}. Output:\n${all}")
 endif()
 message(STATUS "exit ${rc}, one error line matching '${EXPECT}'")

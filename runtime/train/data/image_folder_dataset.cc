@@ -171,10 +171,10 @@ void ImageFolderDataset::record_bad(const std::string& path, const std::string& 
     bad = scan_bad_ + decode_bad_.size();
   }
   DTRAIN_LOG(kWarn) << "skipping " << path << ": " << reason;
-  DTRAIN_CHECK(bad <= allowed_bad_) << dir_ << ": " << bad << " of " << entries()
-                                    << " entries are bad (each logged above), more than max_bad_fraction "
-                                    << options_.max_bad_fraction << " allows (" << allowed_bad_ << "); the last was "
-                                    << path << " (" << reason << ")";
+  DTRAIN_USAGE_CHECK(bad <= allowed_bad_) << dir_ << ": " << bad << " of " << entries()
+                                          << " entries are bad (each logged above), more than max_bad_fraction "
+                                          << options_.max_bad_fraction << " allows (" << allowed_bad_ << "); the last was "
+                                          << path << " (" << reason << ")";
 }
 
 int32_t ImageFolderDataset::load(size_t index, std::mt19937_64& rng, uint8_t* out) const {
