@@ -20,7 +20,7 @@ TRAIN=("$BIN/dtrain-train" --model small-resnet --blocks_per_stage 1,1 --width 8
        --synthetic_samples 100000 --batch_per_rank 16 --epochs 100 --log_every_steps 8 --backend mpi-ring
        --stall_warning_seconds "$WARN" --stall_abort_seconds "$ABORT")
 now() { date +%s.%N; }
-printf "trial\tstopped_rank\tstop_after_s\twarning_names_it\twaited_at_warning_s\tcollective\tabort_error\tended_after_stop_s\texit\n" > "$OUT/trials.tsv"
+printf "trial\tstopped_rank\tstop_after_s\twarning_names_it\twaited_at_warning_s\tcollective\taborted_after_waiting_s\tended_after_stop_s\texit\n" > "$OUT/trials.tsv"
 for ((t = 1; t <= TRIALS; t++)); do
   dir=$OUT/trial_$t
   rm -rf "$dir"
@@ -50,10 +50,11 @@ for ((t = 1; t <= TRIALS; t++)); do
   if [ -n "$warning" ]; then
     named=yes
     waited=$(echo "$warning" | sed -n 's/.*has waited \([0-9.]*\) s.*/\1/p')
-    what=$(echo "$warning" | sed -n 's/.*WARN  stall: \([^,]*\), operation.*/\1/p')
+    what=$(echo "$warning" | sed -n 's/.*WARN  stall: \([^,(]*\).*/\1/p')
   fi
   abort=no
-  grep -Eq "ERROR stall: .*waiting for world rank\(s\) $rank: .*aborting the job \(stall_abort_seconds $ABORT\)" "$dir/run.log" && abort=yes
+  error=$(grep -E "ERROR stall: .*waiting for world rank\(s\) $rank: .*aborting the job \(stall_abort_seconds $ABORT\)" "$dir/run.log" | head -1)
+  [ -n "$error" ] && abort=$(echo "$error" | sed -n 's/.*has waited \([0-9.]*\) s.*/\1/p')
   printf "%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n" "$t" "$rank" "$delay" "$named" "$waited" "$what" "$abort" "$ended" "$code" >> "$OUT/trials.tsv"
   # mpirun's abort kills the stopped rank too; make sure nothing is left for the next trial.
   pkill -9 -f "$BIN/dtrain-train" 2>/dev/null
@@ -69,7 +70,9 @@ print(f"- the waiting rank's warning named the stopped rank: {len(named)} of {le
 if named:
     w = [float(r["waited_at_warning_s"]) for r in named]
     print(f"- waited at the warning: max {max(w):.1f} s (warning time {warn:g} s)")
-print(f"- stall error naming it, then the job aborted: {sum(r['abort_error'] == 'yes' for r in rows)} of {len(rows)}")
+aborted = [r for r in rows if r["aborted_after_waiting_s"] != "no"]
+print(f"- stall error naming it, then the job aborted: {len(aborted)} of {len(rows)}", end="")
+print(f", the error after waiting max {max(float(r['aborted_after_waiting_s']) for r in aborted):.1f} s" if aborted else "")
 ends = [float(r["ended_after_stop_s"]) for r in rows]
 print(f"- job ended after the stop: max {max(ends):.2f} s, mean {sum(ends)/len(ends):.2f} s (abort time {abort:g} s)")
 print(f"- exit status non-zero: {sum(r['exit'] not in ('0', 'timeout') for r in rows)} of {len(rows)}")
