@@ -22,6 +22,8 @@
 #include "bench/allreduce/target.h"
 #include "comm/host_reduce.h"
 #include "bench/common/result_file.h"
+#include "runtime/core/atomic_file.h"
+#include "runtime/core/json.h"
 #include "runtime/core/cli.h"
 #include "runtime/core/error.h"
 #include "runtime/core/gpu_binding.h"
@@ -251,23 +253,30 @@ class Bench {
 
 void write_json(const std::string& path, const Options& o, const std::string& backend, const core::Topology& t,
                 const std::string& command, const std::vector<Row>& rows) {
-  std::ostringstream j;
-  j << "{\n  \"backend\": \"" << backend << "\",\n  \"world_size\": " << t.world_size << ",\n  \"nodes\": "
-    << t.node_count << ",\n  \"dtype\": \"" << core::dtype_name(o.dtype) << "\",\n  \"op\": \""
-    << (o.op == ReduceOp::kSum ? "sum" : "avg") << "\",\n  \"host\": \"" << core::process_identity().host
-    << "\",\n  \"date\": \"" << utc_date() << "\",\n  \"command\": \"" << command << "\",\n  \"results\": [\n";
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const Row& r = rows[i];
-    char line[256];
-    std::snprintf(line, sizeof(line),
-                  "    {\"bytes\": %zu, \"count\": %zu, \"inplace\": %s, \"time_us\": %.3f, \"algbw_gbps\": %.4f, "
-                  "\"busbw_gbps\": %.4f, \"wrong\": %lld}%s\n",
-                  r.bytes, r.count, r.in_place ? "true" : "false", r.time_us, r.algbw, r.busbw, r.wrong,
-                  i + 1 < rows.size() ? "," : "");
-    j << line;
+  std::vector<std::string> results;
+  for (const Row& r : rows) {
+    results.push_back(core::JsonObject()
+                          .integer("bytes", static_cast<int64_t>(r.bytes))
+                          .integer("count", static_cast<int64_t>(r.count))
+                          .boolean("inplace", r.in_place)
+                          .number("time_us", r.time_us, "%.3f")
+                          .number("algbw_gbps", r.algbw, "%.4f")
+                          .number("busbw_gbps", r.busbw, "%.4f")
+                          .integer("wrong", r.wrong)
+                          .str());
   }
-  j << "  ]\n}\n";
-  write_file_atomically(path, j.str(), "--json");
+  const std::string json = core::JsonObject()
+                               .text("backend", backend)
+                               .integer("world_size", t.world_size)
+                               .integer("nodes", t.node_count)
+                               .text("dtype", core::dtype_name(o.dtype))
+                               .text("op", o.op == ReduceOp::kSum ? "sum" : "avg")
+                               .text("host", core::process_identity().host)
+                               .text("date", utc_date())
+                               .text("command", command)
+                               .raw("results", core::json_array(results, "    "))
+                               .str("  ");
+  core::write_file_atomically(path, json + "\n", "--json file");
 }
 
 int bench_main(int argc, char** argv) {

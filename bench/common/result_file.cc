@@ -1,10 +1,6 @@
 #include "bench/common/result_file.h"
 
 #include <ctime>
-#include <filesystem>
-#include <fstream>
-
-#include "runtime/core/error.h"
 
 namespace dtrain::bench {
 
@@ -22,18 +18,6 @@ std::string command_line(int argc, char** argv) {
     command += argv[i];
   }
   return command;
-}
-
-void write_file_atomically(const std::string& path, const std::string& text, const std::string& flag) {
-  const std::string temp = path + ".tmp";
-  {
-    std::ofstream out(temp);
-    DTRAIN_USAGE_CHECK(out.good()) << flag << " " << path << ": cannot write " << temp;
-    out << text;
-    out.close();
-    DTRAIN_USAGE_CHECK(out.good()) << flag << " " << path << ": write failed";
-  }
-  std::filesystem::rename(temp, path);
 }
 
 }  // namespace dtrain::bench

@@ -27,6 +27,8 @@
 #include <vector>
 
 #include "bench/common/result_file.h"
+#include "runtime/core/atomic_file.h"
+#include "runtime/core/json.h"
 #include "runtime/core/cli.h"
 #include "runtime/core/env.h"
 #include "runtime/core/error.h"
@@ -235,23 +237,6 @@ Row measure(const Options& o, const train::ImageFolderDataset& dataset, const tr
   return row;
 }
 
-std::string json_string(const std::string& text) {
-  std::string out = "\"";
-  for (char c : text) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char escaped[8];
-      std::snprintf(escaped, sizeof(escaped), "\\u%04x", static_cast<unsigned char>(c));
-      out += escaped;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-
 std::string hex(uint64_t v) {
   char text[24];
   std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(v));
@@ -261,29 +246,46 @@ std::string hex(uint64_t v) {
 void write_json(const Options& o, const std::string& command, const std::string& date, const Machine& m,
                 const std::string& split_dir, size_t images, int classes, const std::vector<Row>& rows,
                 bool checksums_agree) {
-  std::ostringstream j;
-  j << "{\n  \"loader\": \"dtrain DataLoader\",\n  \"rows\": [\n";
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const Row& r = rows[i];
-    char line[512];
-    std::snprintf(line, sizeof(line),
-                  "    {\"threads\": %d, \"img_per_sec\": %.1f, \"img_per_sec_per_thread\": %.1f, "
-                  "\"linear_percent\": %.1f, \"seconds\": %.3f, \"epochs_started\": %d, \"last_batch_checksum\": "
-                  "\"%s\", \"round_img_per_sec\": [",
-                  r.threads, r.img_per_sec, r.img_per_sec_per_thread, r.linear_percent, r.seconds, r.epochs_started,
-                  hex(r.checksum).c_str());
-    j << line;
-    for (size_t k = 0; k < r.round_rates.size(); ++k) j << (k ? ", " : "") << r.round_rates[k];
-    j << "]}" << (i + 1 < rows.size() ? "," : "") << "\n";
+  std::vector<std::string> row_objects;
+  for (const Row& r : rows) {
+    std::vector<std::string> rounds;
+    for (double rate : r.round_rates) rounds.push_back(core::json_number(rate, "%.1f"));
+    row_objects.push_back(core::JsonObject()
+                              .integer("threads", r.threads)
+                              .number("img_per_sec", r.img_per_sec, "%.1f")
+                              .number("img_per_sec_per_thread", r.img_per_sec_per_thread, "%.1f")
+                              .number("linear_percent", r.linear_percent, "%.1f")
+                              .number("seconds", r.seconds, "%.3f")
+                              .integer("epochs_started", r.epochs_started)
+                              .text("last_batch_checksum", hex(r.checksum))
+                              .raw("round_img_per_sec", core::json_array(rounds))
+                              .str());
   }
-  j << "  ],\n  \"machine\": {\"host\": " << json_string(m.host) << ", \"cpu_model\": " << json_string(m.cpu_model)
-    << ", \"online_cores\": " << m.online_cores << ", \"usable_cores\": " << m.usable_cores << "},\n"
-    << "  \"command\": " << json_string(command) << ",\n  \"date\": " << json_string(date) << ",\n"
-    << "  \"data_dir\": " << json_string(split_dir) << ",\n  \"images\": " << images << ",\n  \"classes\": " << classes
-    << ",\n  \"batch\": " << o.batch << ",\n  \"warmup_batches\": " << o.warmup_batches
-    << ",\n  \"measured_batches\": " << o.batches << ",\n  \"rounds\": " << o.rounds << ",\n  \"prefetch\": " << o.prefetch << ",\n  \"crop\": " << o.crop
-    << ",\n  \"seed\": " << o.seed << ",\n  \"checksums_agree\": " << (checksums_agree ? "true" : "false") << "\n}\n";
-  write_file_atomically(o.json, j.str(), "--json");
+  const std::string machine = core::JsonObject()
+                                  .text("host", m.host)
+                                  .text("cpu_model", m.cpu_model)
+                                  .integer("online_cores", m.online_cores)
+                                  .integer("usable_cores", m.usable_cores)
+                                  .str();
+  const std::string json = core::JsonObject()
+                               .text("loader", "dtrain DataLoader")
+                               .raw("rows", core::json_array(row_objects, "    "))
+                               .raw("machine", machine)
+                               .text("command", command)
+                               .text("date", date)
+                               .text("data_dir", split_dir)
+                               .integer("images", static_cast<int64_t>(images))
+                               .integer("classes", classes)
+                               .integer("batch", o.batch)
+                               .integer("warmup_batches", o.warmup_batches)
+                               .integer("measured_batches", o.batches)
+                               .integer("rounds", o.rounds)
+                               .integer("prefetch", o.prefetch)
+                               .integer("crop", o.crop)
+                               .integer("seed", static_cast<int64_t>(o.seed))
+                               .boolean("checksums_agree", checksums_agree)
+                               .str("  ");
+  core::write_file_atomically(o.json, json + "\n", "--json file");
 }
 
 int bench_main(int argc, char** argv) {

@@ -18,6 +18,8 @@
 #include "comm/factory.h"
 #include "runtime/core/buffer.h"
 #include "bench/common/result_file.h"
+#include "runtime/core/atomic_file.h"
+#include "runtime/core/json.h"
 #include "runtime/core/cli.h"
 #include "runtime/core/cuda/device_allocator.h"
 #include "runtime/core/cuda/stream.h"
@@ -202,8 +204,9 @@ Row run_world(const Options& o, int k, const core::RankContext& world_ctx, int d
 }
 
 
-std::string number_or_null(double v, const char* format) {
-  if (!std::isfinite(v)) return "null";
+// A table cell: `v` with `format`, or "-" where there is no value (no 1-GPU row to compare with).
+std::string table_cell(double v, const char* format) {
+  if (!std::isfinite(v)) return "-";
   char text[64];
   std::snprintf(text, sizeof(text), format, v);
   return text;
@@ -211,24 +214,32 @@ std::string number_or_null(double v, const char* format) {
 
 void write_json(const std::string& path, const Options& o, const std::string& gpu, const std::string& command,
                 const std::vector<Row>& rows) {
-  std::ostringstream j;
-  j << "[\n";
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const Row& r = rows[i];
-    j << "  {\"model\": \"resnet" << o.depth << "\", \"precision\": \"" << o.precision << "\", \"layout\": \""
-      << o.layout << "\", \"batch_per_gpu\": " << o.batch << ", \"world_size\": " << r.world_size
-      << ", \"gpu_name\": \"" << gpu << "\", \"img_per_sec_total\": " << number_or_null(r.total, "%.1f")
-      << ", \"img_per_sec_per_gpu\": " << number_or_null(r.per_gpu, "%.1f")
-      << ", \"step_ms_median\": " << number_or_null(r.step_ms, "%.3f")
-      << ", \"efficiency\": " << number_or_null(r.efficiency, "%.4f") << ", \"peak_mem_bytes\": " << r.peak_mem
-      << ", \"image_size\": " << o.image_size << ", \"warmup_steps\": " << o.warmup
-      << ", \"measured_steps\": " << o.steps << ", \"backend\": \"" << o.backend
-      << "\", \"gradient_wire_dtype\": \"" << o.gradient_wire_dtype << "\", \"tf32\": " << (o.precision == "fp32" && !o.no_tf32 ? "true" : "false")
-      << ", \"host\": \"" << core::process_identity().host << "\", \"date\": \"" << utc_date()
-      << "\", \"command\": \"" << command << "\"}" << (i + 1 < rows.size() ? "," : "") << "\n";
+  std::vector<std::string> objects;
+  for (const Row& r : rows) {
+    objects.push_back(core::JsonObject()
+                          .text("model", "resnet" + std::to_string(o.depth))
+                          .text("precision", o.precision)
+                          .text("layout", o.layout)
+                          .integer("batch_per_gpu", o.batch)
+                          .integer("world_size", r.world_size)
+                          .text("gpu_name", gpu)
+                          .number("img_per_sec_total", r.total, "%.1f")
+                          .number("img_per_sec_per_gpu", r.per_gpu, "%.1f")
+                          .number("step_ms_median", r.step_ms, "%.3f")
+                          .number("efficiency", r.efficiency, "%.4f")
+                          .integer("peak_mem_bytes", static_cast<int64_t>(r.peak_mem))
+                          .integer("image_size", o.image_size)
+                          .integer("warmup_steps", o.warmup)
+                          .integer("measured_steps", o.steps)
+                          .text("backend", o.backend)
+                          .text("gradient_wire_dtype", o.gradient_wire_dtype)
+                          .boolean("tf32", o.precision == "fp32" && !o.no_tf32)
+                          .text("host", core::process_identity().host)
+                          .text("date", utc_date())
+                          .text("command", command)
+                          .str());
   }
-  j << "]\n";
-  write_file_atomically(path, j.str(), "--json");
+  core::write_file_atomically(path, core::json_array(objects, "  ") + "\n", "--json file");
 }
 
 int bench_main(int argc, char** argv) {
@@ -265,7 +276,7 @@ int bench_main(int argc, char** argv) {
     rows.push_back(r);
     if (root) {
       std::printf("  %5d %12.1f %12.1f %10.2f %8s %10s %12.2f %10.4f %9s\n", k, r.per_gpu, r.total, r.step_ms,
-                  number_or_null(r.speedup, "%.3f").c_str(), number_or_null(r.efficiency * 100, "%.1f%%").c_str(),
+                  table_cell(r.speedup, "%.3f").c_str(), table_cell(r.efficiency * 100, "%.1f%%").c_str(),
                   r.peak_mem / 1e9, r.loss,
                   k > 1 ? (std::to_string(r.overlapped_buckets) + " buckets").c_str() : "-");
       std::fflush(stdout);

@@ -1,8 +1,5 @@
 #include "runtime/train/checkpoint.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <array>
 #include <cerrno>
@@ -13,6 +10,7 @@
 #include <random>
 #include <tuple>
 
+#include "runtime/core/atomic_file.h"
 #include "runtime/core/error.h"
 #include "runtime/core/log.h"
 
@@ -37,60 +35,6 @@ std::array<uint32_t, 256> make_table() {
 bool is_run_id(const std::string& text) {
   return text.size() == kRunIdDigits &&
          std::all_of(text.begin(), text.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
-}
-
-// A checkpoint being written: closed and removed again unless committed, so a failed write (full
-// disk, I/O error, an exception anywhere) leaves no temporary file behind.
-class TemporaryFile {
- public:
-  explicit TemporaryFile(std::string path) : path_(std::move(path)) {
-    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd_ < 0) DTRAIN_FAIL() << "I/O error: cannot create checkpoint " << path_ << ": " << std::strerror(errno);
-  }
-  TemporaryFile(const TemporaryFile&) = delete;
-  TemporaryFile& operator=(const TemporaryFile&) = delete;
-  ~TemporaryFile() {
-    if (fd_ >= 0) ::close(fd_);
-    if (!committed_) ::unlink(path_.c_str());
-  }
-
-  void write(const void* data, size_t bytes) {
-    const auto* p = static_cast<const char*>(data);
-    while (bytes > 0) {
-      const ssize_t n = ::write(fd_, p, bytes);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0)
-        DTRAIN_FAIL() << "I/O error writing checkpoint " << path_ << ": " << std::strerror(n < 0 ? errno : ENOSPC);
-      p += n;
-      bytes -= static_cast<size_t>(n);
-    }
-  }
-
-  // Flushes the data to the disk and renames the file to `final_path`.
-  void commit(const std::string& final_path) {
-    if (::fsync(fd_) != 0) DTRAIN_FAIL() << "I/O error flushing checkpoint " << path_ << ": " << std::strerror(errno);
-    const int closed = ::close(fd_);
-    fd_ = -1;
-    if (closed != 0) DTRAIN_FAIL() << "I/O error closing checkpoint " << path_ << ": " << std::strerror(errno);
-    if (::rename(path_.c_str(), final_path.c_str()) != 0) {
-      DTRAIN_FAIL() << "I/O error renaming checkpoint " << path_ << " to " << final_path << ": "
-                    << std::strerror(errno);
-    }
-    committed_ = true;
-  }
-
- private:
-  std::string path_;
-  int fd_ = -1;
-  bool committed_ = false;
-};
-
-// Makes a rename in `dir` durable.
-void fsync_directory(const std::string& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  const int failed = fd < 0 || ::fsync(fd) != 0 ? errno : 0;
-  if (fd >= 0) ::close(fd);
-  if (failed != 0) DTRAIN_FAIL() << "I/O error flushing checkpoint directory " << dir << ": " << std::strerror(failed);
 }
 
 // Reads and verifies the header of `path` (magic, length against the file's size before anything is
@@ -236,15 +180,14 @@ std::string write_checkpoint(const std::string& dir, proto::CheckpointHeader hea
   const uint32_t head_crc = crc32c(head.data(), head.size(), crc32c(&length, sizeof(length)));
   const std::string path = dir + "/ckpt-" + std::to_string(header.global_step()) + "-" + run_id + ".dtrain";
   {
-    TemporaryFile file(path + ".tmp");
+    core::AtomicFile file(path, "checkpoint");
     file.write(kMagic, sizeof(kMagic));
     file.write(&length, sizeof(length));
     file.write(&head_crc, sizeof(head_crc));
     file.write(head.data(), head.size());
     for (const NamedTensor& t : tensors) file.write(t.data, t.count * sizeof(float));
-    file.commit(path);
+    file.commit();
   }
-  fsync_directory(dir);
   // Rotation: this run's files only, newest kept; another run's checkpoints are never touched.
   const fs::path written = fs::path(path).filename();
   int kept = 1;

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "runtime/core/error.h"
+#include "runtime/core/json.h"
 
 namespace dtrain::train {
 
@@ -20,19 +21,16 @@ MetricsLog::~MetricsLog() {
 
 void MetricsLog::write(const std::string& event, const std::vector<std::pair<std::string, double>>& fields) {
   if (file_ == nullptr) return;
-  std::string line = "{\"event\": \"" + event + "\"";
-  char number[64];
+  core::JsonObject record;
+  record.text("event", event);
   for (const auto& [name, value] : fields) {
     if (std::isfinite(value) && value == std::floor(value) && std::fabs(value) < 1e15) {
-      std::snprintf(number, sizeof(number), "%.0f", value);
-    } else if (std::isfinite(value)) {
-      std::snprintf(number, sizeof(number), "%.9g", value);
+      record.integer(name, static_cast<int64_t>(value));
     } else {
-      std::snprintf(number, sizeof(number), "null");
+      record.number(name, value);
     }
-    line += ", \"" + name + "\": " + number;
   }
-  line += "}\n";
+  const std::string line = record.str() + "\n";
   DTRAIN_CHECK(std::fwrite(line.data(), 1, line.size(), file_) == line.size() && std::fflush(file_) == 0)
       << "writing the metrics file: " << std::strerror(errno);
 }
