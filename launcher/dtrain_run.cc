@@ -17,7 +17,7 @@
 #include "launcher/task_wrapper.h"
 #include "runtime/core/cli.h"
 #include "runtime/core/error.h"
-#include "runtime/core/main_guard.h"
+#include "runtime/core/top_level_handler.h"
 
 extern char** environ;
 
@@ -143,4 +143,6 @@ int run(int argc, char** argv) {
 
 }  // namespace dtrain::launcher
 
-int main(int argc, char** argv) { return dtrain::core::run_main(argc, argv, dtrain::launcher::run); }
+// dtrain-run is no MPI rank (it becomes mpirun or srun), so it ends like any process: no MPI_Abort,
+// and no MPI linked in.
+int main(int argc, char** argv) { return dtrain::core::run_main_without_mpi(argc, argv, dtrain::launcher::run); }

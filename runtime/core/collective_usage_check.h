@@ -19,9 +19,7 @@
 
 namespace dtrain::core {
 
-// A usage error that another rank prints (see above). Still a UsageError: exit status 2, and tests
-// that expect a UsageError on every rank see one.
-class UsageReportedElsewhere : public UsageError { using UsageError::UsageError; };
+// UsageReportedElsewhere, the error the silent ranks throw, is declared in error.h.
 
 // Collective over `comm`. `body` must not call collectives on `comm`.
 void collective_usage_check(MPI_Comm comm, const std::function<void()>& body);

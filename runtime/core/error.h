@@ -51,6 +51,11 @@ class Error : public std::runtime_error {
 // Bad flags, environment, configuration or data. The top-level handler prints it on the rank that
 // found it (before MPI starts, on rank 0 and each node's first rank only) and exits with status 2.
 class UsageError : public Error { using Error::Error; };
+// A usage error that another rank prints (collective_usage_check.h); the top-level handler ends
+// this rank with status 2 without printing it. Still a UsageError: tests that expect a UsageError
+// on every rank see one. Declared here, not beside collective_usage_check, because the handler
+// (top_level_handler.cc) catches it and must build without MPI.
+class UsageReportedElsewhere : public UsageError { using UsageError::UsageError; };
 class MpiError : public Error { using Error::Error; };
 class CudaError : public Error { using Error::Error; };
 class CudnnError : public Error { using Error::Error; };

@@ -8,16 +8,15 @@
 // missing, say) is never silent. The one exception: a UsageError thrown before MPI is initialized
 // comes from the command line and the config file, which the ranks of a node read alike, so only
 // rank 0 and the first rank of each node print it.
+//
+// The policy itself is in top_level_handler.h (dtrain_base, no MPI); run_main adds the MPI abort.
+// A program that never starts MPI and must not link it (dtrain-run) calls run_main_without_mpi.
 #include <functional>
+
+#include "runtime/core/top_level_handler.h"
 
 namespace dtrain::core {
 
 int run_main(int argc, char** argv, const std::function<int(int, char**)>& body);
-
-inline constexpr int kExitUsage = 2;
-inline constexpr int kExitFailure = 1;
-// A run stopped by a stop signal (preemption, time limit; stop_signals.h) after writing its
-// checkpoint: EX_TEMPFAIL, "try again". The sbatch script requeues the job on it.
-inline constexpr int kExitPreempted = 75;
 
 }  // namespace dtrain::core
