@@ -1,111 +1,42 @@
 #!/usr/bin/env bash
 # Real Slurm on this machine: starts munged, slurmctld and slurmd for a one-node cluster
-# (localhost, 2 CPUs) in a private directory, then submits with sbatch:
+# (localhost, 2 CPUs; tests/cluster/slurm_cluster.sh) in a private directory, then submits with sbatch:
 #   1. dtrain-run -np 2 dtrain-train, a short Fashion-MNIST run: the job must be COMPLETED and its
 #      output must hold the accuracy line;
 #   2. dtrain-run -np 2 with rank 1 exiting 3: the job must end at once as FAILED with exit code 3
 #      and output naming rank 1;
-#   3. cluster/slurm/resnet50_imagenet.sbatch's launch inside the allocation (DTRAIN_DRY_RUN=1).
+#   3. cluster/slurm/resnet50_imagenet.sbatch's launch inside the allocation (DTRAIN_DRY_RUN=1);
+#   4. preemption (issue 14, item 7): the same sbatch script trains a small ResNet on synthetic data
+#      for 2 epochs, uninterrupted (the reference), then again, preempted mid-epoch 0 by a job of a
+#      higher-priority partition (PreemptMode=REQUEUE, GraceTime: Slurm sends the tasks SIGTERM).
+#      The job must stop at a step boundary with a checkpoint, exit 75, be requeued by the script
+#      (back through PENDING, Restarts=1), resume from that checkpoint, end COMPLETED, and its
+#      final tensors must be byte-identical to the reference's;
+#   5. SIGUSR1 to the batch shell only (`scancel --batch`, as --signal=B:USR1@... sends it): the
+#      script must pass it on to the ranks, which stop with a checkpoint, and requeue the job.
 # Stops the daemons by their pids at the end, whatever happened.
 # Usage: slurm_test.sh BIN_DIR SOURCE_DIR. Exits 77 (ctest's skip), saying why, only when the
 # daemons are not installed or cannot start on this host.
 set -euo pipefail
 bin=$1 src=$2
+source "$src/tests/cluster/slurm_cluster.sh"
 
 skip() { echo "SKIP: $*"; exit 77; }
 fail() { echo "FAIL: $*"; exit 1; }
-[[ $(id -u) -eq 0 ]] || skip "a private Slurm needs root (slurmd runs jobs as their user); running as $(id -un)"
-for daemon in munged slurmctld slurmd sbatch scontrol; do
-  command -v $daemon >/dev/null || skip "$daemon is not installed (Debian packages munge, slurmctld, slurmd, slurm-client; scripts/install_deps.sh installs them)"
-done
+reason=$(slurm_cluster_unavailable) && skip "$reason"
 
 work=$(mktemp -d /tmp/dtrain-slurm.XXXXXX)
 chmod 755 "$work"
-pids=()
-stop_daemons() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do
-    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -9 "$pid" 2>/dev/null || true
-  done
-}
-show_logs() { for f in "$work"/*.log; do echo "--- $f"; tail -20 "$f"; done; }
-trap 'status=$?; stop_daemons; ((status == 0 || status == 77)) || show_logs; rm -rf "$work"' EXIT
-
-# Ports: free ones, so a Slurm already on this host (or a second test run) is not disturbed.
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("",0)); print(s.getsockname()[1])'; }
-ctld_port=$(free_port) slurmd_port=$(free_port)
-node=$(hostname -s)
-
-# munge: a private key and socket.
-dd if=/dev/urandom of="$work/munge.key" bs=1024 count=1 status=none
-chmod 400 "$work/munge.key"
-mkdir -m 700 "$work/munge"
-munged --foreground --force --key-file="$work/munge.key" --socket="$work/munge/socket" \
-  --pid-file="$work/munge/pid" --seed-file="$work/munge/seed" --log-file="$work/munged.log" 2>>"$work/stderr.log" &
-pids+=($!)
-
-mkdir -p "$work/ctld" "$work/spool"
-export SLURM_CONF=$work/slurm.conf
-cat > "$SLURM_CONF" <<CONF
-ClusterName=dtraintest
-SlurmctldHost=$node
-SlurmctldPort=$ctld_port
-SlurmdPort=$slurmd_port
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-AuthInfo=socket=$work/munge/socket
-CredType=cred/munge
-StateSaveLocation=$work/ctld
-SlurmdSpoolDir=$work/spool
-SlurmctldPidFile=$work/slurmctld.pid
-SlurmdPidFile=$work/slurmd.pid
-SlurmctldLogFile=$work/slurmctld.log
-SlurmdLogFile=$work/slurmd.log
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SchedulerType=sched/builtin
-SelectType=select/cons_tres
-SelectTypeParameters=CR_CPU
-ReturnToService=2
-MpiDefault=none
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-JobCompType=jobcomp/none
-MinJobAge=600
-NodeName=$node CPUs=2 State=UNKNOWN
-PartitionName=test Nodes=$node Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
-CONF
-
-for _ in $(seq 50); do [[ -S $work/munge/socket ]] && break; sleep 0.1; done
-[[ -S $work/munge/socket ]] || skip "munged did not start on this host: $(tail -3 "$work/munged.log" 2>/dev/null)"
-slurmctld -D -i 2>>"$work/stderr.log" &
-pids+=($!)
-slurmd -D 2>>"$work/stderr.log" &
-pids+=($!)
-
-# Ready when the controller answers and the node is idle (slurmd has registered).
-ready=false
-for _ in $(seq 100); do
-  if state=$(sinfo -h -n "$node" -o %t 2>/dev/null) && [[ $state == idle ]]; then ready=true; break; fi
-  for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null || skip "a Slurm daemon (pid $pid) exited at start on this host: $(tail -5 "$work"/slurm*.log 2>/dev/null | tr '\n' ' ')"; done
-  sleep 0.3
-done
-$ready || skip "the Slurm node did not become idle in 30 s (state '${state:-none}'): $(tail -5 "$work/slurmd.log" | tr '\n' ' ')"
-echo "slurm up: $(sinfo -h -o '%P %D %t %c') ($(sinfo --version)); srun MPI plugins: $(srun --mpi=list 2>&1 | tr '\n' ' ')"
+trap 'status=$?; slurm_cluster_stop; ((status == 0 || status == 77)) || slurm_cluster_show_logs; rm -rf "$work"' EXIT
+slurm_cluster_start "$work" || skip "$slurm_cluster_error"
+echo "slurm up: $(sinfo -h -o '%P %D %t %c' | tr '\n' ' ')($(sinfo --version)); srun MPI plugins: $(srun --mpi=list 2>&1 | tr '\n' ' ')"
 
 # Submits SCRIPT (text) as a 2-task job and waits for it to end; prints "STATE EXITCODE".
 submit_and_wait() {
-  local name=$1 script=$2 id state="" code=""
-  printf '%s\n' "$script" > "$work/$name.sbatch"
-  id=$(sbatch --parsable --job-name="$name" --ntasks=2 --output="$work/$name-%j.out" "$work/$name.sbatch") ||
-    fail "sbatch refused job $name"
-  for _ in $(seq 1200); do
-    state=$(scontrol show job "$id" | grep -o 'JobState=[A-Z_]*' | cut -d= -f2)
-    case $state in PENDING|CONFIGURING|RUNNING|COMPLETING|"") sleep 0.5 ;; *) break ;; esac
-  done
-  code=$(scontrol show job "$id" | grep -o ' ExitCode=[0-9:]*' | cut -d= -f2)
+  local name=$1 script=$2 id state code
+  id=$(slurm_submit "$name" "$script") || fail "sbatch refused job $name"
+  state=$(slurm_wait_job "$id" 600) || fail "job $name ($id) did not end in 600 s: $state"
+  code=$(slurm_job_field "$id" ExitCode)
   echo "--- job $name ($id): $state, exit code $code" >&2
   cat "$work/$name-$id.out" >&2
   cp "$work/$name-$id.out" "$work/$name.out"
@@ -137,4 +68,70 @@ DTRAIN_DRY_RUN=1 DTRAIN_DATA_DIR=/datasets/imagenet DTRAIN_BIN=$bin DTRAIN_CONFI
 [[ $result == "COMPLETED 0:0" ]] || fail "dry-run job ended '$result'"
 grep -Eq "^(srun --mpi=pmix --ntasks 2 --kill-on-bad-exit=1|mpirun -np 2 ).*dtrain-train --config .*resnet50_imagenet.pbtxt --data_dir /datasets/imagenet --checkpoint_dir $work/run" \
   "$work/imagenet_dry_run.out" || fail "the sbatch script did not launch dtrain-train over the allocation's 2 tasks"
+
+echo "== 4. preemption: the sbatch script's run, uninterrupted (reference), then preempted mid-epoch 0"
+dtrain_preemption_config > "$work/small.pbtxt"
+start=$SECONDS
+id=$(dtrain_submit_sbatch_script reference "$work/reference" "$work/small.pbtxt" "$src" "$bin") ||
+  fail "sbatch refused the reference job"
+state=$(slurm_wait_job "$id" 300) ||
+  { cat "$work/reference-$id.out"; fail "the reference job did not end in 300 s ($state)"; }
+grep -v " step [0-9]*/$dtrain_preemption_steps_per_epoch " "$work/reference-$id.out"
+[[ "$state $(slurm_job_field "$id" ExitCode)" == "COMPLETED 0:0" ]] || fail "the reference job ended $state"
+reference=$(dtrain_final_checkpoint "$work/reference")
+[[ $reference == */ckpt-$dtrain_preemption_final_step-*.dtrain ]] ||
+  fail "the reference's final checkpoint is '$reference', expected ckpt-$dtrain_preemption_final_step-*"
+echo "reference: $((SECONDS - start)) s"
+
+# Job 4: preempted mid-epoch 0 by a job of partition urgent (SIGTERM to the tasks).
+start=$SECONDS
+id=$(dtrain_submit_sbatch_script preempted "$work/preempted" "$work/small.pbtxt" "$src" "$bin" --requeue \
+  --open-mode=append) ||
+  fail "sbatch refused job preempted"
+out=$work/preempted-$id.out
+slurm_wait_output "$id" "$out" "epoch 0 step 24/$dtrain_preemption_steps_per_epoch " 300 ||
+  { cat "$out"; fail "job preempted did not reach step 24 of epoch 0"; }
+urgent=$(slurm_preempt_with_urgent_job) || fail "sbatch refused the urgent job"
+states=$(slurm_watch_job "$id" 600) || { cat "$out"; fail "job preempted did not end in 600 s (states: $states)"; }
+grep -v " step [0-9]*/$dtrain_preemption_steps_per_epoch " "$out"
+echo "states after the urgent job's submission: $states"
+[[ $(slurm_wait_job "$urgent" 60) == COMPLETED ]] || fail "the urgent job $urgent did not complete"
+dtrain_read_preempted_run "$id" "$out" "$work/preempted" "$reference"
+[[ $run_stop_signal == SIGTERM && $run_stop_epoch == 0 ]] ||
+  fail "no 'stopped by a stop signal (SIGTERM) at step N (epoch 0' line"
+[[ $run_first_exit == 75 && $run_requeued == yes ]] ||
+  fail "the first attempt exited '$run_first_exit' (requeued: $run_requeued), expected 75 and a requeue by the script"
+[[ $states =~ PENDING\ RUNNING ]] || fail "the job did not go back through PENDING to RUNNING (states: $states)"
+[[ $run_attempts == 2 && $run_restarts == 1 ]] ||
+  fail "$run_attempts attempts logged, Restarts=$run_restarts; expected 2 and 1 (attempt 2 = SLURM_RESTART_COUNT 1)"
+[[ $run_resumed_step == "$run_stop_step" ]] ||
+  fail "resumed from step '$run_resumed_step', expected the stop's checkpoint at step $run_stop_step"
+[[ "$run_state $run_exit" == "COMPLETED 0:0" ]] || fail "the job ended $run_state $run_exit, expected COMPLETED 0:0"
+[[ $run_final == ckpt-$dtrain_preemption_final_step-* ]] ||
+  fail "final checkpoint '$run_final', expected ckpt-$dtrain_preemption_final_step-*"
+[[ $run_identical == yes ]] || fail "the final tensors differ from the uninterrupted run's"
+echo "stopped by SIGTERM at step $run_stop_step, exit 75, requeued, resumed from step $run_resumed_step, COMPLETED," \
+  "final tensors identical to the reference ($((SECONDS - start)) s)"
+
+echo "== 5. SIGUSR1 to the batch shell only (--signal=B:USR1@..., scancel --batch): passed on, exit 75, requeued"
+# Job 4 showed the resume; this checks the script's own handling of a signal to its shell, up to
+# the requeue, then cancels the job.
+id=$(dtrain_submit_sbatch_script batch_signalled "$work/batch_signalled" "$work/small.pbtxt" "$src" "$bin" --requeue \
+  --open-mode=append) || fail "sbatch refused job batch_signalled"
+out=$work/batch_signalled-$id.out
+slurm_wait_output "$id" "$out" "epoch 0 step 16/$dtrain_preemption_steps_per_epoch " 300 ||
+  { cat "$out"; fail "job batch_signalled did not reach step 16"; }
+scancel --batch --signal=USR1 "$id"
+slurm_wait_output "$id" "$out" "^job $id attempt 2 on " 300 ||
+  { cat "$out"; fail "job batch_signalled did not start again"; }
+restarts=$(slurm_job_field "$id" Restarts)
+scancel "$id"
+slurm_wait_job "$id" 120 > /dev/null || fail "job batch_signalled was not cancelled in 120 s"
+grep -v " step [0-9]*/$dtrain_preemption_steps_per_epoch " "$out"
+dtrain_read_preempted_run "$id" "$out" "$work/batch_signalled" "$reference"
+grep -q "the batch shell got SIGUSR1: passing it on to the ranks as SIGUSR1" "$out" ||
+  fail "the sbatch script did not say it passed the batch shell's SIGUSR1 on"
+[[ $run_stop_signal == SIGUSR1 && $run_first_exit == 75 && $run_requeued == yes && $restarts == 1 ]] ||
+  fail "stopped by '$run_stop_signal', first attempt exited '$run_first_exit', requeued $run_requeued, Restarts=$restarts;" \
+    "expected SIGUSR1, 75, yes, 1"
 echo "PASS"
