@@ -49,9 +49,10 @@ struct Options {
   bool no_tf32 = false;
   std::string backend = "auto";
   std::string gradient_wire_dtype = "fp32";  // the hierarchical backend's cross-node format
-  double bucket_mib = 25;
+  int bucket_mib = 25;
   double lr = 0.1;
   std::string json;
+  train::ResolvedConfig config;  // the options above as dtrain-train's config (resolve() checks them)
 };
 
 Options parse(int argc, char** argv, bool* help) {
@@ -92,6 +93,17 @@ Options parse(int argc, char** argv, bool* help) {
   DTRAIN_USAGE_CHECK(o.warmup >= 0) << "--warmup " << o.warmup << ": must not be negative";
   DTRAIN_USAGE_CHECK(o.steps > 0) << "--steps " << o.steps << ": must be positive";
   DTRAIN_USAGE_CHECK(o.bucket_mib > 0) << "--bucket-mib " << o.bucket_mib << ": must be positive";
+  train::TrainConfig c = train::default_train_config();
+  c.set_model("resnet");
+  c.set_depth(o.depth);
+  c.set_precision(o.precision);
+  c.set_no_tf32(o.no_tf32);
+  c.set_batch_per_rank(o.batch);
+  c.set_image_size(o.image_size);
+  c.set_bucket_mib(o.bucket_mib);
+  c.set_backend(o.backend);
+  c.set_gradient_wire_dtype(o.gradient_wire_dtype);
+  o.config = train::resolve(c);
   return o;
 }
 
@@ -159,18 +171,14 @@ Row run_world(const Options& o, int k, const core::RankContext& world_ctx, int d
     const core::RankContext ctx = core::RankContext::from_environment(sub);
     std::unique_ptr<comm::Communicator> comm;
     if (k > 1) {
-      comm = comm::make_communicator(comm::parse_backend(o.backend, "--backend"), ctx, true,
-                                     core::parse_dtype(o.gradient_wire_dtype, "--gradient-wire-dtype"));
+      comm = comm::make_communicator(o.config.backend, ctx, true, o.config.gradient_wire_dtype);
     }
-    train::cuda::GpuStepOptions step_options;
-    step_options.model.depth = o.depth;
-    step_options.model.num_classes = o.classes;
-    step_options.numerics =
-        o.precision == "bf16" ? models::cuda::ConvNumerics::kBf16Nhwc : models::cuda::ConvNumerics::kFp32Nchw;
-    step_options.allow_tf32 = !o.no_tf32;
-    step_options.batch = o.batch;
-    step_options.height = step_options.width = o.image_size;
-    step_options.bucket_bytes = static_cast<size_t>(o.bucket_mib * 1048576.0);
+    models::ResNetConfig model;
+    model.depth = o.depth;
+    model.num_classes = o.classes;
+    const float mean[3] = {0, 0, 0}, std[3] = {1, 1, 1};
+    const train::cuda::GpuStepOptions step_options =
+        train::cuda::gpu_step_options(o.config, model, o.image_size, o.image_size, mean, std);
     core::device_caching_allocator(device).reset_peak();
     train::cuda::GpuTrainStep step(step_options, comm.get(), device);
     std::vector<core::CudaEvent> marks;

@@ -18,13 +18,13 @@ namespace {
 class CpuStepEngine final : public StepEngine {
  public:
   CpuStepEngine(const EngineSetup& setup, const core::RankContext& ctx) : setup_(setup), model_(setup.model) {
-    const TrainConfig& c = setup.config;
+    const TrainConfig& c = setup.config.fields;
     models::ParameterSet& params = model_.parameters();
     comm::set_stall_settings({c.stall_warning_seconds(), c.stall_abort_seconds()});
-    comm_ = comm::make_communicator(comm::parse_backend(c.backend(), "backend"), ctx, false);
+    comm_ = comm::make_communicator(setup.config.backend, ctx, false);
     sync_ = std::make_unique<comm::GradientSynchronizer>(
         *comm_, params.grads_flat(), static_cast<size_t>(params.flat_size()),
-        static_cast<size_t>(c.bucket_mib()) << 20, core::parse_dtype(c.gradient_wire_dtype(), "gradient_wire_dtype"));
+        static_cast<size_t>(c.bucket_mib()) << 20, setup.config.gradient_wire_dtype);
     params.set_gradient_listener([this](int64_t begin, int64_t end) {
       sync_->mark_ready(static_cast<size_t>(begin), static_cast<size_t>(end));
     });
@@ -42,7 +42,7 @@ class CpuStepEngine final : public StepEngine {
     const core::Tensor& logits = model_.forward(normalized(b, input_), true);
     models::ensure_shape(dlogits_, logits.shape());
     loss_ = models::cpu::softmax_cross_entropy(b.size, static_cast<int>(logits.shape()[1]), logits.data<float>(),
-                                               b.labels.data(), setup_.config.label_smoothing(),
+                                               b.labels.data(), setup_.config.fields.label_smoothing(),
                                                dlogits_.data<float>());
     sync_->begin_step();
     model_.backward(dlogits_);

@@ -12,7 +12,7 @@ namespace dtrain::train {
 namespace {
 
 int train_main(int argc, char** argv) {
-  TrainConfig config;
+  ResolvedConfig config;
   if (!load_train_config(argc, argv, &config)) return 0;
   core::MpiScope mpi(&argc, &argv);
   const core::RankContext ctx = core::RankContext::from_environment();
@@ -23,7 +23,7 @@ int train_main(int argc, char** argv) {
   }
   // --device cpu needs no GPU per rank: GPUs are neither bound nor counted.
   core::GpuBinding binding;
-  if (config.device() != "cpu") binding = core::bind_gpu(ctx, false);
+  if (config.device != DeviceChoice::kCpu) binding = core::bind_gpu(ctx, false);
   const bool real_gpu = !binding.cpu_mode && !binding.device.simulated;
   Trainer trainer(config, ctx, real_gpu ? binding.device.index : -1);
   trainer.run();

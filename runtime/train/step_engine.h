@@ -10,12 +10,12 @@
 #include "models/resnet.h"
 #include "runtime/core/rank_context.h"
 #include "runtime/train/data/data_loader.h"
-#include "runtime/train/train_config.h"
+#include "runtime/train/resolved_config.h"
 
 namespace dtrain::train {
 
 struct EngineSetup {
-  TrainConfig config;
+  ResolvedConfig config;
   models::ResNetConfig model;
   ImageShape image;
   float mean[3] = {0, 0, 0};

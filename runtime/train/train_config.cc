@@ -10,12 +10,10 @@
 #include <iostream>
 #include <sstream>
 
-#include "comm/stall_inspector.h"
 #include "runtime/core/cli.h"
 #include "runtime/core/error.h"
 #include "runtime/core/process_identity.h"
-#include "runtime/core/stop_signals.h"
-#include "runtime/train/config_limits.h"
+#include "runtime/train/resolved_config.h"
 
 namespace dtrain::train {
 namespace {
@@ -114,8 +112,9 @@ TrainConfig default_train_config() {
   return c;
 }
 
-bool load_train_config(int argc, char** argv, TrainConfig* config) {
-  *config = default_train_config();
+bool load_train_config(int argc, char** argv, ResolvedConfig* resolved) {
+  TrainConfig loaded = default_train_config();
+  TrainConfig* config = &loaded;
   const pb::Descriptor* descriptor = TrainConfig::descriptor();
   // One flag per TrainConfig field, generated from the message, so no flag list drifts from it.
   core::po::options_description options("dtrain-train options (every TrainConfig field; repeated fields take a comma list)");
@@ -173,58 +172,8 @@ bool load_train_config(int argc, char** argv, TrainConfig* config) {
       set_field(config, field, cli.values[alias].as<std::string>());
     }
   }
-  validate(*config);
+  *resolved = resolve(loaded);  // every problem reported now, before MPI starts
   return true;
-}
-
-void validate(const TrainConfig& c) {
-  DTRAIN_USAGE_CHECK(c.model() == "resnet" || c.model() == "small-resnet")
-      << "model '" << c.model() << "': use resnet or small-resnet";
-  DTRAIN_USAGE_CHECK(c.dataset() == "synthetic" || c.dataset() == "fashion-mnist" || c.dataset() == "imagenet")
-      << "dataset '" << c.dataset() << "': use imagenet, fashion-mnist or synthetic";
-  DTRAIN_USAGE_CHECK(c.dataset() != "imagenet" || !c.data_dir().empty())
-      << "dataset imagenet needs data_dir (holding train/ and val/)";
-  DTRAIN_USAGE_CHECK(c.image_size() > 0) << "image_size must be positive, got " << c.image_size();
-  DTRAIN_USAGE_CHECK(c.dataset() != "imagenet" || c.val_resize() >= c.image_size())
-      << "val_resize " << c.val_resize() << " is smaller than the crop image_size " << c.image_size();
-  DTRAIN_USAGE_CHECK(c.synthetic_samples() >= 0 && (c.dataset() != "synthetic" || c.synthetic_samples() > 0))
-      << "synthetic_samples must be positive, got " << c.synthetic_samples();
-  DTRAIN_USAGE_CHECK(c.max_bad_fraction() >= 0 && c.max_bad_fraction() <= 1)
-      << "max_bad_fraction " << c.max_bad_fraction() << " outside [0, 1]";
-  DTRAIN_USAGE_CHECK(c.dataset() != "fashion-mnist" || c.model() == "small-resnet")
-      << "dataset fashion-mnist (28x28) needs model small-resnet";
-  DTRAIN_USAGE_CHECK(c.batch_per_rank() > 0) << "batch_per_rank must be positive, got " << c.batch_per_rank();
-  DTRAIN_USAGE_CHECK(c.epochs() > 0) << "epochs must be positive, got " << c.epochs();
-  DTRAIN_USAGE_CHECK(c.lr_decay() == "step" || c.lr_decay() == "cosine") << "lr_decay '" << c.lr_decay()
-                                                                         << "': use step or cosine";
-  DTRAIN_USAGE_CHECK(c.bucket_mib() > 0) << "bucket_mib must be positive";
-  DTRAIN_USAGE_CHECK(c.device() == "auto" || c.device() == "cpu" || c.device() == "gpu")
-      << "device '" << c.device() << "': use auto, cpu or gpu";
-  DTRAIN_USAGE_CHECK(c.precision() == "bf16" || c.precision() == "fp32")
-      << "precision '" << c.precision() << "': use bf16 or fp32";
-  DTRAIN_USAGE_CHECK(c.label_smoothing() >= 0 && c.label_smoothing() < 1) << "label_smoothing outside [0, 1)";
-  DTRAIN_USAGE_CHECK(c.loader_threads() >= 0) << "loader_threads " << c.loader_threads()
-                                              << " must be positive, or 0 for one per CPU of the rank's share";
-  DTRAIN_USAGE_CHECK(c.prefetch_batches() > 0) << "prefetch_batches " << c.prefetch_batches() << " must be positive";
-  DTRAIN_USAGE_CHECK(c.max_file_mib() > 0) << "max_file_mib " << c.max_file_mib() << " must be positive";
-  DTRAIN_USAGE_CHECK(c.max_image_megapixels() > 0)
-      << "max_image_megapixels " << c.max_image_megapixels() << " must be positive";
-  DTRAIN_USAGE_CHECK(c.max_steps_per_epoch() >= 0) << "max_steps_per_epoch must not be negative";
-  DTRAIN_USAGE_CHECK(c.max_validation_batches() >= 0) << "max_validation_batches must not be negative";
-  DTRAIN_USAGE_CHECK(c.timing_warmup_steps() >= 0) << "timing_warmup_steps must not be negative";
-  DTRAIN_USAGE_CHECK(c.max_nonfinite_steps() >= 0) << "max_nonfinite_steps must not be negative, got "
-                                                   << c.max_nonfinite_steps();
-  DTRAIN_USAGE_CHECK(c.checkpoint_every_steps() >= 0 && c.keep_checkpoints() > 0 && c.max_total_steps() >= 0)
-      << "checkpoint_every_steps and max_total_steps must not be negative, keep_checkpoints must be positive";
-  DTRAIN_USAGE_CHECK(c.checkpoint_every_steps() == 0 || !c.checkpoint_dir().empty())
-      << "checkpoint_every_steps needs checkpoint_dir";
-  DTRAIN_USAGE_CHECK((c.resume() != "latest" && c.resume() != "required") || !c.checkpoint_dir().empty())
-      << "resume " << c.resume() << " needs checkpoint_dir";
-  core::parse_signal_list(c.stop_signals(), "stop_signals");
-  comm::validate_stall_settings({c.stall_warning_seconds(), c.stall_abort_seconds()}, "TrainConfig");
-  DTRAIN_USAGE_CHECK(c.model() != "small-resnet" || c.blocks_per_stage_size() > 0)
-      << "small-resnet needs blocks_per_stage (e.g. --blocks_per_stage=1,1,1)";
-  validate_limits(c);  // absurd sizes and non-finite numbers, before anything is allocated
 }
 
 std::string describe(const TrainConfig& config) {

@@ -10,16 +10,14 @@
 namespace dtrain::train {
 
 using proto::TrainConfig;
+struct ResolvedConfig;  // resolved_config.h
 
 TrainConfig default_train_config();
 
 // argv: `--config FILE` and `--FIELD=VALUE` / `--FIELD VALUE` for any field (Boost.Program_options,
 // options generated from the message); repeated fields take a comma-separated list. Returns false
-// (help printed by rank 0) for --help.
-bool load_train_config(int argc, char** argv, TrainConfig* config);
-
-// Checks the combinations; UsageError naming the field.
-void validate(const TrainConfig& config);
+// (help printed by rank 0) for --help. Checks the result (resolve(), resolved_config.h).
+bool load_train_config(int argc, char** argv, ResolvedConfig* config);
 
 // One line, text format, for the log and checkpoints.
 std::string describe(const TrainConfig& config);

@@ -32,13 +32,14 @@
 namespace dtrain::train {
 namespace {
 
-models::ResNetConfig model_config(const TrainConfig& c, const Dataset& data) {
+models::ResNetConfig model_config(const ResolvedConfig& r, const Dataset& data) {
+  const TrainConfig& c = r.fields;
   models::ResNetConfig m;
   m.depth = c.depth();
   m.blocks_per_stage.assign(c.blocks_per_stage().begin(), c.blocks_per_stage().end());
   m.bottleneck = c.bottleneck();
   m.width = c.width();
-  m.small_input = c.model() == "small-resnet";
+  m.small_input = r.model == ModelKind::kSmallResNet;
   m.zero_init_residual = c.zero_init_residual();
   m.batch_norm = !c.no_batch_norm();
   m.num_classes = data.num_classes();
@@ -104,14 +105,13 @@ struct Trainer::Parts {
   float std[3] = {1, 1, 1};
 };
 
-Trainer::Trainer(const TrainConfig& config, const core::RankContext& ctx, int gpu)
+Trainer::Trainer(const ResolvedConfig& config, const core::RankContext& ctx, int gpu)
     : config_(config), ctx_(ctx), parts_(std::make_unique<Parts>()) {
-  validate(config_);
   Parts& p = *parts_;
   const core::Topology& t = ctx.topology();
   p.stall = std::make_unique<comm::StallChannel>(ctx.world());
-  core::install_stop_signals(core::parse_signal_list(config_.stop_signals(), "stop_signals"));
-  const bool on_gpu = config_.device() == "gpu" || (config_.device() == "auto" && gpu >= 0);
+  core::install_stop_signals(core::parse_signal_list(config_.fields.stop_signals(), "stop_signals"));
+  const bool on_gpu = config_.device == DeviceChoice::kGpu || (config_.device == DeviceChoice::kAuto && gpu >= 0);
   // Ranks read their own copies of the data: a problem found on some ranks only (a directory
   // missing on one node) is printed once, by a rank that found it, and ends every rank.
   core::collective_usage_check(ctx.world(), [&] {
@@ -131,48 +131,48 @@ Trainer::Trainer(const TrainConfig& config, const core::RankContext& ctx, int gp
   p.engine = on_gpu ? make_gpu_step_engine(setup, ctx, gpu) : make_cpu_step_engine(setup, ctx);
 
   p.train_sampler = std::make_unique<ShardedSampler>(p.train_data->size(), t.world_size, t.world_rank,
-                                                     SamplerOptions{config_.seed(), true, true, true});
+                                                     SamplerOptions{config_.fields.seed(), true, true, true});
   p.val_sampler = std::make_unique<ShardedSampler>(p.val_data->size(), t.world_size, t.world_rank,
-                                                   SamplerOptions{config_.seed(), false, false, false});
+                                                   SamplerOptions{config_.fields.seed(), false, false, false});
   // loader_threads 0: the CPUs this rank may use (its share of the host), less two for the step
   // loop and the driver. The batches the engine holds while their copies run come on top of the
   // prefetch depth, or the workers would have nothing to fill.
-  const int threads = config_.loader_threads() > 0 ? config_.loader_threads() : std::max(1, core::cpus_allowed() - 2);
-  const int prefetch = std::max(config_.prefetch_batches(), p.engine->max_batches_held() + 2);
-  const LoaderOptions loader{config_.batch_per_rank(), threads, prefetch, config_.seed(), false};
+  const int threads = config_.fields.loader_threads() > 0 ? config_.fields.loader_threads() : std::max(1, core::cpus_allowed() - 2);
+  const int prefetch = std::max(config_.fields.prefetch_batches(), p.engine->max_batches_held() + 2);
+  const LoaderOptions loader{config_.fields.batch_per_rank(), threads, prefetch, config_.fields.seed(), false};
   p.train_loader = std::make_unique<DataLoader>(*p.train_data, *p.train_sampler, loader);
   LoaderOptions val_loader = loader;
   val_loader.keep_partial_batch = true;
   p.val_loader = std::make_unique<DataLoader>(*p.val_data, *p.val_sampler, val_loader);
   core::collective_usage_check(ctx.world(), [&] {
     DTRAIN_USAGE_CHECK(p.train_loader->batches_per_epoch() > 0)
-        << "batch_per_rank " << config_.batch_per_rank() << " x " << t.world_size << " ranks exceeds the "
+        << "batch_per_rank " << config_.fields.batch_per_rank() << " x " << t.world_size << " ranks exceeds the "
         << p.train_data->size() << " training samples";
   });
 
   LrScheduleOptions lr;
-  lr.base_lr = config_.base_lr();
-  lr.global_batch = config_.batch_per_rank() * t.world_size;
-  lr.warmup_epochs = config_.warmup_epochs();
-  lr.decay = config_.lr_decay() == "cosine" ? DecayKind::kCosine : DecayKind::kStep;
-  lr.milestones.assign(config_.lr_milestones().begin(), config_.lr_milestones().end());
-  lr.total_epochs = config_.epochs();
+  lr.base_lr = config_.fields.base_lr();
+  lr.global_batch = config_.fields.batch_per_rank() * t.world_size;
+  lr.warmup_epochs = config_.fields.warmup_epochs();
+  lr.decay = config_.lr_decay;
+  lr.milestones.assign(config_.fields.lr_milestones().begin(), config_.fields.lr_milestones().end());
+  lr.total_epochs = config_.fields.epochs();
   p.schedule = std::make_unique<LinearScalingSchedule>(lr, steps_per_epoch());
-  p.metrics = std::make_unique<MetricsLog>(t.world_rank == 0 ? config_.metrics_file() : std::string());
+  p.metrics = std::make_unique<MetricsLog>(t.world_rank == 0 ? config_.fields.metrics_file() : std::string());
 
   // The engine gave every rank rank 0's initial values; prove every replica agrees.
   verify_replicas();
   if (t.world_rank == 0) {
     p.run_id = new_run_id();
-    if (!config_.checkpoint_dir().empty()) prepare_checkpoint_dir();
+    if (!config_.fields.checkpoint_dir().empty()) prepare_checkpoint_dir();
   }
-  if (!config_.resume().empty()) resume_from(config_.resume());
-  DTRAIN_LOG0(kInfo) << "config: " << describe(config_);
+  if (!config_.fields.resume().empty()) resume_from(config_.fields.resume());
+  DTRAIN_LOG0(kInfo) << "config: " << describe(config_.fields);
   DTRAIN_LOG0(kInfo) << "steps on " << p.engine->describe() << "; " << threads << " loader threads, " << prefetch
                      << " batches in flight";
-  DTRAIN_LOG0(kInfo) << p.schedule->describe(t.world_size, config_.batch_per_rank()) << "; "
+  DTRAIN_LOG0(kInfo) << p.schedule->describe(t.world_size, config_.fields.batch_per_rank()) << "; "
                      << p.engine->parameters().parameter_count() << " parameters in " << p.engine->gradient_buckets()
-                     << " gradient bucket(s) of up to " << config_.bucket_mib() << " MiB";
+                     << " gradient bucket(s) of up to " << config_.fields.bucket_mib() << " MiB";
 }
 
 Trainer::~Trainer() {
@@ -204,29 +204,29 @@ bool Trainer::stopped_by_signal() const { return parts_->stopped; }
 
 void Trainer::open_datasets() {
   Parts& p = *parts_;
-  if (config_.dataset() == "fashion-mnist") {
-    const std::string dir = config_.data_dir().empty() ? "/usr/share/datasets/fashion-mnist" : config_.data_dir();
+  if (config_.dataset == DatasetKind::kFashionMnist) {
+    const std::string dir = config_.fields.data_dir().empty() ? "/usr/share/datasets/fashion-mnist" : config_.fields.data_dir();
     p.train_data = std::make_unique<IdxDataset>(dir + "/train-images-idx3-ubyte.gz", dir + "/train-labels-idx1-ubyte.gz", true);
     p.val_data = std::make_unique<IdxDataset>(dir + "/t10k-images-idx3-ubyte.gz", dir + "/t10k-labels-idx1-ubyte.gz", false);
-  } else if (config_.dataset() == "imagenet") {
+  } else if (config_.dataset == DatasetKind::kImageNet) {
     ImageFolderOptions folder;
-    folder.crop = config_.image_size();
-    folder.resize = config_.val_resize();
-    folder.max_bad_fraction = config_.max_bad_fraction();
-    folder.max_file_bytes = int64_t{config_.max_file_mib()} << 20;
-    folder.max_image_pixels = static_cast<int64_t>(config_.max_image_megapixels() * 1e6);
-    auto train = std::make_unique<ImageFolderDataset>(config_.data_dir() + "/train", folder);
+    folder.crop = config_.fields.image_size();
+    folder.resize = config_.fields.val_resize();
+    folder.max_bad_fraction = config_.fields.max_bad_fraction();
+    folder.max_file_bytes = int64_t{config_.fields.max_file_mib()} << 20;
+    folder.max_image_pixels = static_cast<int64_t>(config_.fields.max_image_megapixels() * 1e6);
+    auto train = std::make_unique<ImageFolderDataset>(config_.fields.data_dir() + "/train", folder);
     folder.train = false;
-    auto val = std::make_unique<ImageFolderDataset>(config_.data_dir() + "/val", folder);
+    auto val = std::make_unique<ImageFolderDataset>(config_.fields.data_dir() + "/val", folder);
     DTRAIN_USAGE_CHECK(val->classes() == train->classes())
-        << config_.data_dir() << ": val/ and train/ hold different class folders (" << val->num_classes() << " and "
+        << config_.fields.data_dir() << ": val/ and train/ hold different class folders (" << val->num_classes() << " and "
         << train->num_classes() << ")";
     p.train_data = std::move(train);
     p.val_data = std::move(val);
   } else {
-    const ImageShape shape{config_.image_size(), config_.image_size(), 3};
-    p.train_data = std::make_unique<SyntheticDataset>(config_.synthetic_samples(), shape, 1000, config_.seed());
-    p.val_data = std::make_unique<SyntheticDataset>(std::max(1, config_.synthetic_samples() / 8), shape, 1000, config_.seed() + 1);
+    const ImageShape shape{config_.fields.image_size(), config_.fields.image_size(), 3};
+    p.train_data = std::make_unique<SyntheticDataset>(config_.fields.synthetic_samples(), shape, 1000, config_.fields.seed());
+    p.val_data = std::make_unique<SyntheticDataset>(std::max(1, config_.fields.synthetic_samples() / 8), shape, 1000, config_.fields.seed() + 1);
   }
 }
 
@@ -276,7 +276,7 @@ void Trainer::verify_replicas() {
   // replicas agree after the broadcast, not only that the seeds did.
   parts_->engine->sync_to_host();
   models::ParameterSet& params = parts_->engine->parameters();
-  const std::string config_bytes = config_.SerializeAsString();
+  const std::string config_bytes = config_.fields.SerializeAsString();
   const uint64_t mine[2] = {core::fingerprint(params.params_flat(), static_cast<size_t>(params.flat_size()) * 4),
                             core::fingerprint(config_bytes.data(), config_bytes.size())};
   const int n = ctx_.topology().world_size;
@@ -293,7 +293,7 @@ void Trainer::verify_replicas() {
 
 EpochResult Trainer::train_epoch(int epoch) {
   Parts& p = *parts_;
-  const int batch = config_.batch_per_rank();
+  const int batch = config_.fields.batch_per_rank();
   const long first_step = epoch == p.start_epoch ? p.start_step_in_epoch : 0;
   const size_t first_entry = epoch == p.start_epoch ? p.start_entry : 0;
   if (p.loading_epoch != epoch || first_step != 0) {
@@ -328,7 +328,7 @@ EpochResult Trainer::train_epoch(int epoch) {
     release_finished(*p.engine, *p.train_loader, false);
     ++p.global_step;
     // The GPU engine's loss waits for its step, so it is read only where it is reported.
-    const bool report = config_.log_every_steps() > 0 && (step + 1) % config_.log_every_steps() == 0;
+    const bool report = config_.fields.log_every_steps() > 0 && (step + 1) % config_.fields.log_every_steps() == 0;
     const bool read = report || p.engine->loss_is_free() || step + 1 == steps || step_limit_reached();
     const double loss = read ? p.engine->last_loss() : 0.0;
     std::vector<double> losses(static_cast<size_t>(ctx_.topology().world_size));
@@ -349,7 +349,7 @@ EpochResult Trainer::train_epoch(int epoch) {
       mean_loss /= ctx_.topology().world_size;
       const auto now = Clock::now();
       const double seconds = std::chrono::duration<double>(now - interval_start).count();
-      const double rate = config_.log_every_steps() * batch * ctx_.topology().world_size / seconds;
+      const double rate = config_.fields.log_every_steps() * batch * ctx_.topology().world_size / seconds;
       const double wait = interval_wait / seconds;
       interval_start = now;
       interval_wait = 0;
@@ -359,16 +359,16 @@ EpochResult Trainer::train_epoch(int epoch) {
                                  {"lr", lr}, {"img_per_sec", rate}, {"data_wait_fraction", wait}});
     }
     const bool stop = stop_agreed();
-    const bool periodic = config_.checkpoint_every_steps() > 0 && p.global_step % config_.checkpoint_every_steps() == 0;
+    const bool periodic = config_.fields.checkpoint_every_steps() > 0 && p.global_step % config_.fields.checkpoint_every_steps() == 0;
     // Also when max_total_steps ends the run mid-epoch: the steps since the last one are not lost.
     const bool last = step + 1 == steps || step_limit_reached();
     if (stop) release_finished(*p.engine, *p.train_loader, true);
-    if (periodic || ((last || stop) && !config_.checkpoint_dir().empty())) save_checkpoint(epoch, step + 1);
+    if (periodic || ((last || stop) && !config_.fields.checkpoint_dir().empty())) save_checkpoint(epoch, step + 1);
     if (stop) {
       DTRAIN_LOG0(kWarn) << "stopped by a stop signal (" << (p.stop_mine ? core::signal_name(p.stop_mine) : "on another rank")
                          << ") at step " << p.global_step << " (epoch " << epoch << ", step " << step + 1 << " of "
                          << steps << ")"
-                         << (config_.checkpoint_dir().empty() ? "; no checkpoint_dir, so nothing was saved"
+                         << (config_.fields.checkpoint_dir().empty() ? "; no checkpoint_dir, so nothing was saved"
                                                               : "; checkpoint written")
                          << ", exiting with status " << core::kExitPreempted << " (requeue and --resume latest)";
       p.stopped = true;
@@ -392,7 +392,7 @@ EpochResult Trainer::train_epoch(int epoch) {
   result.data_wait_fraction = epoch_wait / seconds;
   DTRAIN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &result.data_wait_fraction, 1, MPI_DOUBLE, MPI_MAX, ctx_.world()));
   // The median step after the warm-up steps, and the slowest rank's median sets the pace.
-  std::vector<double> timed(step_seconds.begin() + std::min<long>(config_.timing_warmup_steps(), steps_run / 2),
+  std::vector<double> timed(step_seconds.begin() + std::min<long>(config_.fields.timing_warmup_steps(), steps_run / 2),
                             step_seconds.end());
   double median = 0;
   if (!timed.empty()) {
@@ -404,7 +404,7 @@ EpochResult Trainer::train_epoch(int epoch) {
   result.median_images_per_second = median > 0 ? batch * ctx_.topology().world_size / median : 0;
   // The next epoch's first batches are decoded while this one is evaluated and checkpointed, so
   // the step loop does not start it waiting for an empty pipeline to fill.
-  if (epoch + 1 < config_.epochs() && !step_limit_reached()) {
+  if (epoch + 1 < config_.fields.epochs() && !step_limit_reached()) {
     p.train_loader->start_epoch(epoch + 1);
     p.loading_epoch = epoch + 1;
   }
@@ -427,7 +427,7 @@ void Trainer::evaluate(EpochResult& result) {
   p.engine->begin_evaluation();
   int batches = 0;
   while (const Batch* b = p.val_loader->next()) {
-    if (config_.max_validation_batches() > 0 && batches++ >= config_.max_validation_batches()) break;
+    if (config_.fields.max_validation_batches() > 0 && batches++ >= config_.fields.max_validation_batches()) break;
     p.engine->evaluate(*b);
     p.val_loader->retain(b);
     release_finished(*p.engine, *p.val_loader, false);
@@ -463,7 +463,7 @@ void Trainer::report_bad_files() {
     DTRAIN_LOG(kWarn) << data->name() << ": " << bad.found_by_scan << " bad entries skipped by the scan and "
                       << unreadable.size() << " unreadable files skipped by the ranks so far (each logged with its path)";
     DTRAIN_CHECK(total <= bad.allowed) << data->name() << ": " << total << " bad files in all, more than max_bad_fraction "
-                                       << config_.max_bad_fraction() << " allows (" << bad.allowed << ")";
+                                       << config_.fields.max_bad_fraction() << " allows (" << bad.allowed << ")";
   }
 }
 
@@ -474,12 +474,12 @@ models::ParameterSet& Trainer::parameters() {
 
 long Trainer::steps_per_epoch() const {
   const long batches = static_cast<long>(parts_->train_loader->batches_per_epoch());
-  return config_.max_steps_per_epoch() > 0 ? std::min<long>(batches, config_.max_steps_per_epoch()) : batches;
+  return config_.fields.max_steps_per_epoch() > 0 ? std::min<long>(batches, config_.fields.max_steps_per_epoch()) : batches;
 }
 
 long Trainer::images_before(int epoch, long step) const {
   const Parts& p = *parts_;
-  const long global_batch = static_cast<long>(config_.batch_per_rank()) * ctx_.topology().world_size;
+  const long global_batch = static_cast<long>(config_.fields.batch_per_rank()) * ctx_.topology().world_size;
   if (epoch == p.start_epoch && p.start_entry > 0) {
     return static_cast<long>(p.start_entry) + (step - p.start_step_in_epoch) * global_batch;
   }
@@ -487,7 +487,7 @@ long Trainer::images_before(int epoch, long step) const {
 }
 
 bool Trainer::step_limit_reached() const {
-  return config_.max_total_steps() > 0 && parts_->global_step >= config_.max_total_steps();
+  return config_.fields.max_total_steps() > 0 && parts_->global_step >= config_.fields.max_total_steps();
 }
 
 std::vector<NamedTensor> Trainer::checkpoint_tensors() {
@@ -511,7 +511,7 @@ void Trainer::check_losses(const std::vector<double>& losses, int epoch, long st
   }
   ++p.nonfinite_streak;
   if (ctx_.topology().world_rank != 0) return;
-  const int allowed = config_.max_nonfinite_steps();
+  const int allowed = config_.fields.max_nonfinite_steps();
   if (p.nonfinite_streak > allowed) {
     DTRAIN_FAIL() << "training diverged: non-finite loss at step " << p.global_step << " (epoch " << epoch << ", step "
                   << step + 1 << " of " << steps << ") on rank(s) " << bad.str() << "; " << p.nonfinite_streak
@@ -524,7 +524,7 @@ void Trainer::check_losses(const std::vector<double>& losses, int epoch, long st
 }
 
 void Trainer::prepare_checkpoint_dir() {
-  const std::string& dir = config_.checkpoint_dir();
+  const std::string& dir = config_.fields.checkpoint_dir();
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   DTRAIN_USAGE_CHECK(!ec && std::filesystem::is_directory(dir) && ::access(dir.c_str(), W_OK | X_OK) == 0)
@@ -549,16 +549,16 @@ void Trainer::save_checkpoint(int epoch, long step_in_epoch) {
   }
   const long steps = steps_per_epoch();
   proto::CheckpointHeader header;
-  *header.mutable_config() = config_;
+  *header.mutable_config() = config_.fields;
   // Position of the next step: the start of the next epoch once this one is done.
   header.set_epoch(step_in_epoch >= steps ? epoch + 1 : epoch);
   header.set_step_in_epoch(step_in_epoch >= steps ? 0 : step_in_epoch);
   header.set_global_step(parts_->global_step);
   header.set_images_in_epoch(step_in_epoch >= steps ? 0 : images_before(epoch, step_in_epoch));
-  header.set_data_seed(config_.seed());
+  header.set_data_seed(config_.fields.seed());
   header.set_world_size(ctx_.topology().world_size);
   header.set_run_id(parts_->run_id);
-  const std::string path = write_checkpoint(config_.checkpoint_dir(), header, checkpoint_tensors(), config_.keep_checkpoints());
+  const std::string path = write_checkpoint(config_.fields.checkpoint_dir(), header, checkpoint_tensors(), config_.fields.keep_checkpoints());
   DTRAIN_LOG(kInfo) << "checkpoint " << path << " (step " << parts_->global_step << ")";
 }
 
@@ -569,19 +569,19 @@ void Trainer::resume_from(const std::string& spec) {
   // the checkpoint's world size and batch per rank
   int64_t position[7] = {0, 0, 0, 1, 0, 0, 0};
   const std::vector<NamedTensor> tensors = checkpoint_tensors();
-  if (ctx_.topology().world_rank == 0 && spec == "latest" && list_checkpoints(config_.checkpoint_dir()).empty()) {
+  if (ctx_.topology().world_rank == 0 && spec == "latest" && list_checkpoints(config_.fields.checkpoint_dir()).empty()) {
     position[3] = 0;
-    DTRAIN_LOG(kInfo) << "--resume latest: no checkpoint in " << config_.checkpoint_dir()
+    DTRAIN_LOG(kInfo) << "--resume latest: no checkpoint in " << config_.fields.checkpoint_dir()
                       << " yet, starting fresh (--resume required makes this an error)";
   } else if (ctx_.topology().world_rank == 0) {
     proto::CheckpointHeader header;
     // The config first: a changed model is named as such, before its tensors fail to fit.
     std::vector<std::string> accepted;
     const std::string path = resolve_checkpoint(
-        spec, config_.checkpoint_dir(), &header, tensors, [&](const proto::CheckpointHeader& h, const std::string& file) {
-          DTRAIN_USAGE_CHECK(h.data_seed() == config_.seed())
-              << "checkpoint " << file << " was written with seed " << h.data_seed() << ", this run has " << config_.seed();
-          accepted = check_resume_config(h.config(), config_, file);
+        spec, config_.fields.checkpoint_dir(), &header, tensors, [&](const proto::CheckpointHeader& h, const std::string& file) {
+          DTRAIN_USAGE_CHECK(h.data_seed() == config_.fields.seed())
+              << "checkpoint " << file << " was written with seed " << h.data_seed() << ", this run has " << config_.fields.seed();
+          accepted = check_resume_config(h.config(), config_.fields, file);
         });
     for (const std::string& change : accepted) {
       DTRAIN_LOG(kWarn) << "resuming with " << change << " (accepted by resume_allow_changes)";
@@ -598,7 +598,7 @@ void Trainer::resume_from(const std::string& spec) {
     // with its files). Resumed from an older one, it branches off under a new id, so its rotation
     // never deletes the original run's later checkpoints.
     bool newest = !header.run_id().empty();
-    for (const CheckpointFile& f : list_checkpoints(config_.checkpoint_dir())) {
+    for (const CheckpointFile& f : list_checkpoints(config_.fields.checkpoint_dir())) {
       const bool later = f.written_unix_ns > header.written_unix_ns() ||
                          (f.written_unix_ns == header.written_unix_ns() && f.step > header.global_step());
       if (f.run_id == header.run_id() && later) newest = false;
@@ -618,7 +618,7 @@ void Trainer::resume_from(const std::string& spec) {
   // run's global batch, the epoch goes on as the sampler deals it (the unchanged resume); otherwise
   // the rest of the epoch is dealt over this run's ranks from that entry.
   const int world = ctx_.topology().world_size;
-  const long global_batch = static_cast<long>(config_.batch_per_rank()) * world;
+  const long global_batch = static_cast<long>(config_.fields.batch_per_rank()) * world;
   const long steps = steps_per_epoch();
   const long seen = position[4];
   long first_step = seen / global_batch;
@@ -626,7 +626,7 @@ void Trainer::resume_from(const std::string& spec) {
   if (seen % global_batch != 0) {
     // The rest of the list, up to the epoch's cap where max_steps_per_epoch sets one, in whole steps.
     const long size = static_cast<long>(parts_->train_data->size());
-    const long entries = config_.max_steps_per_epoch() > 0 ? std::min(size, steps * global_batch) : size;
+    const long entries = config_.fields.max_steps_per_epoch() > 0 ? std::min(size, steps * global_batch) : size;
     const long remaining = std::min(steps, std::max(0L, entries - seen) / global_batch);
     first_step = steps - remaining;
     parts_->start_entry = static_cast<size_t>(seen);
@@ -637,11 +637,11 @@ void Trainer::resume_from(const std::string& spec) {
     parts_->start_entry = 0;
   }
   parts_->start_step_in_epoch = first_step;
-  if (position[5] != world || position[6] != config_.batch_per_rank()) {
+  if (position[5] != world || position[6] != config_.fields.batch_per_rank()) {
     const long saved_global_batch = position[5] * position[6];
     DTRAIN_LOG0(kInfo) << "resuming a checkpoint of " << position[5] << " rank(s) x batch " << position[6]
                        << " (global batch " << saved_global_batch << ") on " << world << " rank(s) x batch "
-                       << config_.batch_per_rank() << " (global batch " << global_batch << "): peak lr "
+                       << config_.fields.batch_per_rank() << " (global batch " << global_batch << "): peak lr "
                        << parts_->schedule->peak_lr() * static_cast<double>(saved_global_batch) / static_cast<double>(global_batch)
                        << " -> " << parts_->schedule->peak_lr() << " by the linear rule; " << seen
                        << " images of epoch " << position[0] << " seen, the epoch goes on at its step " << first_step
@@ -651,7 +651,7 @@ void Trainer::resume_from(const std::string& spec) {
 }
 
 void Trainer::run() {
-  for (int epoch = parts_->start_epoch; epoch < config_.epochs() && !step_limit_reached() && !parts_->stopped; ++epoch) {
+  for (int epoch = parts_->start_epoch; epoch < config_.fields.epochs() && !step_limit_reached() && !parts_->stopped; ++epoch) {
     train_epoch(epoch);
   }
   finish_stop_poll();

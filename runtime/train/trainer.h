@@ -13,7 +13,7 @@
 #include "runtime/train/lr_schedule.h"
 #include "runtime/train/sgd.h"
 #include "runtime/train/step_engine.h"
-#include "runtime/train/train_config.h"
+#include "runtime/train/resolved_config.h"
 
 namespace dtrain::train {
 
@@ -34,7 +34,7 @@ class Trainer {
   // Collective over ctx.world(): builds everything, broadcasts rank 0's parameters and checks that
   // every rank has the same parameters and config (an error naming the ranks that differ).
   // gpu: the rank's bound GPU, or -1; config.device decides whether the steps run there.
-  Trainer(const TrainConfig& config, const core::RankContext& ctx, int gpu = -1);
+  Trainer(const ResolvedConfig& config, const core::RankContext& ctx, int gpu = -1);
   ~Trainer();
 
   // Stops early, after writing a checkpoint, when a stop signal arrived on any rank.
@@ -79,7 +79,7 @@ class Trainer {
   bool step_limit_reached() const;
   std::vector<NamedTensor> checkpoint_tensors();
 
-  TrainConfig config_;
+  ResolvedConfig config_;
   const core::RankContext& ctx_;
   std::unique_ptr<Parts> parts_;
 };

@@ -194,7 +194,7 @@ double worst_difference_from_one_gpu(const std::string& backend, const std::stri
   const core::NodeLayout layout = backend == "nccl" ? core::NodeLayout{} : core::NodeLayout{1, false};
   const core::RankContext world(MPI_COMM_WORLD, layout);
   const core::GpuBinding binding = core::bind_gpu(world, false);
-  Trainer parallel(config, world, binding.device.index);
+  Trainer parallel(resolve(config), world, binding.device.index);
   parallel.train_epoch(0);
   models::ParameterSet& trained = parallel.parameters();
   const std::vector<float> distributed(trained.params_flat(), trained.params_flat() + trained.flat_size());
@@ -203,7 +203,7 @@ double worst_difference_from_one_gpu(const std::string& backend, const std::stri
   config.set_batch_per_rank(batch * n);
   config.set_backend("auto");
   config.set_gradient_wire_dtype("fp32");
-  Trainer single(config, alone, binding.device.index);
+  Trainer single(resolve(config), alone, binding.device.index);
   single.train_epoch(0);
   models::ParameterSet& q = single.parameters();
   EXPECT_EQ(static_cast<size_t>(q.flat_size()), distributed.size());

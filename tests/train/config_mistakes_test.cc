@@ -9,6 +9,7 @@
 
 #include "runtime/core/error.h"
 #include "runtime/train/config_limits.h"
+#include "runtime/train/resolved_config.h"
 #include "runtime/train/train_config.h"
 
 namespace dtrain::train {
@@ -19,7 +20,7 @@ std::string usage_error(std::vector<std::string> args) {
   args.insert(args.begin(), "dtrain-train");
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
-  TrainConfig c;
+  ResolvedConfig c;
   try {
     load_train_config(static_cast<int>(argv.size()), argv.data(), &c);
   } catch (const core::UsageError& e) {

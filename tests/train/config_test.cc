@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "runtime/core/error.h"
+#include "runtime/train/resolved_config.h"
 #include "runtime/train/train_config.h"
 
 namespace dtrain::train {
@@ -17,7 +18,10 @@ bool load(std::vector<std::string> args, TrainConfig* config) {
   args.insert(args.begin(), "dtrain-train");
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
-  return load_train_config(static_cast<int>(argv.size()), argv.data(), config);
+  ResolvedConfig resolved;
+  const bool loaded = load_train_config(static_cast<int>(argv.size()), argv.data(), &resolved);
+  *config = resolved.fields;
+  return loaded;
 }
 
 std::string write_config(const std::string& text) {

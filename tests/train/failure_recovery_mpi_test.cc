@@ -41,7 +41,7 @@ TrainConfig small_config(long total_steps) {
 
 std::vector<float> train(const TrainConfig& config, MPI_Comm comm = MPI_COMM_WORLD) {
   const core::RankContext world(comm, core::NodeLayout{});
-  Trainer trainer(config, world);
+  Trainer trainer(resolve(config), world);
   trainer.run();
   models::ParameterSet& p = trainer.parameters();
   return std::vector<float>(p.params_flat(), p.params_flat() + p.flat_size());

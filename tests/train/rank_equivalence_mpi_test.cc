@@ -25,7 +25,7 @@ void expect_rank_equivalence(TrainConfig config, int gpu) {
   const int n = test::world_size();
   const int batch = config.batch_per_rank();
   const core::RankContext world(MPI_COMM_WORLD, core::NodeLayout{});
-  Trainer parallel(config, world, gpu);
+  Trainer parallel(resolve(config), world, gpu);
   models::ParameterSet& p = parallel.parameters();
   const std::vector<float> initial(p.params_flat(), p.params_flat() + p.flat_size());
   parallel.train_epoch(0);
@@ -39,7 +39,7 @@ void expect_rank_equivalence(TrainConfig config, int gpu) {
   if (test::world_rank() == 0) {
     const core::RankContext alone(MPI_COMM_SELF, core::NodeLayout{});
     config.set_batch_per_rank(batch * n);
-    Trainer single(config, alone, gpu);
+    Trainer single(resolve(config), alone, gpu);
     single.train_epoch(0);
     models::ParameterSet& q = single.parameters();
     ASSERT_EQ(q.flat_size(), p.flat_size());

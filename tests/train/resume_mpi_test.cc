@@ -34,7 +34,7 @@ TrainConfig small_config(long total_steps) {
 
 std::vector<float> train_and_get_params(const TrainConfig& config) {
   const core::RankContext world(MPI_COMM_WORLD, core::NodeLayout{});
-  Trainer trainer(config, world);
+  Trainer trainer(resolve(config), world);
   trainer.run();
   models::ParameterSet& p = trainer.parameters();
   return std::vector<float>(p.params_flat(), p.params_flat() + p.flat_size());
@@ -107,7 +107,7 @@ class ResumeOnAnotherGeometry : public testing::Test {
   static void train(const TrainConfig& c, MPI_Comm comm) {
     if (comm == MPI_COMM_NULL) return;
     const core::RankContext ctx(comm, core::NodeLayout{});
-    Trainer trainer(c, ctx);
+    Trainer trainer(resolve(c), ctx);
     trainer.run();
   }
   // (step, lr) of every "train" event of a metrics file.

@@ -22,38 +22,29 @@ namespace {
 class GpuStepEngine final : public StepEngine {
  public:
   GpuStepEngine(const EngineSetup& setup, const core::RankContext& ctx, int gpu) {
-    const TrainConfig& c = setup.config;
-    cuda::GpuStepOptions o;
-    o.model = setup.model;
-    o.numerics = c.precision() == "fp32" ? models::cuda::ConvNumerics::kFp32Nchw : models::cuda::ConvNumerics::kBf16Nhwc;
-    o.allow_tf32 = !c.no_tf32();
-    o.batch = c.batch_per_rank();
-    o.height = setup.image.height;
-    o.width = setup.image.width;
-    for (int i = 0; i < 3; ++i) o.mean[i] = setup.mean[i], o.std[i] = setup.std[i];
-    o.sgd = SgdOptions{c.momentum(), c.weight_decay(), c.nesterov()};
-    o.exempt_norm_and_bias_from_decay = c.exclude_norm_and_bias_from_decay();
-    o.label_smoothing = static_cast<float>(c.label_smoothing());
-    o.bucket_bytes = static_cast<size_t>(c.bucket_mib()) << 20;
+    const ResolvedConfig& config = setup.config;
+    const cuda::GpuStepOptions o =
+        cuda::gpu_step_options(config, setup.model, setup.image.height, setup.image.width, setup.mean, setup.std);
     // On GPUs the wire format is the hierarchical backend's cross-node step (NCCL inside a node
     // stays fp32); on one node there is no such step, and the format has nothing to narrow.
-    const comm::Backend backend = comm::resolve_backend(comm::parse_backend(c.backend(), "backend"), ctx.topology(), true);
-    const core::DType wire = core::parse_dtype(c.gradient_wire_dtype(), "gradient_wire_dtype");
+    const comm::Backend backend = comm::resolve_backend(config.backend, ctx.topology(), true);
+    const core::DType wire = config.gradient_wire_dtype;
     DTRAIN_USAGE_CHECK(wire == core::DType::kF32 || backend == comm::Backend::kHierarchical ||
                        ctx.topology().node_count == 1)
-        << "gradient_wire_dtype " << c.gradient_wire_dtype() << " on GPUs narrows the cross-node step of the "
+        << "gradient_wire_dtype " << core::dtype_name(wire) << " on GPUs narrows the cross-node step of the "
         << "hierarchical backend, and this job's backend is " << comm::backend_name(backend);
-    comm::set_stall_settings({c.stall_warning_seconds(), c.stall_abort_seconds()});
+    comm::set_stall_settings({config.fields.stall_warning_seconds(), config.fields.stall_abort_seconds()});
     comm_ = comm::make_communicator(backend, ctx, true,
                                     backend == comm::Backend::kHierarchical ? wire : core::DType::kF32);
     step_ = std::make_unique<cuda::GpuTrainStep>(o, comm_.get(), gpu);
     momentum_.assign(static_cast<size_t>(step_->model().parameters().flat_size()), 0.0f);
     std::ostringstream text;
     text << "GPU " << gpu << " (" << core::visible_gpus().at(static_cast<size_t>(gpu)).name << "), "
-         << (c.precision() == "fp32" ? (c.no_tf32() ? "fp32 NCHW, TF32 off" : "fp32 NCHW, TF32 on") : "bf16 NHWC")
+         << (config.precision == Precision::kFp32 ? (o.allow_tf32 ? "fp32 NCHW, TF32 on" : "fp32 NCHW, TF32 off")
+                                                  : "bf16 NHWC")
          << ", gradients over " << comm_->name()
          << (wire != core::DType::kF32 && backend == comm::Backend::kHierarchical
-                 ? std::string(" (") + c.gradient_wire_dtype() + " across nodes)"
+                 ? std::string(" (") + core::dtype_name(wire) + " across nodes)"
                  : std::string());
     description_ = text.str();
   }

@@ -12,6 +12,25 @@
 
 namespace dtrain::train::cuda {
 
+GpuStepOptions gpu_step_options(const ResolvedConfig& config, const models::ResNetConfig& model, int height,
+                                int width, const float mean[3], const float std[3]) {
+  const TrainConfig& c = config.fields;
+  GpuStepOptions o;
+  o.model = model;
+  o.numerics = config.precision == Precision::kFp32 ? models::cuda::ConvNumerics::kFp32Nchw
+                                                    : models::cuda::ConvNumerics::kBf16Nhwc;
+  o.allow_tf32 = !c.no_tf32();
+  o.batch = c.batch_per_rank();
+  o.height = height;
+  o.width = width;
+  for (int i = 0; i < 3; ++i) o.mean[i] = mean[i], o.std[i] = std[i];
+  o.sgd = SgdOptions{c.momentum(), c.weight_decay(), c.nesterov()};
+  o.exempt_norm_and_bias_from_decay = c.exclude_norm_and_bias_from_decay();
+  o.label_smoothing = static_cast<float>(c.label_smoothing());
+  o.bucket_bytes = static_cast<size_t>(c.bucket_mib()) << 20;
+  return o;
+}
+
 GpuTrainStep::GpuTrainStep(const GpuStepOptions& options, comm::Communicator* comm, int device)
     : options_(options), comm_(comm), copy_stream_(device) {
   DTRAIN_USAGE_CHECK(options.batch > 0 && options.height > 0 && options.width > 0)

@@ -22,6 +22,7 @@
 #include "models/resnet.h"
 #include "runtime/core/buffer.h"
 #include "runtime/core/cuda/stream.h"
+#include "runtime/train/resolved_config.h"
 #include "runtime/train/sgd.h"
 
 namespace dtrain::train::cuda {
@@ -31,13 +32,19 @@ struct GpuStepOptions {
   models::cuda::ConvNumerics numerics = models::cuda::ConvNumerics::kBf16Nhwc;
   bool allow_tf32 = true;  // fp32 numerics only
   int batch = 0, height = 0, width = 0;
-  float mean[3] = {0.485f, 0.456f, 0.406f};
-  float std[3] = {0.229f, 0.224f, 0.225f};
+  float mean[3] = {0, 0, 0};  // per-channel normalization of the uint8 input scaled to [0, 1]
+  float std[3] = {1, 1, 1};
   SgdOptions sgd;
   bool exempt_norm_and_bias_from_decay = false;
   float label_smoothing = 0.0f;
   size_t bucket_bytes = size_t{25} << 20;
 };
+
+// The one translation of a resolved config into the GPU step's options (dtrain-train's engine and
+// dtrain-bench-train both use it): numerics, batch, optimizer, loss, buckets from the config;
+// the model, the input size and the normalization from the caller.
+GpuStepOptions gpu_step_options(const ResolvedConfig& config, const models::ResNetConfig& model, int height,
+                                int width, const float mean[3], const float std[3]);
 
 struct StepResult {
   float mean_loss = 0;  // this rank's batch

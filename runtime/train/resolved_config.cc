@@ -1,0 +1,87 @@
+#include "runtime/train/resolved_config.h"
+
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "comm/stall_inspector.h"
+#include "runtime/core/error.h"
+#include "runtime/core/stop_signals.h"
+#include "runtime/train/config_limits.h"
+
+namespace dtrain::train {
+namespace {
+
+// The choice named `text` among `choices` (name, value); a UsageError naming the field otherwise.
+template <typename T>
+T choose(std::string_view field, const std::string& text, const std::vector<std::pair<const char*, T>>& choices) {
+  std::string names;
+  for (size_t i = 0; i < choices.size(); ++i) {
+    if (text == choices[i].first) return choices[i].second;
+    names += (i == 0 ? "" : i + 1 == choices.size() ? " or " : ", ") + std::string(choices[i].first);
+  }
+  DTRAIN_USAGE_FAIL() << field << " '" << text << "': use " << names;
+}
+
+}  // namespace
+
+ResolvedConfig resolve(const TrainConfig& c) {
+  ResolvedConfig r;
+  r.fields = c;
+  r.model = choose<ModelKind>("model", c.model(), {{"resnet", ModelKind::kResNet}, {"small-resnet", ModelKind::kSmallResNet}});
+  r.dataset = choose<DatasetKind>("dataset", c.dataset(),
+                                  {{"imagenet", DatasetKind::kImageNet},
+                                   {"fashion-mnist", DatasetKind::kFashionMnist},
+                                   {"synthetic", DatasetKind::kSynthetic}});
+  r.device = choose<DeviceChoice>("device", c.device(),
+                                  {{"auto", DeviceChoice::kAuto}, {"cpu", DeviceChoice::kCpu}, {"gpu", DeviceChoice::kGpu}});
+  r.precision = choose<Precision>("precision", c.precision(), {{"bf16", Precision::kBf16}, {"fp32", Precision::kFp32}});
+  r.lr_decay = choose<DecayKind>("lr_decay", c.lr_decay(), {{"step", DecayKind::kStep}, {"cosine", DecayKind::kCosine}});
+  r.backend = comm::parse_backend(c.backend(), "backend");
+  r.gradient_wire_dtype = core::parse_dtype(c.gradient_wire_dtype(), "gradient_wire_dtype");
+  DTRAIN_USAGE_CHECK(r.gradient_wire_dtype == core::DType::kF32 || r.gradient_wire_dtype == core::DType::kBF16 ||
+                     r.gradient_wire_dtype == core::DType::kF16)
+      << "gradient_wire_dtype '" << c.gradient_wire_dtype() << "': use fp32, bf16 or fp16";
+
+  DTRAIN_USAGE_CHECK(r.dataset != DatasetKind::kImageNet || !c.data_dir().empty())
+      << "dataset imagenet needs data_dir (holding train/ and val/)";
+  DTRAIN_USAGE_CHECK(c.image_size() > 0) << "image_size must be positive, got " << c.image_size();
+  DTRAIN_USAGE_CHECK(r.dataset != DatasetKind::kImageNet || c.val_resize() >= c.image_size())
+      << "val_resize " << c.val_resize() << " is smaller than the crop image_size " << c.image_size();
+  DTRAIN_USAGE_CHECK(c.synthetic_samples() >= 0 && (r.dataset != DatasetKind::kSynthetic || c.synthetic_samples() > 0))
+      << "synthetic_samples must be positive, got " << c.synthetic_samples();
+  DTRAIN_USAGE_CHECK(c.max_bad_fraction() >= 0 && c.max_bad_fraction() <= 1)
+      << "max_bad_fraction " << c.max_bad_fraction() << " outside [0, 1]";
+  DTRAIN_USAGE_CHECK(r.dataset != DatasetKind::kFashionMnist || r.model == ModelKind::kSmallResNet)
+      << "dataset fashion-mnist (28x28) needs model small-resnet";
+  DTRAIN_USAGE_CHECK(c.batch_per_rank() > 0) << "batch_per_rank must be positive, got " << c.batch_per_rank();
+  DTRAIN_USAGE_CHECK(c.epochs() > 0) << "epochs must be positive, got " << c.epochs();
+  DTRAIN_USAGE_CHECK(c.bucket_mib() > 0) << "bucket_mib must be positive";
+  DTRAIN_USAGE_CHECK(c.label_smoothing() >= 0 && c.label_smoothing() < 1) << "label_smoothing outside [0, 1)";
+  DTRAIN_USAGE_CHECK(c.loader_threads() >= 0) << "loader_threads " << c.loader_threads()
+                                              << " must be positive, or 0 for one per CPU of the rank's share";
+  DTRAIN_USAGE_CHECK(c.prefetch_batches() > 0) << "prefetch_batches " << c.prefetch_batches() << " must be positive";
+  DTRAIN_USAGE_CHECK(c.max_file_mib() > 0) << "max_file_mib " << c.max_file_mib() << " must be positive";
+  DTRAIN_USAGE_CHECK(c.max_image_megapixels() > 0)
+      << "max_image_megapixels " << c.max_image_megapixels() << " must be positive";
+  DTRAIN_USAGE_CHECK(c.max_steps_per_epoch() >= 0) << "max_steps_per_epoch must not be negative";
+  DTRAIN_USAGE_CHECK(c.max_validation_batches() >= 0) << "max_validation_batches must not be negative";
+  DTRAIN_USAGE_CHECK(c.timing_warmup_steps() >= 0) << "timing_warmup_steps must not be negative";
+  DTRAIN_USAGE_CHECK(c.max_nonfinite_steps() >= 0) << "max_nonfinite_steps must not be negative, got "
+                                                   << c.max_nonfinite_steps();
+  DTRAIN_USAGE_CHECK(c.checkpoint_every_steps() >= 0 && c.keep_checkpoints() > 0 && c.max_total_steps() >= 0)
+      << "checkpoint_every_steps and max_total_steps must not be negative, keep_checkpoints must be positive";
+  DTRAIN_USAGE_CHECK(c.checkpoint_every_steps() == 0 || !c.checkpoint_dir().empty())
+      << "checkpoint_every_steps needs checkpoint_dir";
+  DTRAIN_USAGE_CHECK((c.resume() != "latest" && c.resume() != "required") || !c.checkpoint_dir().empty())
+      << "resume " << c.resume() << " needs checkpoint_dir";
+  core::parse_signal_list(c.stop_signals(), "stop_signals");
+  comm::validate_stall_settings({c.stall_warning_seconds(), c.stall_abort_seconds()}, "TrainConfig");
+  DTRAIN_USAGE_CHECK(r.model != ModelKind::kSmallResNet || c.blocks_per_stage_size() > 0)
+      << "small-resnet needs blocks_per_stage (e.g. --blocks_per_stage=1,1,1)";
+  validate_limits(c);  // absurd sizes and non-finite numbers, before anything is allocated
+  return r;
+}
+
+}  // namespace dtrain::train

@@ -1,0 +1,32 @@
+#pragma once
+// A TrainConfig resolved once: the fields that name a choice (model, dataset, device, precision,
+// backend, lr_decay, gradient_wire_dtype) parsed into types and every combination checked, here
+// only. Nothing else compares those strings; the Trainer and the step engines take this.
+#include "comm/factory.h"
+#include "runtime/core/dtype.h"
+#include "runtime/train/lr_schedule.h"
+#include "runtime/train/train_config.h"
+
+namespace dtrain::train {
+
+enum class ModelKind { kResNet, kSmallResNet };
+enum class DatasetKind { kSynthetic, kFashionMnist, kImageNet };
+enum class DeviceChoice { kAuto, kCpu, kGpu };
+enum class Precision { kBf16, kFp32 };  // on GPUs: bf16 NHWC (fast), fp32 NCHW (reference)
+
+struct ResolvedConfig {
+  TrainConfig fields;  // every field as given: checkpoints store it, a resume compares it
+  ModelKind model = ModelKind::kResNet;
+  DatasetKind dataset = DatasetKind::kSynthetic;
+  DeviceChoice device = DeviceChoice::kAuto;
+  Precision precision = Precision::kBf16;
+  comm::Backend backend = comm::Backend::kAuto;
+  DecayKind lr_decay = DecayKind::kStep;
+  core::DType gradient_wire_dtype = core::DType::kF32;  // the hierarchical backend's cross-node format
+};
+
+// UsageError naming the field: an unknown choice, an impossible combination, or a size or number
+// out of range (config_limits.h), all before anything is allocated or started.
+ResolvedConfig resolve(const TrainConfig& config);
+
+}  // namespace dtrain::train
