@@ -16,6 +16,7 @@
 #include "runtime/core/mpi_scope.h"
 #include "runtime/core/process_identity.h"
 #include "runtime/core/proto/rank_info.pb.h"
+#include "runtime/core/rank_bootstrap.h"
 #include "runtime/core/rank_context.h"
 #include "runtime/core/versions.h"
 
@@ -103,9 +104,11 @@ int info_main(int argc, char** argv) {
     return 0;
   }
 
-  core::MpiScope mpi(&argc, &argv);
-  const core::RankContext ctx = core::RankContext::from_environment();
-  const core::GpuBinding binding = core::bind_gpu(ctx, cli.values.count("allow-gpu-sharing") > 0);
+  core::BootstrapOptions bootstrap;
+  bootstrap.allow_gpu_sharing = cli.values.count("allow-gpu-sharing") > 0;
+  const core::RankBootstrap rank(&argc, &argv, bootstrap);
+  const core::RankContext& ctx = rank.ctx();
+  const core::GpuBinding& binding = rank.gpu();
 
   const std::vector<std::string> gathered =
       core::gather_strings(ctx.world(), describe_this_rank(ctx, binding).SerializeAsString());

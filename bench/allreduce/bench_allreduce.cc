@@ -30,6 +30,7 @@
 #include "runtime/core/main_guard.h"
 #include "runtime/core/mpi_check.h"
 #include "runtime/core/process_identity.h"
+#include "runtime/core/rank_bootstrap.h"
 #include "runtime/core/rank_context.h"
 
 namespace dtrain::bench {
@@ -285,9 +286,11 @@ int bench_main(int argc, char** argv) {
   const Options o = parse(argc, argv, &help);
   if (help) return 0;
 
-  core::MpiScope mpi(&argc, &argv);
-  const core::RankContext ctx = core::RankContext::from_environment();
-  const core::GpuBinding binding = core::bind_gpu(ctx, o.allow_gpu_sharing);
+  core::BootstrapOptions options;
+  options.allow_gpu_sharing = o.allow_gpu_sharing;
+  const core::RankBootstrap rank(&argc, &argv, options);
+  const core::RankContext& ctx = rank.ctx();
+  const core::GpuBinding& binding = rank.gpu();
   const bool gpus = !binding.cpu_mode && !binding.device.simulated;
   std::unique_ptr<AllReduceTarget> target = make_target(o.backend, ctx, gpus, o.check_calls);
   const core::Topology& t = ctx.topology();

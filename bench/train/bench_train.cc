@@ -30,6 +30,7 @@
 #include "runtime/core/mpi_check.h"
 #include "runtime/core/mpi_scope.h"
 #include "runtime/core/process_identity.h"
+#include "runtime/core/rank_bootstrap.h"
 #include "runtime/core/rank_context.h"
 #include "runtime/train/cuda/gpu_train_step.h"
 
@@ -256,9 +257,9 @@ int bench_main(int argc, char** argv) {
   const Options o = parse(argc, argv, &help);
   if (help) return 0;
 
-  core::MpiScope mpi(&argc, &argv);
-  const core::RankContext ctx = core::RankContext::from_environment();
-  const core::GpuBinding binding = core::bind_gpu(ctx, false);
+  const core::RankBootstrap rank(&argc, &argv, core::BootstrapOptions{});
+  const core::RankContext& ctx = rank.ctx();
+  const core::GpuBinding& binding = rank.gpu();
   DTRAIN_USAGE_CHECK(!binding.cpu_mode && !binding.device.simulated)
       << "dtrain-bench-train measures the GPU path and no GPU is visible on host " << core::process_identity().host;
   const core::Topology& t = ctx.topology();
