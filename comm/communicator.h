@@ -1,7 +1,7 @@
 #pragma once
-// The collective communication interface every backend implements (../shared/DESIGN.md,
-// "Communicators"): all-reduce (sum, average), broadcast from any root, all-gather, reduce-scatter
-// and barrier, on fp32, fp16 or bf16 buffers in host or device memory, in place or out of place.
+// The collective communication interface every backend implements: all-reduce (sum, average),
+// broadcast from any root, all-gather, reduce-scatter and barrier, on fp32, fp16 or bf16 buffers
+// in host or device memory, in place or out of place.
 //
 // Contract:
 // - Every rank of the communicator makes the same calls in the same order (as with MPI and NCCL).

@@ -2,7 +2,8 @@
 // A model's parameters and gradients, each in ONE flat fp32 buffer, laid out in backward order:
 // the parameters registered last (the classifier) come first, the first convolution last. Backward
 // produces gradients front to back through the buffer, so a gradient bucket is a contiguous slice
-// that is complete as soon as backward has passed it (../shared/DESIGN.md, step 4).
+// that is complete as soon as backward has passed it, and its all-reduce can start while backward
+// goes on with the layers before it.
 //
 // Registration happens while the model is built (forward order); finalize() fixes the layout and
 // allocates. Every slot starts at a multiple of kSlotAlignment elements (the gaps stay zero): the

@@ -1,5 +1,5 @@
 // dtrain-train: data-parallel training of the ResNet family.
-//   mpirun -np 4 build/bin/dtrain-train --config configs/fashion_mnist.pbtxt
+//   mpirun -np 4 build/bin/dtrain-train --config configs/fashion_mnist_resnet.pbtxt
 #include "runtime/core/main_guard.h"
 #include "runtime/core/rank_bootstrap.h"
 #include "runtime/train/trainer.h"

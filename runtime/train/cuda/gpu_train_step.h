@@ -1,5 +1,5 @@
 #pragma once
-// One rank's training step on its GPU (the GPU path of DESIGN.md's step): the uint8 batch crosses
+// One rank's training step on its GPU: the uint8 batch crosses
 // PCIe on a copy stream, is normalized and cast on the compute stream, forward, loss, backward
 // with each gradient bucket's all-reduce queued on a comm stream as soon as backward has written
 // it, then the fused SGD update. run() only queues work: the host never waits for the GPU inside
