@@ -16,7 +16,7 @@ MPI=(mpirun --oversubscribe)
 TRAIN=("$BIN/dtrain-train" --model small-resnet --blocks_per_stage 1,1 --width 8 --image_size 16
        --synthetic_samples 3072 --batch_per_rank 16 --epochs 3 --log_every_steps 8 --checkpoint_every_steps 2
        --max_validation_batches 1)
-now() { date +%s.%N; }
+source "$(dirname "$0")/campaign_lib.sh"
 printf "trial\tkilled_rank\tkill_after_s\tended_after_kill_s\texit\tnamed\ttmp_left\tresume_exit\tresumed_from\n" > "$OUT/trials.tsv"
 for ((t = 1; t <= TRIALS; t++)); do
   dir=$OUT/trial_$t
@@ -27,10 +27,7 @@ for ((t = 1; t <= TRIALS; t++)); do
   delay=$(awk -v s="$RANDOM" 'BEGIN { srand(s); printf "%.2f", 0.3 + 5.5 * rand() }')
   rank=$((RANDOM % 2))
   sleep "$delay"
-  pid=""
-  for p in $(pgrep -f "$BIN/dtrain-train" 2>/dev/null); do
-    if tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$rank"; then pid=$p; fi
-  done
+  pid=$(rank_pid "$BIN" "$rank")
   if [ -z "$pid" ]; then
     wait "$launcher"
     printf "%d\t%d\t%s\t-\t%s\t-\t-\t-\t(run ended before the kill)\n" "$t" "$rank" "$delay" "$?" >> "$OUT/trials.tsv"
@@ -38,12 +35,8 @@ for ((t = 1; t <= TRIALS; t++)); do
   fi
   killed=$(now)
   kill -9 "$pid"
-  code=timeout
-  for ((i = 0; i < 1200; i++)); do
-    if ! kill -0 "$launcher" 2>/dev/null; then wait "$launcher"; code=$?; break; fi
-    sleep 0.05
-  done
-  [ "$code" = timeout ] && { kill -9 "$launcher" 2>/dev/null; pkill -9 -f "$BIN/dtrain-train"; }
+  wait_job "$launcher" "$BIN"
+  code=$JOB_STATUS
   ended=$(awk -v a="$killed" -v b="$(now)" 'BEGIN { printf "%.2f", b - a }')
   named=no
   grep -Eq "rank $rank .*(signal 9|Killed)|process rank $rank " "$dir/run.log" && named=yes

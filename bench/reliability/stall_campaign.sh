@@ -19,7 +19,7 @@ MPI=(mpirun --oversubscribe)
 TRAIN=("$BIN/dtrain-train" --model small-resnet --blocks_per_stage 1,1 --width 8 --image_size 16
        --synthetic_samples 100000 --batch_per_rank 16 --epochs 100 --log_every_steps 8 --backend mpi-ring
        --stall_warning_seconds "$WARN" --stall_abort_seconds "$ABORT")
-now() { date +%s.%N; }
+source "$(dirname "$0")/campaign_lib.sh"
 printf "trial\tstopped_rank\tstop_after_s\twarning_names_it\twaited_at_warning_s\tcollective\taborted_after_waiting_s\tended_after_stop_s\texit\n" > "$OUT/trials.tsv"
 for ((t = 1; t <= TRIALS; t++)); do
   dir=$OUT/trial_$t
@@ -31,19 +31,12 @@ for ((t = 1; t <= TRIALS; t++)); do
   rank=$((RANDOM % 2))
   other=$((1 - rank))
   sleep "$delay"
-  pid=""
-  for p in $(pgrep -f "$BIN/dtrain-train" 2>/dev/null); do
-    if tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$rank"; then pid=$p; fi
-  done
+  pid=$(rank_pid "$BIN" "$rank")
   [ -z "$pid" ] && { echo "trial $t: rank $rank not found"; kill -9 "$launcher"; continue; }
   stopped=$(now)
   kill -STOP "$pid"
-  code=timeout
-  for ((i = 0; i < 1200; i++)); do
-    if ! kill -0 "$launcher" 2>/dev/null; then wait "$launcher"; code=$?; break; fi
-    sleep 0.05
-  done
-  [ "$code" = timeout ] && { kill -9 "$launcher" 2>/dev/null; pkill -9 -f "$BIN/dtrain-train"; }
+  wait_job "$launcher" "$BIN"
+  code=$JOB_STATUS
   ended=$(awk -v a="$stopped" -v b="$(now)" 'BEGIN { printf "%.2f", b - a }')
   warning=$(grep -E "^\[[^]]*:$other/2\] WARN  stall: .*waiting for world rank\(s\) $rank: rank $rank on " "$dir/run.log" | head -1)
   named=no; waited=-; what=-
