@@ -51,14 +51,20 @@ slurm_cluster_start() {
   slurm_cluster_pids+=($!)
 
   mkdir -p "$work/ctld" "$work/spool" "$work/tmpfs"
-  # TmpFS: srun's PMIx plugin makes its directories there (spmix_appdir_<uid>_<job>.<step>), so
-  # two private clusters on one host, both numbering jobs from 1, do not share them. cred_expire
+  # Two private clusters on one host must not number their jobs alike: Open MPI names its shared
+  # memory segments after the PMIx namespace srun gives it (slurm.pmix.<job>.<step>), and two jobs
+  # 1 of two clusters at once attached to each other's and crashed (SIGSEGV in
+  # mca_btl_vader_poll_handle_frag, both jobs). So jobs are numbered from a random first id, and
+  # TmpFS, where srun's PMIx plugin makes its directories (spmix_appdir_<uid>_<job>.<step>), is
+  # this cluster's own. cred_expire
   # is also how long a requeued job waits before it can start again (default 120 s); a scheduling
   # pass every second starts it then (default 60 s). A job of partition urgent preempts one of
   # partition test: SIGTERM to its tasks, then 60 s (GraceTime) before it is killed and requeued.
   export SLURM_CONF=$work/slurm.conf
+  slurm_cluster_first_job=$((RANDOM * 1000 + RANDOM % 1000 + 1000))
   cat > "$SLURM_CONF" <<CONF
 ClusterName=dtraintest
+FirstJobId=$slurm_cluster_first_job
 SlurmctldHost=$node
 SlurmctldPort=$ctld_port
 SlurmdPort=$slurmd_port
@@ -281,8 +287,9 @@ dtrain_final_checkpoint() {
 }
 
 # Reads what job ID (output OUT, checkpoints in RUN_DIR) did after a stop signal, into variables:
-#   run_stop_signal run_stop_step run_stop_epoch  the signal dtrain-train stopped on, at which global
-#                                                 step and in which epoch ("" when it did not stop)
+#   run_stop_signal run_stop_step run_stop_epoch  the signal rank 0 stopped on (other-rank: it had
+#                       none yet when the ranks agreed to stop on another's), at which global step
+#                       and in which epoch ("" when it did not stop)
 #   run_first_exit      the first attempt's launcher exit status (srun's "Exited with exit code N")
 #   run_requeued        yes when the sbatch script requeued the job (it does so on status 75 only)
 #   run_attempts        the attempts the script logged; run_restarts: scontrol's Restarts
@@ -292,8 +299,9 @@ dtrain_final_checkpoint() {
 #   run_identical       yes when its tensors equal REFERENCE_CHECKPOINT's byte for byte
 dtrain_read_preempted_run() {
   local id=$1 out=$2 run_dir=$3 reference=$4 line final
-  line=$(grep -Eo "stopped by a stop signal \(SIG[A-Z0-9]+\) at step [0-9]+ \(epoch [0-9]+" "$out" | head -1 || true)
-  run_stop_signal=$(sed -E 's/.*\((SIG[A-Z0-9]+)\).*/\1/' <<<"$line")
+  line=$(grep -Eo "stopped by a stop signal \((SIG[A-Z0-9]+|on another rank)\) at step [0-9]+ \(epoch [0-9]+" "$out" |
+    head -1 || true)
+  run_stop_signal=$(sed -E 's/.*\((SIG[A-Z0-9]+|on another rank)\).*/\1/; s/on another rank/other-rank/' <<<"$line")
   run_stop_step=$(sed -E 's/.* at step ([0-9]+) .*/\1/' <<<"$line")
   run_stop_epoch=$(sed -E 's/.*\(epoch ([0-9]+)$/\1/' <<<"$line")
   [[ -n $line ]] || run_stop_signal="" run_stop_step="" run_stop_epoch=""

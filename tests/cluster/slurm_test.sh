@@ -13,7 +13,9 @@
 #      (back through PENDING, Restarts=1), resume from that checkpoint, end COMPLETED, and its
 #      final tensors must be byte-identical to the reference's;
 #   5. SIGUSR1 to the batch shell only (`scancel --batch`, as --signal=B:USR1@... sends it): the
-#      script must pass it on to the ranks, which stop with a checkpoint, and requeue the job.
+#      script must pass it on to the ranks, which stop with a checkpoint, and requeue the job; then
+#      scancel while attempt 2 trains: the job must stay CANCELLED (the ranks stop at a step with a
+#      checkpoint and exit 75 here too, and the script must not turn the cancel into a requeue).
 # Stops the daemons by their pids at the end, whatever happened.
 # Usage: slurm_test.sh BIN_DIR SOURCE_DIR. Exits 77 (ctest's skip), saying why, only when the
 # daemons are not installed or cannot start on this host.
@@ -97,8 +99,9 @@ grep -v " step [0-9]*/$dtrain_preemption_steps_per_epoch " "$out"
 echo "states after the urgent job's submission: $states"
 [[ $(slurm_wait_job "$urgent" 60) == COMPLETED ]] || fail "the urgent job $urgent did not complete"
 dtrain_read_preempted_run "$id" "$out" "$work/preempted" "$reference"
-[[ $run_stop_signal == SIGTERM && $run_stop_epoch == 0 ]] ||
-  fail "no 'stopped by a stop signal (SIGTERM) at step N (epoch 0' line"
+# Slurm signals both tasks; rank 0 may find rank 1 had it first ("on another rank").
+[[ ($run_stop_signal == SIGTERM || $run_stop_signal == other-rank) && $run_stop_epoch == 0 ]] ||
+  fail "no 'stopped by a stop signal (SIGTERM or on another rank) at step N (epoch 0' line"
 [[ $run_first_exit == 75 && $run_requeued == yes ]] ||
   fail "the first attempt exited '$run_first_exit' (requeued: $run_requeued), expected 75 and a requeue by the script"
 [[ $states =~ PENDING\ RUNNING ]] || fail "the job did not go back through PENDING to RUNNING (states: $states)"
@@ -110,12 +113,12 @@ dtrain_read_preempted_run "$id" "$out" "$work/preempted" "$reference"
 [[ $run_final == ckpt-$dtrain_preemption_final_step-* ]] ||
   fail "final checkpoint '$run_final', expected ckpt-$dtrain_preemption_final_step-*"
 [[ $run_identical == yes ]] || fail "the final tensors differ from the uninterrupted run's"
-echo "stopped by SIGTERM at step $run_stop_step, exit 75, requeued, resumed from step $run_resumed_step, COMPLETED," \
+echo "stopped ($run_stop_signal) at step $run_stop_step, exit 75, requeued, resumed from step $run_resumed_step, COMPLETED," \
   "final tensors identical to the reference ($((SECONDS - start)) s)"
 
-echo "== 5. SIGUSR1 to the batch shell only (--signal=B:USR1@..., scancel --batch): passed on, exit 75, requeued"
-# Job 4 showed the resume; this checks the script's own handling of a signal to its shell, up to
-# the requeue, then cancels the job.
+echo "== 5. SIGUSR1 to the batch shell only (--signal=B:USR1@..., scancel --batch): passed on, exit 75, requeued;"
+echo "      then scancel while attempt 2 trains: the job stays CANCELLED"
+# Job 4 showed the resume to identical parameters; this checks the script's own signal handling.
 id=$(dtrain_submit_sbatch_script batch_signalled "$work/batch_signalled" "$work/small.pbtxt" "$src" "$bin" --requeue \
   --open-mode=append) || fail "sbatch refused job batch_signalled"
 out=$work/batch_signalled-$id.out
@@ -124,14 +127,29 @@ slurm_wait_output "$id" "$out" "epoch 0 step 16/$dtrain_preemption_steps_per_epo
 scancel --batch --signal=USR1 "$id"
 slurm_wait_output "$id" "$out" "^job $id attempt 2 on " 300 ||
   { cat "$out"; fail "job batch_signalled did not start again"; }
-restarts=$(slurm_job_field "$id" Restarts)
-scancel "$id"
-slurm_wait_job "$id" 120 > /dev/null || fail "job batch_signalled was not cancelled in 120 s"
-grep -v " step [0-9]*/$dtrain_preemption_steps_per_epoch " "$out"
 dtrain_read_preempted_run "$id" "$out" "$work/batch_signalled" "$reference"
-grep -q "the batch shell got SIGUSR1: passing it on to the ranks as SIGUSR1" "$out" ||
+grep -q "the batch shell got SIGUSR1: passing it on to the ranks" "$out" ||
   fail "the sbatch script did not say it passed the batch shell's SIGUSR1 on"
-[[ $run_stop_signal == SIGUSR1 && $run_first_exit == 75 && $run_requeued == yes && $restarts == 1 ]] ||
-  fail "stopped by '$run_stop_signal', first attempt exited '$run_first_exit', requeued $run_requeued, Restarts=$restarts;" \
-    "expected SIGUSR1, 75, yes, 1"
+[[ ($run_stop_signal == SIGUSR1 || $run_stop_signal == other-rank) && $run_first_exit == 75 && $run_requeued == yes &&
+   $run_restarts == 1 ]] ||
+  fail "stopped by '$run_stop_signal', first attempt exited '$run_first_exit', requeued $run_requeued," \
+    "Restarts=$run_restarts; expected SIGUSR1, 75, yes, 1"
+# Two logged steps on from the stop: attempt 2 trains (its stop signals are handled).
+step=$(((run_stop_step / 8 + 2) * 8))
+slurm_wait_output "$id" "$out" "epoch 0 step $step/$dtrain_preemption_steps_per_epoch " 300 ||
+  { cat "$out"; fail "attempt 2 of job batch_signalled did not reach step $step"; }
+scancel "$id"
+state=$(slurm_wait_job "$id" 120) || fail "job batch_signalled was not cancelled in 120 s"
+grep -v " step [0-9]*/$dtrain_preemption_steps_per_epoch " "$out"
+[[ $state == CANCELLED && $(slurm_job_field "$id" Restarts) == 1 ]] ||
+  fail "the cancelled job is $state with Restarts=$(slurm_job_field "$id" Restarts), expected CANCELLED and 1 (not requeued)"
+# The ranks have stopped at a step with a checkpoint after scancel's SIGTERM in every run here
+# (srun's own SIGKILL on TERM did not overtake them, as it does after scancel --full); where they
+# did, the script must say why it did not requeue.
+if grep -Eq "stopped by a stop signal \((SIGTERM|on another rank)\) at step [0-9]+ .*checkpoint written" "$out"; then
+  grep -q "stopped at a checkpoint while Slurm ends it (JobState=COMPLETING" "$out" ||
+    fail "the sbatch script did not say why it did not requeue the cancelled job"
+else
+  echo "note: attempt 2 did not stop at a step on scancel's SIGTERM (ended without a checkpoint)"
+fi
 echo "PASS"
