@@ -23,9 +23,8 @@
 #include "runtime/core/process_identity.h"
 #include "runtime/core/stop_signals.h"
 #include "runtime/train/checkpoint.h"
-#include "runtime/train/data/idx_dataset.h"
-#include "runtime/train/data/image_folder_dataset.h"
-#include "runtime/train/data/synthetic_dataset.h"
+#include "runtime/train/checkpoint_policy.h"
+#include "runtime/train/datasets.h"
 #include "runtime/train/metrics_log.h"
 #include "runtime/train/resume_changes.h"
 
@@ -115,7 +114,9 @@ Trainer::Trainer(const ResolvedConfig& config, const core::RankContext& ctx, int
   // Ranks read their own copies of the data: a problem found on some ranks only (a directory
   // missing on one node) is printed once, by a rank that found it, and ends every rank.
   core::collective_usage_check(ctx.world(), [&] {
-    open_datasets();
+    Datasets datasets = open_datasets(config_);
+    p.train_data = std::move(datasets.train);
+    p.val_data = std::move(datasets.validation);
     DTRAIN_USAGE_CHECK(!on_gpu || gpu >= 0) << "device gpu, but rank " << t.world_rank << " on host "
                                             << core::process_identity().host << " has no GPU";
   });
@@ -201,34 +202,6 @@ bool Trainer::stop_agreed() {
 }
 
 bool Trainer::stopped_by_signal() const { return parts_->stopped; }
-
-void Trainer::open_datasets() {
-  Parts& p = *parts_;
-  if (config_.dataset == DatasetKind::kFashionMnist) {
-    const std::string dir = config_.fields.data_dir().empty() ? "/usr/share/datasets/fashion-mnist" : config_.fields.data_dir();
-    p.train_data = std::make_unique<IdxDataset>(dir + "/train-images-idx3-ubyte.gz", dir + "/train-labels-idx1-ubyte.gz", true);
-    p.val_data = std::make_unique<IdxDataset>(dir + "/t10k-images-idx3-ubyte.gz", dir + "/t10k-labels-idx1-ubyte.gz", false);
-  } else if (config_.dataset == DatasetKind::kImageNet) {
-    ImageFolderOptions folder;
-    folder.crop = config_.fields.image_size();
-    folder.resize = config_.fields.val_resize();
-    folder.max_bad_fraction = config_.fields.max_bad_fraction();
-    folder.max_file_bytes = int64_t{config_.fields.max_file_mib()} << 20;
-    folder.max_image_pixels = static_cast<int64_t>(config_.fields.max_image_megapixels() * 1e6);
-    auto train = std::make_unique<ImageFolderDataset>(config_.fields.data_dir() + "/train", folder);
-    folder.train = false;
-    auto val = std::make_unique<ImageFolderDataset>(config_.fields.data_dir() + "/val", folder);
-    DTRAIN_USAGE_CHECK(val->classes() == train->classes())
-        << config_.fields.data_dir() << ": val/ and train/ hold different class folders (" << val->num_classes() << " and "
-        << train->num_classes() << ")";
-    p.train_data = std::move(train);
-    p.val_data = std::move(val);
-  } else {
-    const ImageShape shape{config_.fields.image_size(), config_.fields.image_size(), 3};
-    p.train_data = std::make_unique<SyntheticDataset>(config_.fields.synthetic_samples(), shape, 1000, config_.fields.seed());
-    p.val_data = std::make_unique<SyntheticDataset>(std::max(1, config_.fields.synthetic_samples() / 8), shape, 1000, config_.fields.seed() + 1);
-  }
-}
 
 void Trainer::check_datasets_agree() {
   const Parts& p = *parts_;
@@ -359,11 +332,9 @@ EpochResult Trainer::train_epoch(int epoch) {
                                  {"lr", lr}, {"img_per_sec", rate}, {"data_wait_fraction", wait}});
     }
     const bool stop = stop_agreed();
-    const bool periodic = config_.fields.checkpoint_every_steps() > 0 && p.global_step % config_.fields.checkpoint_every_steps() == 0;
-    // Also when max_total_steps ends the run mid-epoch: the steps since the last one are not lost.
     const bool last = step + 1 == steps || step_limit_reached();
     if (stop) release_finished(*p.engine, *p.train_loader, true);
-    if (periodic || ((last || stop) && !config_.fields.checkpoint_dir().empty())) save_checkpoint(epoch, step + 1);
+    if (checkpoint_due(config_.fields, p.global_step, last, stop)) save_checkpoint(epoch, step + 1);
     if (stop) {
       DTRAIN_LOG0(kWarn) << "stopped by a stop signal (" << (p.stop_mine ? core::signal_name(p.stop_mine) : "on another rank")
                          << ") at step " << p.global_step << " (epoch " << epoch << ", step " << step + 1 << " of "

@@ -48,8 +48,6 @@ class Trainer {
 
  private:
   struct Parts;
-  // Builds the training and validation datasets from the config (no collectives).
-  void open_datasets();
   // Collective: every rank's datasets have the same sizes and listing fingerprints; otherwise a
   // UsageError naming the ranks, hosts and counts (printed by rank 0).
   void check_datasets_agree();
