@@ -8,6 +8,7 @@
 #include "runtime/core/error.h"
 #include "runtime/core/log.h"
 #include "runtime/core/process_identity.h"
+#include "runtime/core/stop_signals.h"
 
 namespace dtrain::comm {
 
@@ -35,6 +36,28 @@ FaultPlan fault_plan_from_env(const char* variable) {
 uint64_t backward_fault_step_from_env() {
   const std::optional<int64_t> step = core::env_int("DTRAIN_FAULT_INJECT_BACKWARD", 1, INT64_MAX);
   return step ? static_cast<uint64_t>(*step) : 0;
+}
+
+void raise_injected_signal(const char* phase) {
+  const char* variable = "DTRAIN_FAULT_INJECT_SIGNAL";
+  const std::optional<std::string> text = core::env_string(variable);
+  if (!text) return;
+  const std::string source = std::string(variable) + " (PHASE,SIGNAL or PHASE,SIGNAL,R)";
+  const size_t first = text->find(',');
+  DTRAIN_USAGE_CHECK(first != std::string::npos) << source << ": '" << *text << "' names no signal";
+  if (text->substr(0, first) != phase) return;
+  std::string signal = text->substr(first + 1);
+  const size_t second = signal.find(',');
+  if (second != std::string::npos) {
+    const int rank = static_cast<int>(core::parse_int_in_range(signal.substr(second + 1), 0, INT32_MAX, source));
+    if (rank != core::process_identity().world_rank) return;
+    signal.resize(second);
+  }
+  const std::vector<int> signals = core::parse_signal_list(signal, source);
+  DTRAIN_USAGE_CHECK(signals.size() == 1) << source << ": name one signal, got '" << signal << "'";
+  core::write_log_line(core::LogLevel::kWarn, std::string("injected signal (") + variable + "): sending " +
+                                                  core::signal_name(signals[0]) + " to this process at " + phase);
+  raise(signals[0]);
 }
 
 void FaultInjector::on_operation(const char* backend, const Collective& call) {

@@ -25,6 +25,12 @@ namespace dtrain::comm {
 // would, with that all-reduce still in flight (issue 14, item 12). Unset: never (0).
 uint64_t backward_fault_step_from_env();
 
+// DTRAIN_FAULT_INJECT_SIGNAL=PHASE,SIGNAL[,R]: at PHASE of a program, world rank R (every rank
+// if absent) sends itself SIGNAL (TERM, USR1, ... as in stop_signals). The test of the windows
+// around training (issue 14): a stop signal while MPI starts or while the program ends must not
+// kill the rank. The phases are the program's own names ("bootstrap", "teardown" in dtrain-train).
+void raise_injected_signal(const char* phase);
+
 struct FaultPlan {
   uint64_t at_operation = 0;  // 0: never
   int only_world_rank = -1;   // -1: every rank

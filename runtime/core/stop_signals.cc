@@ -48,8 +48,7 @@ std::vector<int> parse_signal_list(const std::string& list, const std::string& w
 
 void install_stop_signals(const std::vector<int>& signals) {
   for (int s : installed) ::signal(s, SIG_DFL);
-  installed = signals;
-  received.store(0);
+  installed = signals;  // a signal already recorded stays recorded: the program still stops
   struct sigaction action = {};
   action.sa_handler = record;
   sigemptyset(&action.sa_mask);

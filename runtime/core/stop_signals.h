@@ -14,11 +14,13 @@ namespace dtrain::core {
 std::vector<int> parse_signal_list(const std::string& list, const std::string& what);
 
 // Installs the recording handler for `signals` (replacing any earlier set, whose signals return
-// to their default action). Process-wide; call from the main thread before other threads start
-// where possible (threads started later inherit nothing: the handler is process-wide anyway).
+// to their default action). Process-wide. A program installs it once, first thing in main, and
+// never resets it: a stop signal while MPI starts, while data is opened, or while the program
+// ends must be recorded, not take the default action and kill the rank (Slurm would then see a
+// failure instead of a preemption, and not requeue).
 void install_stop_signals(const std::vector<int>& signals);
 
-// The first stop signal received since install_stop_signals, or 0. Async-signal-safe to set,
+// The first stop signal received since the process started, or 0. Async-signal-safe to set,
 // cheap to read (an atomic load).
 int stop_signal_received();
 

@@ -1,7 +1,9 @@
 // dtrain-train: data-parallel training of the ResNet family.
 //   mpirun -np 4 build/bin/dtrain-train --config configs/fashion_mnist_resnet.pbtxt
+#include "comm/fault_injection.h"
 #include "runtime/core/main_guard.h"
 #include "runtime/core/rank_bootstrap.h"
+#include "runtime/core/stop_signals.h"
 #include "runtime/train/trainer.h"
 
 namespace dtrain::train {
@@ -10,13 +12,23 @@ namespace {
 int train_main(int argc, char** argv) {
   ResolvedConfig config;
   if (!load_train_config(argc, argv, &config)) return 0;
+  // Before MPI starts, and never reset: a stop signal at any moment from here on ends the run
+  // cleanly with kExitPreempted (the trainer checks for one before its first step).
+  core::install_stop_signals(config.stop_signals);
   core::BootstrapOptions options;
   options.bind_gpu = config.device != DeviceChoice::kCpu;  // --device cpu: GPUs neither bound nor counted
   options.claim_cpu_share = true;                           // the loader's threads inherit the mask
   const core::RankBootstrap rank(&argc, &argv, options);
-  Trainer trainer(config, rank.ctx(), rank.real_gpu_index());
-  trainer.run();
-  return trainer.stopped_by_signal() ? core::kExitPreempted : 0;
+  comm::raise_injected_signal("bootstrap");
+  bool stopped = false;
+  {
+    Trainer trainer(config, rank.ctx(), rank.real_gpu_index());
+    trainer.run();
+    stopped = trainer.stopped_by_signal();
+  }
+  // A stop signal from here on is recorded and ignored: the run already finished (or stopped).
+  comm::raise_injected_signal("teardown");
+  return stopped ? core::kExitPreempted : 0;
 }
 
 }  // namespace

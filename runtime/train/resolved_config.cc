@@ -76,7 +76,7 @@ ResolvedConfig resolve(const TrainConfig& c) {
       << "checkpoint_every_steps needs checkpoint_dir";
   DTRAIN_USAGE_CHECK((c.resume() != "latest" && c.resume() != "required") || !c.checkpoint_dir().empty())
       << "resume " << c.resume() << " needs checkpoint_dir";
-  core::parse_signal_list(c.stop_signals(), "stop_signals");
+  r.stop_signals = core::parse_signal_list(c.stop_signals(), "stop_signals");
   comm::validate_stall_settings({c.stall_warning_seconds(), c.stall_abort_seconds()}, "TrainConfig");
   DTRAIN_USAGE_CHECK(r.model != ModelKind::kSmallResNet || c.blocks_per_stage_size() > 0)
       << "small-resnet needs blocks_per_stage (e.g. --blocks_per_stage=1,1,1)";

@@ -2,6 +2,8 @@
 // A TrainConfig resolved once: the fields that name a choice (model, dataset, device, precision,
 // backend, lr_decay, gradient_wire_dtype) parsed into types and every combination checked, here
 // only. Nothing else compares those strings; the Trainer and the step engines take this.
+#include <vector>
+
 #include "comm/factory.h"
 #include "runtime/core/dtype.h"
 #include "runtime/train/lr_schedule.h"
@@ -23,6 +25,7 @@ struct ResolvedConfig {
   comm::Backend backend = comm::Backend::kAuto;
   DecayKind lr_decay = DecayKind::kStep;
   core::DType gradient_wire_dtype = core::DType::kF32;  // the hierarchical backend's cross-node format
+  std::vector<int> stop_signals;                         // parsed stop_signals (stop_signals.h)
 };
 
 // UsageError naming the field: an unknown choice, an impossible combination, or a size or number

@@ -109,7 +109,6 @@ Trainer::Trainer(const ResolvedConfig& config, const core::RankContext& ctx, int
   Parts& p = *parts_;
   const core::Topology& t = ctx.topology();
   p.stall = std::make_unique<comm::StallChannel>(ctx.world());
-  core::install_stop_signals(core::parse_signal_list(config_.fields.stop_signals(), "stop_signals"));
   const bool on_gpu = config_.device == DeviceChoice::kGpu || (config_.device == DeviceChoice::kAuto && gpu >= 0);
   // Ranks read their own copies of the data: a problem found on some ranks only (a directory
   // missing on one node) is printed once, by a rank that found it, and ends every rank.
@@ -179,7 +178,6 @@ Trainer::Trainer(const ResolvedConfig& config, const core::RankContext& ctx, int
 Trainer::~Trainer() {
   // Every rank posted the same requests, so completing the last one cannot block for long.
   if (std::uncaught_exceptions() == 0) finish_stop_poll();
-  core::install_stop_signals({});
 }
 
 void Trainer::finish_stop_poll() {
@@ -621,7 +619,23 @@ void Trainer::resume_from(const std::string& spec) {
   }
 }
 
+bool Trainer::stopped_before_training() {
+  Parts& p = *parts_;
+  p.stop_mine = core::stop_signal_received();
+  {
+    TrainerCollective watched(*p.stall, p.faults, "trainer: stop-signal agreement (before training)");
+    DTRAIN_MPI_CHECK(MPI_Allreduce(&p.stop_mine, &p.stop_any, 1, MPI_INT, MPI_MAX, ctx_.world()));
+  }
+  if (p.stop_any == 0) return false;
+  DTRAIN_LOG0(kWarn) << "stopped by a stop signal (" << (p.stop_mine ? core::signal_name(p.stop_mine) : "on another rank")
+                     << ") before training began, at step " << p.global_step << "; nothing new to save, exiting with status "
+                     << core::kExitPreempted << " (requeue and --resume latest)";
+  p.stopped = true;
+  return true;
+}
+
 void Trainer::run() {
+  if (stopped_before_training()) return;
   for (int epoch = parts_->start_epoch; epoch < config_.fields.epochs() && !step_limit_reached() && !parts_->stopped; ++epoch) {
     train_epoch(epoch);
   }

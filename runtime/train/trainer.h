@@ -55,6 +55,9 @@ class Trainer {
   // Collective, once per step: true on every rank when a stop signal reached any rank (a step
   // ago, at most two: the flags travel in a non-blocking all-reduce completed one step later).
   bool stop_agreed();
+  // A stop signal that came before the first step (while MPI started, data opened, a checkpoint
+  // loaded) ends the run at once, on every rank: one blocking agreement.
+  bool stopped_before_training();
   void finish_stop_poll();
   void evaluate(EpochResult& result);
   // Rank 0 counts the distinct bad files all ranks skipped so far and logs them; past the limit it
