@@ -4,7 +4,9 @@
 
 namespace dtrain::comm {
 
-const char* reduce_op_name(ReduceOp op) { return op == ReduceOp::kSum ? "sum" : "avg"; }
+const char* reduce_op_name(ReduceOp op) {
+  return op == ReduceOp::kSum ? "sum" : "avg";
+}
 
 const char* collective_name(CollectiveKind kind) {
   switch (kind) {

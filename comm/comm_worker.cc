@@ -6,7 +6,9 @@ namespace dtrain::comm {
 
 CommWorker::CommWorker() : thread_([this] { run(); }) {}
 
-CommWorker::~CommWorker() { stop(); }
+CommWorker::~CommWorker() {
+  stop();
+}
 
 void CommWorker::stop() {
   {

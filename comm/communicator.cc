@@ -23,7 +23,9 @@ Work Communicator::reduce_scatter(const void* send, void* recv, size_t count, DT
   return submit(Collective{CollectiveKind::kReduceScatter, send, recv, count, dtype, op, 0, where});
 }
 
-void Communicator::barrier() { submit(Collective{CollectiveKind::kBarrier}).wait(); }
+void Communicator::barrier() {
+  submit(Collective{CollectiveKind::kBarrier}).wait();
+}
 
 size_t send_elements(const Collective& call, int world_size) {
   switch (call.kind) {
@@ -61,7 +63,8 @@ void validate_call(const Collective& call, int world_size) {
   const size_t block = call.count * element;
   const bool own_block = (call.kind == CollectiveKind::kAllGather && send > recv && (send - recv) % block == 0) ||
                          (call.kind == CollectiveKind::kReduceScatter && recv > send && (recv - send) % block == 0);
-  DTRAIN_USAGE_CHECK(own_block) << describe(call) << ": the send and receive buffers overlap partially (receive at send "
+  DTRAIN_USAGE_CHECK(own_block) << describe(call)
+                                << ": the send and receive buffers overlap partially (receive at send "
                                 << (recv >= send ? "+ " : "- ") << (recv >= send ? recv - send : send - recv)
                                 << " bytes); pass one buffer for in place, or two that do not overlap";
 }

@@ -90,7 +90,8 @@ void check_same_setting(MPI_Comm comm, const char* name, uint64_t value,
   std::ostringstream values;
   for (const auto& [v, ranks] : ranks_by_value) {
     if (values.tellp() > 0) values << "; ";
-    values << (describe ? describe(v) : std::to_string(v)) << " on rank" << (ranks.find(',') == std::string::npos ? " " : "s ") << ranks;
+    values << (describe ? describe(v) : std::to_string(v)) << " on rank"
+           << (ranks.find(',') == std::string::npos ? " " : "s ") << ranks;
   }
   DTRAIN_USAGE_FAIL() << name << " differs between ranks: " << values.str()
                       << ". Every rank must use the same value (set it for all ranks, e.g. mpirun -x " << name << ")";

@@ -90,10 +90,10 @@ struct DeviceStaging::State {
   size_t piece_bytes = 0;
   // Held while a call is enqueued and handed to the worker: tickets must reach the worker in order.
   std::mutex submit_mutex;
-  core::CudaStream out;   // device -> host copies
-  core::CudaStream back;  // host -> device copies (both directions run at once on the copy engines)
-  core::CudaEvent ready;  // the caller's stream at the call
-  core::CudaEvent done;   // the last copy back of the call
+  core::CudaStream out;      // device -> host copies
+  core::CudaStream back;     // host -> device copies (both directions run at once on the copy engines)
+  core::CudaEvent ready;     // the caller's stream at the call
+  core::CudaEvent done;      // the last copy back of the call
   cuda::StreamFlag landed;   // raised by `out` once a piece is on the host
   cuda::StreamFlag reduced;  // raised by the worker once the host collective of a piece is done
   uint64_t next_ticket = 0;

@@ -3,8 +3,8 @@
 #include <string>
 
 #include "comm/hierarchical_communicator.h"
-#include "comm/mpi_features.h"
 #include "comm/mpi_communicator.h"
+#include "comm/mpi_features.h"
 #include "comm/mpi_ring_communicator.h"
 #include "runtime/core/error.h"
 #include "runtime/core/log.h"
@@ -42,22 +42,24 @@ std::unique_ptr<Communicator> make_communicator(Backend requested, const core::R
   const Backend backend = resolve_backend(requested, ctx.topology(), gpus);
   DTRAIN_USAGE_CHECK(gpus || backend != Backend::kNccl) << "the nccl backend needs GPUs, and this run is in CPU mode";
   DTRAIN_USAGE_CHECK(cross_node_wire == DType::kF32 || backend == Backend::kHierarchical)
-      << "a " << core::dtype_name(cross_node_wire) << " cross-node wire needs the hierarchical backend, and this job's is "
-      << backend_name(backend) << (requested == Backend::kAuto ? " (auto, one node)" : "");
+      << "a " << core::dtype_name(cross_node_wire)
+      << " cross-node wire needs the hierarchical backend, and this job's is " << backend_name(backend)
+      << (requested == Backend::kAuto ? " (auto, one node)" : "");
   const RingTuning tuning = ring_tuning_from_env();
   DTRAIN_LOG0(kInfo) << "communicator: " << backend_name(backend)
                      << (requested == Backend::kAuto ? " (auto: " : " (requested: ") << ctx.topology().node_count
                      << " node(s), " << (gpus ? "GPUs" : "CPU") << "), ring segment " << tuning.segment_bytes
                      << " B, MPI " << (mpi_reports_cuda_support() ? "reports" : "does not report")
-                     << " CUDA support (mpi-ring device buffers: " << device_pointer_mode_name(device_pointer_mode()) << ")"
-                     << (cross_node_wire != DType::kF32 ? std::string(", cross-node wire ") + core::dtype_name(cross_node_wire)
-                                                        : std::string());
+                     << " CUDA support (mpi-ring device buffers: " << device_pointer_mode_name(device_pointer_mode())
+                     << ")"
+                     << (cross_node_wire != DType::kF32
+                             ? std::string(", cross-node wire ") + core::dtype_name(cross_node_wire)
+                             : std::string());
   switch (backend) {
     case Backend::kMpiRing: return std::make_unique<MpiRingCommunicator>(ctx.world(), tuning);
     case Backend::kMpi: return std::make_unique<MpiCommunicator>(ctx.world());
     case Backend::kNccl: return make_nccl_communicator(ctx.world());
-    case Backend::kHierarchical:
-      return std::make_unique<HierarchicalCommunicator>(ctx, gpus, tuning, cross_node_wire);
+    case Backend::kHierarchical: return std::make_unique<HierarchicalCommunicator>(ctx, gpus, tuning, cross_node_wire);
     case Backend::kAuto: break;
   }
   DTRAIN_FAIL() << "unresolved backend";

@@ -76,12 +76,13 @@ void FaultInjector::trigger(const std::string& operation) {
   const int rank = core::process_identity().world_rank;
   if (plan_.only_world_rank >= 0 && rank != plan_.only_world_rank) return;
   if (plan_.stop) {
-    core::write_log_line(core::LogLevel::kWarn,
-                         std::string("injected stall (") + plan_.variable + "): stopping this process (SIGSTOP) at " + operation);
+    core::write_log_line(core::LogLevel::kWarn, std::string("injected stall (") + plan_.variable +
+                                                    "): stopping this process (SIGSTOP) at " + operation);
     raise(SIGSTOP);
     return;
   }
-  DTRAIN_FAIL() << "injected fault (" << plan_.variable << "): " << operation << ", failed on purpose on world rank " << rank;
+  DTRAIN_FAIL() << "injected fault (" << plan_.variable << "): " << operation << ", failed on purpose on world rank "
+                << rank;
 }
 
 }  // namespace dtrain::comm

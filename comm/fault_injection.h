@@ -32,9 +32,9 @@ uint64_t backward_fault_step_from_env();
 void raise_injected_signal(const char* phase);
 
 struct FaultPlan {
-  uint64_t at_operation = 0;  // 0: never
-  int only_world_rank = -1;   // -1: every rank
-  bool stop = false;          // stop the process (SIGSTOP) instead of failing
+  uint64_t at_operation = 0;                     // 0: never
+  int only_world_rank = -1;                      // -1: every rank
+  bool stop = false;                             // stop the process (SIGSTOP) instead of failing
   const char* variable = "DTRAIN_FAULT_INJECT";  // named in the messages
 };
 

@@ -48,7 +48,7 @@ class GradientSynchronizer {
   float* gradients_;
   DType wire_;
   GradientBuckets buckets_;
-  std::vector<Work> work_;             // per bucket, this step
+  std::vector<Work> work_;               // per bucket, this step
   std::vector<core::Buffer> wire_copy_;  // per bucket: the 16-bit copy when the wire format is narrower
   uint64_t steps_ = 0;
   uint64_t fault_step_ = 0;  // DTRAIN_FAULT_INJECT_BACKWARD (fault_injection.h)

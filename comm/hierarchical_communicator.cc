@@ -53,10 +53,11 @@ HierarchicalCommunicator::HierarchicalCommunicator(const core::RankContext& ctx,
     host_flat_ = own_host_flat_.get();
   }
   // Ranks that disagree on the wire would exchange messages of different sizes.
-  check_same_setting(control_.get(), "the cross-node wire format (gradient_wire_dtype)", static_cast<uint64_t>(cross_wire),
+  check_same_setting(control_.get(), "the cross-node wire format (gradient_wire_dtype)",
+                     static_cast<uint64_t>(cross_wire),
                      [](uint64_t v) { return std::string(core::dtype_name(static_cast<DType>(v))); });
-  const auto sixteen = cross_wire == DType::kF32 ? MpiRingCommunicator::Sixteen::kOneRounding
-                                                 : MpiRingCommunicator::Sixteen::kPartials;
+  const auto sixteen =
+      cross_wire == DType::kF32 ? MpiRingCommunicator::Sixteen::kOneRounding : MpiRingCommunicator::Sixteen::kPartials;
   if (uniform_nodes_) {
     cross_ = unchecked(std::make_unique<MpiRingCommunicator>(ctx.cross_node(), tuning, sixteen));
   } else {
@@ -77,7 +78,9 @@ HierarchicalCommunicator::HierarchicalCommunicator(const core::RankContext& ctx,
   worker_ = std::make_unique<CommWorker>();
 }
 
-HierarchicalCommunicator::~HierarchicalCommunicator() { worker_->stop(); }
+HierarchicalCommunicator::~HierarchicalCommunicator() {
+  worker_->stop();
+}
 
 Work HierarchicalCommunicator::submit(const Collective& call) {
   validate_call(call, size_);
@@ -111,7 +114,8 @@ std::vector<Work> HierarchicalCommunicator::all_reduce(const Collective& call) {
   if (call.dtype == DType::kF32) {
     copy_bytes(call.recv, call.send, call.count * sizeof(float), where);
     std::vector<Work> cross = all_reduce_f32(static_cast<float*>(call.recv), call.count, where);
-    if (scale != 1.0f) narrow_from_f32(static_cast<float*>(call.recv), scale, call.recv, DType::kF32, call.count, where);
+    if (scale != 1.0f)
+      narrow_from_f32(static_cast<float*>(call.recv), scale, call.recv, DType::kF32, call.count, where);
     return cross;
   }
   // Device scratch is tagged with the caller's stream; the staged cross-node step reads and writes

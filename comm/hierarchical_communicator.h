@@ -19,8 +19,8 @@
 // the staging copies through the host) carry half the bytes; the cross-node ring adds in fp32 and
 // carries its partial sums in 16 bits (MpiRingCommunicator::Sixteen::kPartials); the intra-node
 // steps stay fp32. So with k nodes an element sees k roundings to 16 bits (the node's sum, then
-// one per hop): two on 2 nodes. Ranks must agree on the format (checked at construction). Broadcast, all-gather and reduce-scatter delegate to a
-// flat world communicator (NCCL for device buffers, our ring for host buffers).
+// one per hop): two on 2 nodes. Ranks must agree on the format (checked at construction). Broadcast, all-gather and
+// reduce-scatter delegate to a flat world communicator (NCCL for device buffers, our ring for host buffers).
 //
 // Order (communicator.h): the sub-communicators see every call's steps in submission order, on
 // every rank, and the control communicator (the consistency check) is used by one thread at a
@@ -76,10 +76,10 @@ class HierarchicalCommunicator final : public Communicator {
   bool check_ = true;
   DType cross_wire_ = DType::kF32;
 
-  std::unique_ptr<Communicator> intra_;                      // this node's ranks (NCCL with GPUs)
-  std::unique_ptr<Communicator> cross_;                      // uniform: ranks of my local index
-  std::vector<std::unique_ptr<Communicator>> shard_cross_;   // uneven: [shard] -> owners, or null
-  std::unique_ptr<Communicator> flat_;                       // the other collectives
+  std::unique_ptr<Communicator> intra_;                     // this node's ranks (NCCL with GPUs)
+  std::unique_ptr<Communicator> cross_;                     // uniform: ranks of my local index
+  std::vector<std::unique_ptr<Communicator>> shard_cross_;  // uneven: [shard] -> owners, or null
+  std::unique_ptr<Communicator> flat_;                      // the other collectives
   // Host buffers with GPUs: our ring (NCCL takes device buffers only). Without GPUs: intra_ / flat_.
   std::unique_ptr<Communicator> own_host_intra_, own_host_flat_;
   Communicator* host_intra_ = nullptr;

@@ -51,7 +51,8 @@ Work HostCommunicator::submit(const Collective& call) {
       faults_.on_operation(name(), call);
       run(call);
     };
-    const size_t bytes = std::max(send_elements(call, size_), recv_elements(call, size_)) * core::dtype_size(call.dtype);
+    const size_t bytes =
+        std::max(send_elements(call, size_), recv_elements(call, size_)) * core::dtype_size(call.dtype);
     if (bytes <= kInlineBytes) return worker_.run_inline_if_idle(std::move(operation));
     return worker_.submit(std::move(operation));
   }

@@ -55,7 +55,7 @@ class HostCommunicator : public Communicator {
   size_t staging_piece_bytes_ = 0;
   FaultInjector faults_{fault_plan_from_env()};
   std::unique_ptr<DeviceStaging> staging_;  // created on the first device call
-  CommWorker worker_;  // last member: its thread must stop before the rest is destroyed
+  CommWorker worker_;                       // last member: its thread must stop before the rest is destroyed
 };
 
 }  // namespace dtrain::comm

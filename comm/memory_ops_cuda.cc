@@ -8,7 +8,9 @@
 namespace dtrain::comm::detail {
 namespace {
 
-cudaStream_t as_stream(void* stream) { return static_cast<cudaStream_t>(stream); }
+cudaStream_t as_stream(void* stream) {
+  return static_cast<cudaStream_t>(stream);
+}
 
 cuda::Half16 half_type(DType dtype) {
   DTRAIN_CHECK(dtype == DType::kF16 || dtype == DType::kBF16) << "not a 16-bit dtype: " << core::dtype_name(dtype);

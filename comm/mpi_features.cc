@@ -27,7 +27,8 @@ DevicePointerMode device_pointer_mode() {
   if (text == "stage") return DevicePointerMode::kStage;
   if (text == "direct") return DevicePointerMode::kDirect;
   if (text == "direct-managed") return DevicePointerMode::kDirectManaged;
-  DTRAIN_USAGE_FAIL() << "DTRAIN_MPI_DEVICE_POINTERS='" << text << "' is not a mode (use auto, stage, direct or direct-managed)";
+  DTRAIN_USAGE_FAIL() << "DTRAIN_MPI_DEVICE_POINTERS='" << text
+                      << "' is not a mode (use auto, stage, direct or direct-managed)";
 }
 
 const char* device_pointer_mode_name(DevicePointerMode mode) {

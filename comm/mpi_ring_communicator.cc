@@ -45,7 +45,9 @@ void MpiRingCommunicator::run(const Collective& call) {
     case CollectiveKind::kAllReduce: all_reduce(ring, call); return;
     case CollectiveKind::kReduceScatter: reduce_scatter(ring, call); return;
     case CollectiveKind::kAllGather: all_gather(ring, call); return;
-    case CollectiveKind::kBroadcast: ring.broadcast(call.recv, call.count * core::dtype_size(call.dtype), call.root); return;
+    case CollectiveKind::kBroadcast:
+      ring.broadcast(call.recv, call.count * core::dtype_size(call.dtype), call.root);
+      return;
     case CollectiveKind::kBarrier: DTRAIN_MPI_CHECK(MPI_Barrier(mpi_comm())); return;
   }
 }
@@ -114,7 +116,8 @@ void MpiRingCommunicator::reduce_scatter(Ring& ring, const Collective& call) {
   widen_to_f32(call.send, call.dtype, wide, call.count * n, memory.where());
   memory.wait();
   ring.reduce_scatter(wide, wide, offsets, 1.0f);
-  narrow_from_f32(wide + offsets[static_cast<size_t>(rank())], scale, call.recv, call.dtype, call.count, memory.where());
+  narrow_from_f32(wide + offsets[static_cast<size_t>(rank())], scale, call.recv, call.dtype, call.count,
+                  memory.where());
   memory.wait();
 }
 

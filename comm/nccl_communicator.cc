@@ -19,9 +19,13 @@ ncclDataType_t nccl_type(DType dtype) {
   }
 }
 
-ncclRedOp_t nccl_op(ReduceOp op) { return op == ReduceOp::kAverage ? ncclAvg : ncclSum; }
+ncclRedOp_t nccl_op(ReduceOp op) {
+  return op == ReduceOp::kAverage ? ncclAvg : ncclSum;
+}
 
-cudaStream_t stream_of(const Collective& call) { return static_cast<cudaStream_t>(call.where.stream); }
+cudaStream_t stream_of(const Collective& call) {
+  return static_cast<cudaStream_t>(call.where.stream);
+}
 
 // On one rank every reduction (sum or average, any dtype) is its input: copied here instead of
 // calling NCCL, whose one-rank reduction kernel before 2.29.7 leaves the last count % 32 elements
@@ -127,9 +131,9 @@ void NcclCommunicator::all_reduce(const Collective& call) {
   core::Buffer gathered = exact ? core::Buffer() : scratch_buffer(shard * n * esize, call.where);
   auto* out = static_cast<unsigned char*>(exact ? call.recv : gathered.data());
   narrow_from_f32(my_shard, 1.0f, out + static_cast<size_t>(rank_) * shard * esize, call.dtype, shard, call.where);
-  checked(ncclAllGather(out + static_cast<size_t>(rank_) * shard * esize, out, shard, nccl_type(call.dtype), nccl_,
-                        stream),
-          "ncclAllGather");
+  checked(
+      ncclAllGather(out + static_cast<size_t>(rank_) * shard * esize, out, shard, nccl_type(call.dtype), nccl_, stream),
+      "ncclAllGather");
   if (!exact) copy_bytes(call.recv, out, call.count * esize, call.where);
 }
 

@@ -16,7 +16,9 @@ namespace {
 
 constexpr int kRingTag = 0x7269;  // messages of one communicator arrive in order; one tag suffices
 
-int mod(int a, int n) { return ((a % n) + n) % n; }
+int mod(int a, int n) {
+  return ((a % n) + n) % n;
+}
 
 // MPI counts are int: split byte ranges into messages of at most this many bytes.
 constexpr size_t kMaxMessageBytes = size_t{1} << 30;
@@ -28,7 +30,8 @@ RingTuning ring_tuning_from_env() {
   if (auto v = core::env_int("DTRAIN_RING_SEGMENT_BYTES", 1024, int64_t{1} << 30)) {
     tuning.segment_bytes = static_cast<size_t>(*v);
   }
-  if (auto v = core::env_int("DTRAIN_RING_SMALL_BYTES", 0, int64_t{1} << 30)) tuning.small_bytes = static_cast<size_t>(*v);
+  if (auto v = core::env_int("DTRAIN_RING_SMALL_BYTES", 0, int64_t{1} << 30))
+    tuning.small_bytes = static_cast<size_t>(*v);
   if (auto v = core::env_int("DTRAIN_RING_LANES", 1, 16)) tuning.lanes = static_cast<int>(*v);
   return tuning;
 }
@@ -97,7 +100,8 @@ void Ring::reduce_scatter(const float* send, float* recv, const std::vector<size
 
 void Ring::all_reduce_16(void* data, size_t count, core::DType dtype, float scale) {
   DTRAIN_CHECK(!memory_->where().device) << "the 16-bit-partials ring runs on host memory";
-  DTRAIN_CHECK(dtype == core::DType::kBF16 || dtype == core::DType::kF16) << "all_reduce_16 of " << core::dtype_name(dtype);
+  DTRAIN_CHECK(dtype == core::DType::kBF16 || dtype == core::DType::kF16)
+      << "all_reduce_16 of " << core::dtype_name(dtype);
   DTRAIN_CHECK(size_ > 1 && count >= static_cast<size_t>(size_)) << "all_reduce_16 needs a chunk per rank";
   auto* bytes = static_cast<unsigned char*>(data);
   const int n = size_;
@@ -121,13 +125,14 @@ void Ring::all_gather(void* buffer, const std::vector<size_t>& offsets, size_t e
   for (int step = 0; step < n - 1; ++step) {
     const auto send_chunk = static_cast<size_t>(mod(rank_ - step, n));
     const auto recv_chunk = static_cast<size_t>(mod(rank_ - step - 1, n));
-    exchange(bytes + offsets[send_chunk] * element_bytes, (offsets[send_chunk + 1] - offsets[send_chunk]) * element_bytes,
-             bytes + offsets[recv_chunk] * element_bytes, (offsets[recv_chunk + 1] - offsets[recv_chunk]) * element_bytes);
+    exchange(
+        bytes + offsets[send_chunk] * element_bytes, (offsets[send_chunk + 1] - offsets[send_chunk]) * element_bytes,
+        bytes + offsets[recv_chunk] * element_bytes, (offsets[recv_chunk + 1] - offsets[recv_chunk]) * element_bytes);
   }
 }
 
-void Ring::exchange_and_reduce(const float* send, size_t send_n, const float* acc_in, float* acc_out,
-                                   size_t recv_n, float scale) {
+void Ring::exchange_and_reduce(const float* send, size_t send_n, const float* acc_in, float* acc_out, size_t recv_n,
+                               float scale) {
   exchange_segments(send, send_n, recv_n, sizeof(float), [&](size_t first, const void* incoming, size_t n) {
     memory_->add_scaled(acc_out + first, acc_in + first, static_cast<const float*>(incoming), n, scale);
   });
@@ -145,7 +150,8 @@ void Ring::exchange_segments(const void* send, size_t send_n, size_t recv_n, siz
                              const std::function<void(size_t, const void*, size_t)>& reduce) {
   const size_t seg = std::max<size_t>(1, tuning_.segment_bytes / element_bytes);  // elements per segment
   const size_t scratch_floats = (seg * element_bytes + sizeof(float) - 1) / sizeof(float);
-  void* segments[2] = {memory_->scratch(kSegmentSlot[0], scratch_floats), memory_->scratch(kSegmentSlot[1], scratch_floats)};
+  void* segments[2] = {memory_->scratch(kSegmentSlot[0], scratch_floats),
+                       memory_->scratch(kSegmentSlot[1], scratch_floats)};
   const auto* out = static_cast<const unsigned char*>(send);
   const size_t send_segments = (send_n + seg - 1) / seg;
   const size_t recv_segments = (recv_n + seg - 1) / seg;
@@ -211,8 +217,8 @@ void Ring::recursive_doubling(const float* send, float* recv, size_t count, floa
   }
   for (int distance = 1; distance < p; distance *= 2) {
     const int partner = rank_ ^ distance;
-    DTRAIN_MPI_CHECK(MPI_Sendrecv(recv, c, MPI_FLOAT, partner, kRingTag, incoming, c, MPI_FLOAT, partner,
-                                  kRingTag, comm_, MPI_STATUS_IGNORE));
+    DTRAIN_MPI_CHECK(MPI_Sendrecv(recv, c, MPI_FLOAT, partner, kRingTag, incoming, c, MPI_FLOAT, partner, kRingTag,
+                                  comm_, MPI_STATUS_IGNORE));
     // a + b == b + a in IEEE arithmetic, so both partners hold identical sums.
     memory_->add_scaled(recv, recv, incoming, count, 1.0f);
   }

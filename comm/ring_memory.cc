@@ -31,6 +31,8 @@ class HostRingMemory final : public RingMemory {
 
 }  // namespace
 
-std::unique_ptr<RingMemory> make_host_ring_memory() { return std::make_unique<HostRingMemory>(); }
+std::unique_ptr<RingMemory> make_host_ring_memory() {
+  return std::make_unique<HostRingMemory>();
+}
 
 }  // namespace dtrain::comm

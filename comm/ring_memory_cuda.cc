@@ -69,6 +69,8 @@ class DeviceRingMemory final : public RingMemory {
 
 }  // namespace
 
-std::unique_ptr<RingMemory> make_device_ring_memory(bool managed) { return std::make_unique<DeviceRingMemory>(managed); }
+std::unique_ptr<RingMemory> make_device_ring_memory(bool managed) {
+  return std::make_unique<DeviceRingMemory>(managed);
+}
 
 }  // namespace dtrain::comm

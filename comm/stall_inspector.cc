@@ -236,7 +236,8 @@ std::optional<std::string> StallWatchdog::inspect(StallChannel& c, const StallSe
   if (!in.asked && waited >= event - lead) ask(c, op, now);
   if (waited < event) return std::nullopt;
   // Asked late (this thread was held up): give the others the usual time to answer, unless all have.
-  const bool all_answered = std::all_of(in.answers.begin(), in.answers.end(), [](const auto& a) { return a.begun >= 0; });
+  const bool all_answered =
+      std::all_of(in.answers.begin(), in.answers.end(), [](const auto& a) { return a.begun >= 0; });
   if (in.asked && !all_answered && seconds_since(in.asked_at, now) < lead) return std::nullopt;
   std::string text = report(c, backend, call, op, waited);
   if (event == abort_at) {
@@ -320,9 +321,8 @@ std::string StallWatchdog::report(StallChannel& c, const char* backend, const st
   out.precision(1);
   out << std::fixed << "stall: " << backend;
   if (call) out << " " << describe(*call);
-  out << ", operation " << op << " of a communicator of "
-      << c.size_ << " ranks (world ranks " << format_ranks(c.world_ranks_) << "), has waited " << waited
-      << " s on this rank; ";
+  out << ", operation " << op << " of a communicator of " << c.size_ << " ranks (world ranks "
+      << format_ranks(c.world_ranks_) << "), has waited " << waited << " s on this rank; ";
   const StallChannel::Inspection& in = *c.inspection_;
   if (c.comm_.get() == MPI_COMM_NULL || in.broken) {
     out << "which ranks have not begun it is unknown (the inspector's queries need MPI_THREAD_MULTIPLE)";
@@ -380,8 +380,9 @@ StallChannel::StallChannel(MPI_Comm comm) : inspection_(std::make_unique<Inspect
     std::snprintf(mine, sizeof(mine), "%s", core::process_identity().host.c_str());
     DTRAIN_MPI_CHECK(MPI_Allgather(mine, kHostChars, MPI_CHAR, names.data(), kHostChars, MPI_CHAR, comm_.get()));
     for (int r = 0; r < size_; ++r) {
-      hosts_[static_cast<size_t>(r)] = std::string(names.data() + static_cast<size_t>(r) * kHostChars,
-                                                   strnlen(names.data() + static_cast<size_t>(r) * kHostChars, kHostChars));
+      hosts_[static_cast<size_t>(r)] =
+          std::string(names.data() + static_cast<size_t>(r) * kHostChars,
+                      strnlen(names.data() + static_cast<size_t>(r) * kHostChars, kHostChars));
     }
     Inspection& in = *inspection_;
     DTRAIN_MPI_CHECK(MPI_Irecv(in.query, 2, MPI_INT64_T, MPI_ANY_SOURCE, kQueryTag, comm_.get(), &in.query_request));

@@ -96,10 +96,10 @@ class StallChannel {
   friend class StallWatchdog;
   void begin(const char* backend, const Collective* call);
 
-  core::MpiComm comm_;             // the inspector's messages; null below MPI_THREAD_MULTIPLE
+  core::MpiComm comm_;  // the inspector's messages; null below MPI_THREAD_MULTIPLE
   int rank_ = 0;
   int size_ = 1;
-  std::vector<int> world_ranks_;   // channel rank -> world rank
+  std::vector<int> world_ranks_;    // channel rank -> world rank
   std::vector<std::string> hosts_;  // channel rank -> host
 
   std::mutex current_mutex_;  // guards the four below; taken by begin() and the watchdog

@@ -59,16 +59,15 @@ std::string device_column(const RankInfo& info) {
 void print_table(const std::vector<RankInfo>& ranks, const core::Topology& topo) {
   std::ostringstream out;
   out << "dtrain " << ranks.front().versions().dtrain() << ": " << topo.world_size << " rank"
-      << (topo.world_size == 1 ? "" : "s") << " on " << topo.node_count << " node"
-      << (topo.node_count == 1 ? "" : "s");
+      << (topo.world_size == 1 ? "" : "s") << " on " << topo.node_count << " node" << (topo.node_count == 1 ? "" : "s");
   if (topo.simulated_nodes) out << " (simulated by DTRAIN_RANKS_PER_NODE)";
   out << "\n\n";
 
   size_t host_width = 4;
   for (const RankInfo& r : ranks) host_width = std::max(host_width, r.host().size());
   char line[512];
-  std::snprintf(line, sizeof(line), "%6s  %-*s  %5s  %10s  %s\n", "rank", static_cast<int>(host_width), "host",
-                "node", "local rank", "device");
+  std::snprintf(line, sizeof(line), "%6s  %-*s  %5s  %10s  %s\n", "rank", static_cast<int>(host_width), "host", "node",
+                "local rank", "device");
   out << line;
   for (const RankInfo& r : ranks) {
     std::snprintf(line, sizeof(line), "%6d  %-*s  %5d  %10d  %s\n", r.world_rank(), static_cast<int>(host_width),
@@ -87,9 +86,9 @@ void print_table(const std::vector<RankInfo>& ranks, const core::Topology& topo)
   // Mismatched libraries across hosts are a classic cause of hangs; point them out.
   for (const RankInfo& r : ranks) {
     if (r.versions().SerializeAsString() != v.SerializeAsString()) {
-      out << "  WARNING: rank " << r.world_rank() << " on " << r.host()
-          << " reports different versions: MPI '" << r.versions().mpi() << "', NCCL " << r.versions().nccl()
-          << ", cuDNN " << r.versions().cudnn() << ", CUDA driver " << r.versions().cuda_driver() << "\n";
+      out << "  WARNING: rank " << r.world_rank() << " on " << r.host() << " reports different versions: MPI '"
+          << r.versions().mpi() << "', NCCL " << r.versions().nccl() << ", cuDNN " << r.versions().cudnn()
+          << ", CUDA driver " << r.versions().cuda_driver() << "\n";
     }
   }
   std::cout << out.str() << std::flush;
@@ -125,4 +124,6 @@ int info_main(int argc, char** argv) {
 }  // namespace
 }  // namespace dtrain
 
-int main(int argc, char** argv) { return dtrain::core::run_main(argc, argv, dtrain::info_main); }
+int main(int argc, char** argv) {
+  return dtrain::core::run_main(argc, argv, dtrain::info_main);
+}

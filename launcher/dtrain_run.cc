@@ -79,14 +79,14 @@ int program_start(int argc, char** argv, const core::po::options_description& op
 
 int run(int argc, char** argv) {
   core::po::options_description options("dtrain-run options (then [--] PROGRAM ARGS...)");
-  options.add_options()
-      ("np", core::po::value<int>(), "number of ranks (default: all slots, or SLURM_NTASKS in a Slurm job)")
-      ("H", core::po::value<std::string>(), "hosts and slots: node1:4,node2:4")
-      ("hostfile", core::po::value<std::string>(), "Open MPI hostfile: one 'host slots=N' per line")
-      ("mpi-args", core::po::value<std::string>(), "extra mpirun options, split into words as a shell would (quotes honoured, no expansion)")
-      ("as-task", "run PROGRAM as one srun task (dtrain-run adds it under srun; see task_wrapper.h)")
-      ("dry-run", "print the command instead of running it")
-      ("verbose", "print the command before running it");
+  options.add_options()("np", core::po::value<int>(),
+                        "number of ranks (default: all slots, or SLURM_NTASKS in a Slurm job)")(
+      "H", core::po::value<std::string>(), "hosts and slots: node1:4,node2:4")(
+      "hostfile", core::po::value<std::string>(), "Open MPI hostfile: one 'host slots=N' per line")(
+      "mpi-args", core::po::value<std::string>(),
+      "extra mpirun options, split into words as a shell would (quotes honoured, no expansion)")(
+      "as-task", "run PROGRAM as one srun task (dtrain-run adds it under srun; see task_wrapper.h)")(
+      "dry-run", "print the command instead of running it")("verbose", "print the command before running it");
   const int split = program_start(argc, argv, options);
   const core::ParsedCommandLine cli = core::parse_command_line(
       split, argv, options, nullptr,
@@ -97,7 +97,8 @@ int run(int argc, char** argv) {
   }
   LaunchRequest request;
   if (cli.values.count("np")) request.np = cli.values["np"].as<int>();
-  DTRAIN_USAGE_CHECK(!cli.values.count("np") || request.np > 0) << "dtrain-run: -np must be positive, got " << request.np;
+  DTRAIN_USAGE_CHECK(!cli.values.count("np") || request.np > 0)
+      << "dtrain-run: -np must be positive, got " << request.np;
   if (cli.values.count("H")) request.hosts = cli.values["H"].as<std::string>();
   if (cli.values.count("hostfile")) {
     request.hostfile = cli.values["hostfile"].as<std::string>();
@@ -132,7 +133,8 @@ int run(int argc, char** argv) {
     std::cout << display_command(plan.argv) << "\n";
     return 0;
   }
-  if (cli.values.count("verbose")) std::cerr << "dtrain-run (" << plan.mode << "): " << display_command(plan.argv) << "\n";
+  if (cli.values.count("verbose"))
+    std::cerr << "dtrain-run (" << plan.mode << "): " << display_command(plan.argv) << "\n";
   std::vector<char*> args;
   for (const std::string& a : plan.argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
@@ -145,4 +147,6 @@ int run(int argc, char** argv) {
 
 // dtrain-run is no MPI rank (it becomes mpirun or srun), so it ends like any process: no MPI_Abort,
 // and no MPI linked in.
-int main(int argc, char** argv) { return dtrain::core::run_main_without_mpi(argc, argv, dtrain::launcher::run); }
+int main(int argc, char** argv) {
+  return dtrain::core::run_main_without_mpi(argc, argv, dtrain::launcher::run);
+}

@@ -20,7 +20,6 @@ bool valid_host(const std::string& host) {
   return true;
 }
 
-
 int parse_slots(const std::string& text, const std::string& where) {
   return static_cast<int>(core::parse_int_in_range(text, 1, std::numeric_limits<int>::max(), where + ": slot count"));
 }
@@ -39,7 +38,8 @@ std::vector<HostSlots> parse_host_list(const std::string& text) {
     if (colon != std::string::npos) h.slots = parse_slots(entry.substr(colon + 1), where);
     hosts.push_back(h);
   }
-  DTRAIN_USAGE_CHECK(!hosts.empty() && text.back() != ',') << "-H '" << text << "': expected host:slots[,host:slots...]";
+  DTRAIN_USAGE_CHECK(!hosts.empty() && text.back() != ',')
+      << "-H '" << text << "': expected host:slots[,host:slots...]";
   return hosts;
 }
 

@@ -45,7 +45,8 @@ bool forwarded_variable(const std::string& name) {
 }
 
 LaunchPlan plan_launch(const LaunchRequest& request, const LaunchEnvironment& environment) {
-  DTRAIN_USAGE_CHECK(!request.program.empty()) << "dtrain-run: no program to run (dtrain-run -np N [--] PROGRAM ARGS...)";
+  DTRAIN_USAGE_CHECK(!request.program.empty())
+      << "dtrain-run: no program to run (dtrain-run -np N [--] PROGRAM ARGS...)";
   DTRAIN_USAGE_CHECK(request.hosts.empty() || request.hostfile.empty())
       << "dtrain-run: -H and --hostfile both name the hosts; give one of them";
   DTRAIN_USAGE_CHECK(request.np >= 0) << "dtrain-run: -np " << request.np << " is not a rank count";
@@ -53,8 +54,9 @@ LaunchPlan plan_launch(const LaunchRequest& request, const LaunchEnvironment& en
   const bool explicit_hosts = !request.hosts.empty() || !request.hostfile.empty();
   const bool in_slurm = environment.variables.count("SLURM_JOB_ID") > 0;
   if (explicit_hosts) {
-    const std::vector<HostSlots> hosts = request.hosts.empty() ? parse_hostfile(request.hostfile_contents, request.hostfile)
-                                                                : parse_host_list(request.hosts);
+    const std::vector<HostSlots> hosts = request.hosts.empty()
+                                             ? parse_hostfile(request.hostfile_contents, request.hostfile)
+                                             : parse_host_list(request.hosts);
     const int slots = total_slots(hosts);
     const int np = request.np > 0 ? request.np : slots;
     DTRAIN_USAGE_CHECK(np <= slots) << "dtrain-run: -np " << np << " is more than the " << slots << " slots of "
@@ -77,8 +79,14 @@ LaunchPlan plan_launch(const LaunchRequest& request, const LaunchEnvironment& en
     if (environment.srun_available && environment.srun_supports_pmix) {
       plan.mode = "slurm-srun";
       // srun exports the whole environment by default, so nothing needs forwarding.
-      plan.argv = {"srun", "--mpi=pmix", "--ntasks", std::to_string(np), "--kill-on-bad-exit=1",
-                   environment.dtrain_run_path, "--as-task", "--"};
+      plan.argv = {"srun",
+                   "--mpi=pmix",
+                   "--ntasks",
+                   std::to_string(np),
+                   "--kill-on-bad-exit=1",
+                   environment.dtrain_run_path,
+                   "--as-task",
+                   "--"};
     } else {
       plan.mode = "slurm-mpirun";
       add_mpirun_common(environment, np, plan.argv);
@@ -103,8 +111,9 @@ LaunchPlan plan_launch(const LaunchRequest& request, const LaunchEnvironment& en
 std::string display_command(const std::vector<std::string>& argv) {
   std::string line;
   for (const std::string& arg : argv) {
-    const bool plain = !arg.empty() && arg.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                                             "0123456789-_./:=,+@%") == std::string::npos;
+    const bool plain = !arg.empty() && arg.find_first_not_of(
+                                           "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                           "0123456789-_./:=,+@%") == std::string::npos;
     if (!line.empty()) line += ' ';
     if (plain) {
       line += arg;

@@ -25,8 +25,8 @@ void expect_rank(const core::Tensor& x, size_t rank, const char* layer) {
 
 // --- Conv2d ----------------------------------------------------------------------------------
 
-Conv2d::Conv2d(ParameterSet& params, const std::string& name, int in_channels, int out_channels, int kernel,
-               int stride, int pad)
+Conv2d::Conv2d(ParameterSet& params, const std::string& name, int in_channels, int out_channels, int kernel, int stride,
+               int pad)
     : params_(params),
       weight_(params.add(name + ".weight", {out_channels, in_channels, kernel, kernel}, ParamKind::kWeight)) {
   shape_.in_channels = in_channels;
@@ -69,7 +69,8 @@ void Conv2d::initialize(ParameterSet& params, std::mt19937_64& rng) {
 // --- BatchNorm2d -----------------------------------------------------------------------------
 
 BatchNorm2d::BatchNorm2d(ParameterSet& params, const std::string& name, int channels)
-    : params_(params), channels_(channels),
+    : params_(params),
+      channels_(channels),
       gamma_(params.add(name + ".weight", {channels}, ParamKind::kNormScale)),
       beta_(params.add(name + ".bias", {channels}, ParamKind::kBias)),
       running_mean_(params.add_state(name + ".running_mean", channels)),
@@ -77,8 +78,8 @@ BatchNorm2d::BatchNorm2d(ParameterSet& params, const std::string& name, int chan
 
 const core::Tensor& BatchNorm2d::forward(const core::Tensor& x, bool training) {
   expect_rank(x, 4, "batch norm");
-  DTRAIN_CHECK(x.shape()[1] == channels_) << "batch norm of " << channels_ << " channels got "
-                                          << core::shape_string(x.shape());
+  DTRAIN_CHECK(x.shape()[1] == channels_)
+      << "batch norm of " << channels_ << " channels got " << core::shape_string(x.shape());
   const cpu::BatchNormShape s{static_cast<int>(x.shape()[0]), channels_, x.shape()[2] * x.shape()[3]};
   input_ = &x;
   ensure_shape(output_, x.shape());
@@ -129,8 +130,13 @@ const core::Tensor& ReLU::backward(const core::Tensor& dy) {
 
 const core::Tensor& MaxPool2d::forward(const core::Tensor& x, bool) {
   expect_rank(x, 4, "max pool");
-  shape_ = cpu::PoolShape{static_cast<int>(x.shape()[0]), static_cast<int>(x.shape()[1]), static_cast<int>(x.shape()[2]),
-                          static_cast<int>(x.shape()[3]), window_, stride_, pad_};
+  shape_ = cpu::PoolShape{static_cast<int>(x.shape()[0]),
+                          static_cast<int>(x.shape()[1]),
+                          static_cast<int>(x.shape()[2]),
+                          static_cast<int>(x.shape()[3]),
+                          window_,
+                          stride_,
+                          pad_};
   ensure_shape(output_, {x.shape()[0], x.shape()[1], shape_.out_h(), shape_.out_w()});
   argmax_.resize(static_cast<size_t>(output_.numel()));
   cpu::max_pool_forward(shape_, x.data<float>(), output_.data<float>(), argmax_.data());
@@ -162,7 +168,9 @@ const core::Tensor& GlobalAvgPool::backward(const core::Tensor& dy) {
 // --- Linear ------------------------------------------------------------------------------------
 
 Linear::Linear(ParameterSet& params, const std::string& name, int in_features, int out_features)
-    : params_(params), in_(in_features), out_(out_features),
+    : params_(params),
+      in_(in_features),
+      out_(out_features),
       weight_(params.add(name + ".weight", {out_features, in_features}, ParamKind::kWeight)),
       bias_(params.add(name + ".bias", {out_features}, ParamKind::kBias)) {}
 

@@ -53,9 +53,13 @@ int index_of(const std::vector<ParamSlot>& slots, const std::string& name, const
 
 }  // namespace
 
-int ParameterSet::find(const std::string& name) const { return index_of(slots_, name, "parameter"); }
+int ParameterSet::find(const std::string& name) const {
+  return index_of(slots_, name, "parameter");
+}
 
-int ParameterSet::find_state(const std::string& name) const { return index_of(state_slots_, name, "state"); }
+int ParameterSet::find_state(const std::string& name) const {
+  return index_of(state_slots_, name, "state");
+}
 
 float* ParameterSet::param(int id) {
   DTRAIN_CHECK(finalized_) << "parameters used before finalize()";

@@ -9,8 +9,8 @@
 // allocates. Every slot starts at a multiple of kSlotAlignment elements (the gaps stay zero): the
 // GPU's bf16 weight copy has the same offsets, and cuDNN and cuBLAS fall back to slow kernels for
 // tensors not 16-byte aligned. Without it a 100-class ResNet-50 (a 204,900-element classifier
-// first in the buffer) trained at 59 img/s instead of 6,000 on an H200. Batch-norm running statistics live in a second pair of flat buffers ("state"), which
-// are broadcast at start but not all-reduced or decayed.
+// first in the buffer) trained at 59 img/s instead of 6,000 on an H200. Batch-norm running statistics live in a second
+// pair of flat buffers ("state"), which are broadcast at start but not all-reduced or decayed.
 #include <cstdint>
 #include <functional>
 #include <string>

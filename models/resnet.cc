@@ -18,8 +18,8 @@ class ResidualBlock final : public Module {
     const core::Tensor& main = branch_->forward(x, training);
     const core::Tensor& skip = shortcut_->empty() ? x : shortcut_->forward(x, training);
     ensure_shape(output_, main.shape());
-    DTRAIN_CHECK(skip.shape() == main.shape()) << "residual shapes differ: " << core::shape_string(main.shape())
-                                               << " vs " << core::shape_string(skip.shape());
+    DTRAIN_CHECK(skip.shape() == main.shape())
+        << "residual shapes differ: " << core::shape_string(main.shape()) << " vs " << core::shape_string(skip.shape());
     cpu::residual_add_forward(main.data<float>(), skip.data<float>(), output_.data<float>(), main.numel());
     cpu::relu_forward(output_.data<float>(), output_.data<float>(), output_.numel());
     return output_;
@@ -118,7 +118,6 @@ std::vector<int> resnet_stage_blocks(const ResNetConfig& c, bool* bottleneck) {
   }
 }
 
-
 void validate(const ResNetConfig& c) {
   bool bottleneck = false;
   const std::vector<int> blocks = resnet_stage_blocks(c, &bottleneck);
@@ -159,10 +158,16 @@ ResNet::ResNet(const ResNetConfig& config) : config_(config), body_(std::make_un
   initialize(params_, rng);
 }
 
-const core::Tensor& ResNet::forward(const core::Tensor& x, bool training) { return body_->forward(x, training); }
+const core::Tensor& ResNet::forward(const core::Tensor& x, bool training) {
+  return body_->forward(x, training);
+}
 
-const core::Tensor& ResNet::backward(const core::Tensor& dy) { return body_->backward(dy); }
+const core::Tensor& ResNet::backward(const core::Tensor& dy) {
+  return body_->backward(dy);
+}
 
-void ResNet::initialize(ParameterSet& params, std::mt19937_64& rng) { body_->initialize(params, rng); }
+void ResNet::initialize(ParameterSet& params, std::mt19937_64& rng) {
+  body_->initialize(params, rng);
+}
 
 }  // namespace dtrain::models

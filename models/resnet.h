@@ -14,15 +14,15 @@
 namespace dtrain::models {
 
 struct ResNetConfig {
-  int depth = 50;               // 18, 34, 50, 101 or 152; ignored when blocks_per_stage is set
+  int depth = 50;                     // 18, 34, 50, 101 or 152; ignored when blocks_per_stage is set
   std::vector<int> blocks_per_stage;  // custom depth, e.g. {1, 1, 1, 1}; bottlenecks when bottleneck
-  bool bottleneck = true;       // block type for a custom depth
+  bool bottleneck = true;             // block type for a custom depth
   int num_classes = 1000;
   int in_channels = 3;
-  int width = 64;               // channels of the first stage
-  bool small_input = false;     // 3x3 stem, no max pool
+  int width = 64;            // channels of the first stage
+  bool small_input = false;  // 3x3 stem, no max pool
   bool zero_init_residual = false;
-  bool batch_norm = true;       // false: no BN layers at all (for exact rank-equivalence tests)
+  bool batch_norm = true;  // false: no BN layers at all (for exact rank-equivalence tests)
   uint64_t seed = 0;
 };
 

@@ -12,6 +12,7 @@ packages=(
   libopenblas-dev
   libturbojpeg0-dev libjpeg62-turbo-dev
   zlib1g-dev
+  clang-format-14                           # tests/style: the sources stay formatted
   dataset-fashion-mnist
   iproute2                                  # cluster/sim: network namespaces, bridge, tc
   munge slurmctld slurmd slurm-client       # the real-Slurm test (tests/cluster/slurm_test.sh)

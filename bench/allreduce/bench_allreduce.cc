@@ -20,13 +20,13 @@
 #include <vector>
 
 #include "bench/allreduce/target.h"
-#include "comm/host_reduce.h"
 #include "bench/common/result_file.h"
+#include "comm/host_reduce.h"
 #include "runtime/core/atomic_file.h"
-#include "runtime/core/json.h"
 #include "runtime/core/cli.h"
 #include "runtime/core/error.h"
 #include "runtime/core/gpu_binding.h"
+#include "runtime/core/json.h"
 #include "runtime/core/main_guard.h"
 #include "runtime/core/mpi_check.h"
 #include "runtime/core/process_identity.h"
@@ -66,15 +66,19 @@ size_t parse_bytes(const std::string& text, const char* flag) {
   }
   const std::string suffix = text.substr(end);
   double unit = 1;
-  if (suffix == "K" || suffix == "k") unit = 1024;
-  else if (suffix == "M" || suffix == "m") unit = 1024.0 * 1024;
-  else if (suffix == "G" || suffix == "g") unit = 1024.0 * 1024 * 1024;
-  else DTRAIN_USAGE_CHECK(suffix.empty()) << flag << " '" << text << "' has an unknown unit (use K, M or G)";
+  if (suffix == "K" || suffix == "k")
+    unit = 1024;
+  else if (suffix == "M" || suffix == "m")
+    unit = 1024.0 * 1024;
+  else if (suffix == "G" || suffix == "g")
+    unit = 1024.0 * 1024 * 1024;
+  else
+    DTRAIN_USAGE_CHECK(suffix.empty()) << flag << " '" << text << "' has an unknown unit (use K, M or G)";
   DTRAIN_USAGE_CHECK(std::isfinite(value) && value > 0) << flag << " '" << text << "' must be a positive size";
   // Three buffers of the largest size live at once (send, receive, reference).
   DTRAIN_USAGE_CHECK(value * unit <= kMaxBufferBytes)
-      << flag << " '" << text << "' is over the largest buffer this benchmark allocates (" << kMaxBufferBytes / (1 << 30)
-      << " GiB)";
+      << flag << " '" << text << "' is over the largest buffer this benchmark allocates ("
+      << kMaxBufferBytes / (1 << 30) << " GiB)";
   return static_cast<size_t>(value * unit);
 }
 
@@ -82,20 +86,20 @@ Options parse(int argc, char** argv, bool* help) {
   core::po::options_description desc("dtrain-bench-allreduce options (as nccl-tests)");
   std::string min_b, max_b, dtype = "fp32", op = "sum";
   Options o;
-  desc.add_options()
-      ("minbytes,b", core::po::value(&min_b)->default_value("8"), "smallest size in bytes (K, M, G suffixes)")
-      ("maxbytes,e", core::po::value(&max_b)->default_value("64M"), "largest size in bytes")
-      ("stepfactor,f", core::po::value(&o.factor)->default_value(2), "multiply the size by this each row")
-      ("warmup_iters,w", core::po::value(&o.warmup)->default_value(5), "untimed iterations per size")
-      ("iters,n", core::po::value(&o.iters)->default_value(20), "timed iterations per size")
-      ("datatype,d", core::po::value(&dtype)->default_value("fp32"), "fp32, fp16 or bf16")
-      ("backend", core::po::value(&o.backend)->default_value("auto"),
-       "auto, mpi-ring, mpi, nccl, hierarchical, or the raw peers raw-mpi / raw-nccl")
-      ("op", core::po::value(&op)->default_value("sum"), "sum or avg")
-      ("json", core::po::value(&o.json), "also write the results to this JSON file")
-      ("check-calls", core::po::value(&o.check_calls)->default_value(false),
-       "keep dtrain's per-call consistency check on (off: nccl-tests has none)")
-      ("allow-gpu-sharing", core::po::bool_switch(&o.allow_gpu_sharing), "allow several ranks per GPU");
+  desc.add_options()("minbytes,b", core::po::value(&min_b)->default_value("8"),
+                     "smallest size in bytes (K, M, G suffixes)")(
+      "maxbytes,e", core::po::value(&max_b)->default_value("64M"), "largest size in bytes")(
+      "stepfactor,f", core::po::value(&o.factor)->default_value(2), "multiply the size by this each row")(
+      "warmup_iters,w", core::po::value(&o.warmup)->default_value(5), "untimed iterations per size")(
+      "iters,n", core::po::value(&o.iters)->default_value(20), "timed iterations per size")(
+      "datatype,d", core::po::value(&dtype)->default_value("fp32"), "fp32, fp16 or bf16")(
+      "backend", core::po::value(&o.backend)->default_value("auto"),
+      "auto, mpi-ring, mpi, nccl, hierarchical, or the raw peers raw-mpi / raw-nccl")(
+      "op", core::po::value(&op)->default_value("sum"), "sum or avg")("json", core::po::value(&o.json),
+                                                                      "also write the results to this JSON file")(
+      "check-calls", core::po::value(&o.check_calls)->default_value(false),
+      "keep dtrain's per-call consistency check on (off: nccl-tests has none)")(
+      "allow-gpu-sharing", core::po::bool_switch(&o.allow_gpu_sharing), "allow several ranks per GPU");
   const core::ParsedCommandLine cli = core::parse_command_line(argc, argv, desc);
   *help = cli.help;
   if (cli.help) {
@@ -120,7 +124,9 @@ Options parse(int argc, char** argv, bool* help) {
 }
 
 // Small integers, so every sum is exact in every dtype.
-float pattern(int rank, size_t i) { return static_cast<float>(static_cast<int>((rank * 7 + i) % 11) - 5); }
+float pattern(int rank, size_t i) {
+  return static_cast<float>(static_cast<int>((rank * 7 + i) % 11) - 5);
+}
 
 struct Row {
   size_t bytes;
@@ -251,7 +257,6 @@ class Bench {
   std::vector<unsigned char> host_send_, host_recv_;
 };
 
-
 void write_json(const std::string& path, const Options& o, const std::string& backend, const core::Topology& t,
                 const std::string& command, const std::vector<Row>& rows) {
   std::vector<std::string> results;
@@ -325,8 +330,8 @@ int bench_main(int argc, char** argv) {
     wrong_total += out.wrong + in.wrong;
     if (root) {
       std::printf("  %10zu %12zu %6s %5s  %9.2f %7.2f %7.2f %6lld  %9.2f %7.2f %7.2f %6lld\n", count * esize, count,
-                  core::dtype_name(o.dtype), o.op == ReduceOp::kSum ? "sum" : "avg", out.time_us, out.algbw,
-                  out.busbw, out.wrong, in.time_us, in.algbw, in.busbw, in.wrong);
+                  core::dtype_name(o.dtype), o.op == ReduceOp::kSum ? "sum" : "avg", out.time_us, out.algbw, out.busbw,
+                  out.wrong, in.time_us, in.algbw, in.busbw, in.wrong);
       std::fflush(stdout);
     }
   }
@@ -345,4 +350,6 @@ int bench_main(int argc, char** argv) {
 }  // namespace
 }  // namespace dtrain::bench
 
-int main(int argc, char** argv) { return dtrain::core::run_main(argc, argv, dtrain::bench::bench_main); }
+int main(int argc, char** argv) {
+  return dtrain::core::run_main(argc, argv, dtrain::bench::bench_main);
+}

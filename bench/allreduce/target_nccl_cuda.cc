@@ -74,7 +74,9 @@ void* device_alloc(size_t bytes) {
   DTRAIN_CUDA_CHECK(cudaMalloc(&ptr, bytes)) << "benchmark buffer of " << bytes << " bytes";
   return ptr;
 }
-void device_free(void* ptr) { cudaFree(ptr); }
+void device_free(void* ptr) {
+  cudaFree(ptr);
+}
 void copy_to_device(void* dst, const void* src, size_t bytes) {
   DTRAIN_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
   // From pageable memory cudaMemcpy may return before the DMA lands, and the benchmark's stream

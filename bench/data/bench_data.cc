@@ -28,10 +28,10 @@
 
 #include "bench/common/result_file.h"
 #include "runtime/core/atomic_file.h"
-#include "runtime/core/json.h"
 #include "runtime/core/cli.h"
 #include "runtime/core/env.h"
 #include "runtime/core/error.h"
+#include "runtime/core/json.h"
 #include "runtime/core/main_guard.h"
 #include "runtime/core/process_identity.h"
 #include "runtime/train/data/data_loader.h"
@@ -167,9 +167,9 @@ struct Row {
   double seconds = 0;
   double img_per_sec = 0;
   double img_per_sec_per_thread = 0;
-  double linear_percent = 0;  // per-thread rate against the first row's
-  int epochs_started = 0;     // inside the timed batches
-  uint64_t checksum = 0;      // of the last batch: pixels and labels
+  double linear_percent = 0;        // per-thread rate against the first row's
+  int epochs_started = 0;           // inside the timed batches
+  uint64_t checksum = 0;            // of the last batch: pixels and labels
   std::vector<double> round_rates;  // img/s of each round; img_per_sec is their median
 };
 

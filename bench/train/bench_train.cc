@@ -15,17 +15,17 @@
 #include <string>
 #include <vector>
 
-#include "comm/factory.h"
-#include "runtime/core/buffer.h"
 #include "bench/common/result_file.h"
+#include "comm/factory.h"
 #include "runtime/core/atomic_file.h"
-#include "runtime/core/json.h"
+#include "runtime/core/buffer.h"
 #include "runtime/core/cli.h"
 #include "runtime/core/cuda/device_allocator.h"
 #include "runtime/core/cuda/stream.h"
 #include "runtime/core/env.h"
 #include "runtime/core/error.h"
 #include "runtime/core/gpu_binding.h"
+#include "runtime/core/json.h"
 #include "runtime/core/main_guard.h"
 #include "runtime/core/mpi_check.h"
 #include "runtime/core/mpi_scope.h"
@@ -59,23 +59,24 @@ struct Options {
 Options parse(int argc, char** argv, bool* help) {
   Options o;
   core::po::options_description d("dtrain-bench-train options");
-  d.add_options()
-      ("batch", core::po::value(&o.batch)->default_value(o.batch), "images per GPU per step")
-      ("precision", core::po::value(&o.precision)->default_value(o.precision), "bf16 (fp32 master weights) or fp32")
-      ("layout", core::po::value(&o.layout), "nhwc (with bf16) or nchw (with fp32); default follows --precision")
-      ("image-size", core::po::value(&o.image_size)->default_value(o.image_size), "square input side")
-      ("depth", core::po::value(&o.depth)->default_value(o.depth), "ResNet depth: 18, 34, 50, 101, 152")
-      ("classes", core::po::value(&o.classes)->default_value(o.classes), "classifier outputs")
-      ("warmup", core::po::value(&o.warmup)->default_value(o.warmup), "steps run before measuring (excluded)")
-      ("steps", core::po::value(&o.steps)->default_value(o.steps), "measured steps")
-      ("world-sizes", core::po::value(&o.world_sizes), "comma-separated world sizes to run, e.g. 1,2 (default: 1 and all ranks)")
-      ("no-tf32", core::po::bool_switch(&o.no_tf32), "fp32: exact fp32 math, no TF32 tensor cores")
-      ("backend", core::po::value(&o.backend)->default_value(o.backend), "gradient all-reduce backend (auto, nccl, ...)")
-      ("gradient-wire-dtype", core::po::value(&o.gradient_wire_dtype)->default_value(o.gradient_wire_dtype),
-       "fp32, bf16 or fp16: the hierarchical backend's cross-node format")
-      ("bucket-mib", core::po::value(&o.bucket_mib)->default_value(o.bucket_mib), "gradient bucket size in MiB")
-      ("lr", core::po::value(&o.lr)->default_value(o.lr), "learning rate of the SGD steps")
-      ("json", core::po::value(&o.json), "also write the results to this JSON file");
+  d.add_options()("batch", core::po::value(&o.batch)->default_value(o.batch), "images per GPU per step")(
+      "precision", core::po::value(&o.precision)->default_value(o.precision), "bf16 (fp32 master weights) or fp32")(
+      "layout", core::po::value(&o.layout), "nhwc (with bf16) or nchw (with fp32); default follows --precision")(
+      "image-size", core::po::value(&o.image_size)->default_value(o.image_size), "square input side")(
+      "depth", core::po::value(&o.depth)->default_value(o.depth), "ResNet depth: 18, 34, 50, 101, 152")(
+      "classes", core::po::value(&o.classes)->default_value(o.classes), "classifier outputs")(
+      "warmup", core::po::value(&o.warmup)->default_value(o.warmup), "steps run before measuring (excluded)")(
+      "steps", core::po::value(&o.steps)->default_value(o.steps), "measured steps")(
+      "world-sizes", core::po::value(&o.world_sizes),
+      "comma-separated world sizes to run, e.g. 1,2 (default: 1 and all ranks)")(
+      "no-tf32", core::po::bool_switch(&o.no_tf32), "fp32: exact fp32 math, no TF32 tensor cores")(
+      "backend", core::po::value(&o.backend)->default_value(o.backend),
+      "gradient all-reduce backend (auto, nccl, ...)")(
+      "gradient-wire-dtype", core::po::value(&o.gradient_wire_dtype)->default_value(o.gradient_wire_dtype),
+      "fp32, bf16 or fp16: the hierarchical backend's cross-node format")(
+      "bucket-mib", core::po::value(&o.bucket_mib)->default_value(o.bucket_mib), "gradient bucket size in MiB")(
+      "lr", core::po::value(&o.lr)->default_value(o.lr), "learning rate of the SGD steps")(
+      "json", core::po::value(&o.json), "also write the results to this JSON file");
   const core::ParsedCommandLine parsed = core::parse_command_line(argc, argv, d);
   if (parsed.help) {
     std::printf("%s", core::usage("dtrain-bench-train", d).c_str());
@@ -127,12 +128,12 @@ std::vector<int> world_sizes(const std::string& text, int world) {
 
 struct Row {
   int world_size = 0;
-  double step_ms = 0;       // median, slowest rank
-  double per_gpu = 0;       // images/sec
+  double step_ms = 0;  // median, slowest rank
+  double per_gpu = 0;  // images/sec
   double total = 0;
   double efficiency = NAN;  // against the 1-GPU row, when there is one
   double speedup = NAN;
-  size_t peak_mem = 0;      // largest over the ranks
+  size_t peak_mem = 0;  // largest over the ranks
   float loss = 0;
   int overlapped_buckets = 0, buckets = 0;
 };
@@ -160,8 +161,7 @@ struct SyntheticBatches {
   }
 };
 
-Row run_world(const Options& o, int k, const core::RankContext& world_ctx, int device,
-              const SyntheticBatches& data) {
+Row run_world(const Options& o, int k, const core::RankContext& world_ctx, int device, const SyntheticBatches& data) {
   const int rank = world_ctx.topology().world_rank;
   const bool member = rank < k;
   MPI_Comm sub = MPI_COMM_NULL;
@@ -204,14 +204,13 @@ Row run_world(const Options& o, int k, const core::RankContext& world_ctx, int d
     row.peak_mem = peak;
     row.loss = step.last_result().mean_loss;
     row.overlapped_buckets = step.buckets_during_backward();
-    DTRAIN_CHECK(std::isfinite(row.loss)) << "rank " << rank << ": the loss is " << row.loss
-                                          << " after " << o.warmup + o.steps << " steps at world size " << k;
+    DTRAIN_CHECK(std::isfinite(row.loss)) << "rank " << rank << ": the loss is " << row.loss << " after "
+                                          << o.warmup + o.steps << " steps at world size " << k;
     MPI_Comm_free(&sub);
   }
   DTRAIN_MPI_CHECK(MPI_Barrier(world_ctx.world()));
   return row;
 }
-
 
 // A table cell: `v` with `format`, or "-" where there is no value (no 1-GPU row to compare with).
 std::string table_cell(double v, const char* format) {
@@ -266,10 +265,11 @@ int bench_main(int argc, char** argv) {
   const bool root = t.world_rank == 0;
   const std::vector<int> sizes = world_sizes(o.world_sizes, t.world_size);
   if (root) {
-    std::printf("# dtrain-bench-train: ResNet-%d, %s %s, batch %d per GPU, %dx%d, %d warm-up + %d measured steps, "
-                "%s\n# %s\n#\n",
-                o.depth, o.precision.c_str(), o.layout.c_str(), o.batch, o.image_size, o.image_size, o.warmup,
-                o.steps, binding.device.name.c_str(), command.c_str());
+    std::printf(
+        "# dtrain-bench-train: ResNet-%d, %s %s, batch %d per GPU, %dx%d, %d warm-up + %d measured steps, "
+        "%s\n# %s\n#\n",
+        o.depth, o.precision.c_str(), o.layout.c_str(), o.batch, o.image_size, o.image_size, o.warmup, o.steps,
+        binding.device.name.c_str(), command.c_str());
     std::printf("# %5s %12s %12s %10s %8s %10s %12s %10s %9s\n", "GPUs", "img/s/GPU", "img/s total", "step(ms)",
                 "speedup", "efficiency", "peak mem(GB)", "loss", "overlap");
     std::fflush(stdout);
@@ -286,8 +286,7 @@ int bench_main(int argc, char** argv) {
     if (root) {
       std::printf("  %5d %12.1f %12.1f %10.2f %8s %10s %12.2f %10.4f %9s\n", k, r.per_gpu, r.total, r.step_ms,
                   table_cell(r.speedup, "%.3f").c_str(), table_cell(r.efficiency * 100, "%.1f%%").c_str(),
-                  r.peak_mem / 1e9, r.loss,
-                  k > 1 ? (std::to_string(r.overlapped_buckets) + " buckets").c_str() : "-");
+                  r.peak_mem / 1e9, r.loss, k > 1 ? (std::to_string(r.overlapped_buckets) + " buckets").c_str() : "-");
       std::fflush(stdout);
     }
   }
@@ -298,4 +297,6 @@ int bench_main(int argc, char** argv) {
 }  // namespace
 }  // namespace dtrain::bench
 
-int main(int argc, char** argv) { return dtrain::core::run_main(argc, argv, dtrain::bench::bench_main); }
+int main(int argc, char** argv) {
+  return dtrain::core::run_main(argc, argv, dtrain::bench::bench_main);
+}

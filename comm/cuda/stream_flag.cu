@@ -54,7 +54,8 @@ MemOps find_memops() {
 bool kernels_requested() {
   const auto v = core::env_string("DTRAIN_STREAM_FLAG_KERNELS");
   if (!v || *v == "0") return false;
-  DTRAIN_USAGE_CHECK(*v == "1") << "DTRAIN_STREAM_FLAG_KERNELS=" << *v << ": use 1 (kernels) or 0 (stream memory operations)";
+  DTRAIN_USAGE_CHECK(*v == "1") << "DTRAIN_STREAM_FLAG_KERNELS=" << *v
+                                << ": use 1 (kernels) or 0 (stream memory operations)";
   return true;
 }
 

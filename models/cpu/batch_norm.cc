@@ -6,8 +6,8 @@
 namespace dtrain::models::cpu {
 
 template <typename T>
-void batch_norm_forward_train(const BatchNormShape& s, const T* x, const T* gamma, const T* beta, T* y,
-                              T* saved_mean, T* saved_inv_std, T* running_mean, T* running_var) {
+void batch_norm_forward_train(const BatchNormShape& s, const T* x, const T* gamma, const T* beta, T* y, T* saved_mean,
+                              T* saved_inv_std, T* running_mean, T* running_var) {
   const int64_t per_channel = int64_t{s.batch} * s.spatial;
   for (int c = 0; c < s.channels; ++c) {
     // Two passes in double: the mean, then the centred sum of squares (no cancellation).
@@ -39,8 +39,8 @@ void batch_norm_forward_train(const BatchNormShape& s, const T* x, const T* gamm
 }
 
 template <typename T>
-void batch_norm_forward_eval(const BatchNormShape& s, const T* x, const T* gamma, const T* beta,
-                             const T* running_mean, const T* running_var, T* y) {
+void batch_norm_forward_eval(const BatchNormShape& s, const T* x, const T* gamma, const T* beta, const T* running_mean,
+                             const T* running_var, T* y) {
   for (int c = 0; c < s.channels; ++c) {
     const double inv_std = 1.0 / std::sqrt(static_cast<double>(running_var[c]) + s.eps);
     const T scale = static_cast<T>(gamma[c] * inv_std);
@@ -82,13 +82,12 @@ void batch_norm_backward(const BatchNormShape& s, const T* x, const T* dy, const
   }
 }
 
-#define DTRAIN_INSTANTIATE(T)                                                                                     \
-  template void batch_norm_forward_train<T>(const BatchNormShape&, const T*, const T*, const T*, T*, T*, T*, T*, \
-                                            T*);                                                                  \
-  template void batch_norm_forward_eval<T>(const BatchNormShape&, const T*, const T*, const T*, const T*,        \
-                                           const T*, T*);                                                         \
-  template void batch_norm_backward<T>(const BatchNormShape&, const T*, const T*, const T*, const T*, const T*,  \
-                                       T*, T*, T*);
+#define DTRAIN_INSTANTIATE(T)                                                                                         \
+  template void batch_norm_forward_train<T>(const BatchNormShape&, const T*, const T*, const T*, T*, T*, T*, T*, T*); \
+  template void batch_norm_forward_eval<T>(const BatchNormShape&, const T*, const T*, const T*, const T*, const T*,   \
+                                           T*);                                                                       \
+  template void batch_norm_backward<T>(const BatchNormShape&, const T*, const T*, const T*, const T*, const T*, T*,   \
+                                       T*, T*);
 DTRAIN_INSTANTIATE(float)
 DTRAIN_INSTANTIATE(double)
 #undef DTRAIN_INSTANTIATE

@@ -18,12 +18,12 @@ struct BatchNormShape {
 // Training forward. Saves per-channel mean and inverse std (for backward) and updates the running
 // statistics.
 template <typename T>
-void batch_norm_forward_train(const BatchNormShape& s, const T* x, const T* gamma, const T* beta, T* y,
-                              T* saved_mean, T* saved_inv_std, T* running_mean, T* running_var);
+void batch_norm_forward_train(const BatchNormShape& s, const T* x, const T* gamma, const T* beta, T* y, T* saved_mean,
+                              T* saved_inv_std, T* running_mean, T* running_var);
 
 template <typename T>
-void batch_norm_forward_eval(const BatchNormShape& s, const T* x, const T* gamma, const T* beta,
-                             const T* running_mean, const T* running_var, T* y);
+void batch_norm_forward_eval(const BatchNormShape& s, const T* x, const T* gamma, const T* beta, const T* running_mean,
+                             const T* running_var, T* y);
 
 // Backward of the training forward: dx, and dgamma / dbeta (overwritten).
 template <typename T>

@@ -42,7 +42,8 @@ void max_pool_backward(const PoolShape& s, const T* dy, const int32_t* argmax, T
   const int64_t out_plane = int64_t{s.out_h()} * s.out_w();
   std::fill(dx, dx + int64_t{s.batch} * s.channels * in_plane, T(0));
   for (int64_t plane = 0; plane < int64_t{s.batch} * s.channels; ++plane) {
-    for (int64_t i = 0; i < out_plane; ++i) dx[plane * in_plane + argmax[plane * out_plane + i]] += dy[plane * out_plane + i];
+    for (int64_t i = 0; i < out_plane; ++i)
+      dx[plane * in_plane + argmax[plane * out_plane + i]] += dy[plane * out_plane + i];
   }
 }
 

@@ -29,7 +29,8 @@ double softmax_cross_entropy(int batch, int classes, const T* logits, const int3
       const double target = j == label ? on : off;
       const double log_p = z[j] - log_sum;
       loss -= target * log_p;
-      if (dlogits != nullptr) dlogits[static_cast<long>(b) * classes + j] = static_cast<T>((std::exp(log_p) - target) / batch);
+      if (dlogits != nullptr)
+        dlogits[static_cast<long>(b) * classes + j] = static_cast<T>((std::exp(log_p) - target) / batch);
     }
     total += loss;
   }

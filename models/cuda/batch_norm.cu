@@ -44,15 +44,14 @@ struct ReductionLaunch {
   dim3 grid() const { return dim3((ix.channels + channels_per_block - 1) / channels_per_block, row_blocks); }
 };
 ReductionLaunch reduction_launch(const BatchNormDims& d) {
-  ReductionLaunch launch{{d.channels, d.spatial, d.channels_last}, int64_t{d.batch} * d.spatial,
-                         d.channels_last ? 32 : 1, 1};
+  ReductionLaunch launch{
+      {d.channels, d.spatial, d.channels_last}, int64_t{d.batch} * d.spatial, d.channels_last ? 32 : 1, 1};
   const int row_lanes = kThreads / launch.channels_per_block;
   const int channel_blocks = static_cast<int>(launch.grid().x);
   const int64_t want = std::max<int64_t>(1, 1024 / channel_blocks);
   launch.row_blocks = static_cast<int>(std::clamp<int64_t>(launch.rows / (row_lanes * 16), 1, want));
   return launch;
 }
-
 
 // Per (row block, channel): the moments of that block's rows, by Welford per thread, then Chan's
 // merge across the block's row lanes. partials[row_block * C + c].
@@ -116,7 +115,8 @@ __global__ void finalize_forward_kernel(int channels, int row_blocks, const Mome
   shared[threadIdx.x] = m;
   __syncthreads();
   for (int stride = kFinalizeLanes / 2; stride > 0; stride /= 2) {
-    if (lane_r < stride) shared[threadIdx.x] = merge(shared[threadIdx.x], shared[threadIdx.x + stride * kFinalizeChannels]);
+    if (lane_r < stride)
+      shared[threadIdx.x] = merge(shared[threadIdx.x], shared[threadIdx.x + stride * kFinalizeChannels]);
     __syncthreads();
   }
   if (lane_r != 0 || c >= channels) return;
@@ -402,7 +402,8 @@ __global__ void backward_partials_vec_kernel(int channels, int64_t rows, int gro
   if (lane_r != 0 || c0 >= channels) return;
 #pragma unroll
   for (int k = 0; k < kVec; ++k) {
-    partials[blockIdx.y * int64_t{channels} + c0 + k] = make_float2(shared_dy[k][threadIdx.x], shared_dy_xhat[k][threadIdx.x]);
+    partials[blockIdx.y * int64_t{channels} + c0 + k] =
+        make_float2(shared_dy[k][threadIdx.x], shared_dy_xhat[k][threadIdx.x]);
   }
 }
 
@@ -479,20 +480,22 @@ void batch_norm_forward_train(cudaStream_t stream, const BatchNormDims& d, const
   float* shift = scale + d.channels;
   Moments* partials = reinterpret_cast<Moments*>(static_cast<char*>(scratch.data()) + coefficient_bytes);
   if (vectorized) {
-    partial_moments_vec_kernel<<<vec.grid(), kThreads, 0, stream>>>(d.channels, vec.rows, vec.groups,
-                                                                     reinterpret_cast<const __nv_bfloat16*>(x), partials);
+    partial_moments_vec_kernel<<<vec.grid(), kThreads, 0, stream>>>(
+        d.channels, vec.rows, vec.groups, reinterpret_cast<const __nv_bfloat16*>(x), partials);
   } else {
-    partial_moments_kernel<<<launch.grid(), kThreads, 0, stream>>>(launch.ix, launch.rows, launch.channels_per_block,
-                                                                    x, partials);
+    partial_moments_kernel<<<launch.grid(), kThreads, 0, stream>>>(launch.ix, launch.rows, launch.channels_per_block, x,
+                                                                   partials);
   }
-  finalize_forward_kernel<<<(d.channels + kFinalizeChannels - 1) / kFinalizeChannels, kFinalizeChannels * kFinalizeLanes, 0, stream>>>(
-      d.channels, row_blocks, partials, gamma, beta, d.eps, d.momentum, saved_mean, saved_inv_std,
-      running_mean, running_var, scale, shift);
+  finalize_forward_kernel<<<(d.channels + kFinalizeChannels - 1) / kFinalizeChannels,
+                            kFinalizeChannels * kFinalizeLanes, 0, stream>>>(
+      d.channels, row_blocks, partials, gamma, beta, d.eps, d.momentum, saved_mean, saved_inv_std, running_mean,
+      running_var, scale, shift);
   const int64_t n = launch.rows * d.channels;
   if (vectorized) {
     apply_vec_kernel<<<elementwise_blocks(n / kVec), kThreads, 0, stream>>>(
         d.channels, n / kVec, reinterpret_cast<const __nv_bfloat16*>(x), scale, shift,
-        reinterpret_cast<const __nv_bfloat16*>(residual_host_type), relu, reinterpret_cast<__nv_bfloat16*>(y_host_type));
+        reinterpret_cast<const __nv_bfloat16*>(residual_host_type), relu,
+        reinterpret_cast<__nv_bfloat16*>(y_host_type));
   } else {
     apply_kernel<<<elementwise_blocks(n), kThreads, 0, stream>>>(launch.ix, n, x, scale, shift,
                                                                  reinterpret_cast<const D*>(residual_host_type), relu,
@@ -516,7 +519,8 @@ void batch_norm_forward_eval(cudaStream_t stream, const BatchNormDims& d, const 
   if (vector_path<D>(d, {x_host_type, residual_host_type, y_host_type, shift})) {
     apply_vec_kernel<<<elementwise_blocks(n / kVec), kThreads, 0, stream>>>(
         d.channels, n / kVec, reinterpret_cast<const __nv_bfloat16*>(x_host_type), scale, shift,
-        reinterpret_cast<const __nv_bfloat16*>(residual_host_type), relu, reinterpret_cast<__nv_bfloat16*>(y_host_type));
+        reinterpret_cast<const __nv_bfloat16*>(residual_host_type), relu,
+        reinterpret_cast<__nv_bfloat16*>(y_host_type));
     DTRAIN_CUDA_CHECK(cudaGetLastError()) << "batch norm eval kernels";
     return;
   }
@@ -538,8 +542,7 @@ void batch_norm_backward(cudaStream_t stream, const BatchNormDims& d, const T* x
   const D* dy = reinterpret_cast<const D*>(dy_host_type);
   const ReductionLaunch launch = reduction_launch(d);
   const VecLaunch vec = vec_launch(d);
-  const bool vectorized =
-      vector_path<D>(d, {x, y, dy, dx_host_type, dresidual_host_type, saved_mean, saved_inv_std});
+  const bool vectorized = vector_path<D>(d, {x, y, dy, dx_host_type, dresidual_host_type, saved_mean, saved_inv_std});
   const int row_blocks = vectorized ? vec.row_blocks : launch.row_blocks;
   // Coefficients first (16-byte aligned for the vector loads), then the partials.
   const size_t coefficient_bytes = (3 * sizeof(float) * d.channels + 15) / 16 * 16;
@@ -553,11 +556,11 @@ void batch_norm_backward(cudaStream_t stream, const BatchNormDims& d, const T* x
         reinterpret_cast<const __nv_bfloat16*>(y), reinterpret_cast<const __nv_bfloat16*>(dy), relu, saved_mean,
         saved_inv_std, partials);
   } else {
-    backward_partials_kernel<<<launch.grid(), kThreads, 0, stream>>>(launch.ix, launch.rows,
-                                                                      launch.channels_per_block, x, y, dy, relu,
-                                                                      saved_mean, saved_inv_std, partials);
+    backward_partials_kernel<<<launch.grid(), kThreads, 0, stream>>>(
+        launch.ix, launch.rows, launch.channels_per_block, x, y, dy, relu, saved_mean, saved_inv_std, partials);
   }
-  finalize_backward_kernel<<<(d.channels + kFinalizeChannels - 1) / kFinalizeChannels, kFinalizeChannels * kFinalizeLanes, 0, stream>>>(
+  finalize_backward_kernel<<<(d.channels + kFinalizeChannels - 1) / kFinalizeChannels,
+                             kFinalizeChannels * kFinalizeLanes, 0, stream>>>(
       d.channels, row_blocks, static_cast<double>(launch.rows), partials, gamma, saved_inv_std, dgamma, dbeta,
       coefficients);
   const int64_t n = launch.rows * d.channels;
@@ -575,13 +578,13 @@ void batch_norm_backward(cudaStream_t stream, const BatchNormDims& d, const T* x
   DTRAIN_CUDA_CHECK(cudaGetLastError()) << "batch norm backward kernels";
 }
 
-#define DTRAIN_INSTANTIATE(T)                                                                                       \
-  template void batch_norm_forward_train<T>(cudaStream_t, const BatchNormDims&, const T*, const float*,            \
-                                            const float*, const T*, bool, T*, float*, float*, float*, float*);     \
-  template void batch_norm_forward_eval<T>(cudaStream_t, const BatchNormDims&, const T*, const float*, const float*, \
-                                           const float*, const float*, const T*, bool, T*);                        \
-  template void batch_norm_backward<T>(cudaStream_t, const BatchNormDims&, const T*, const T*, const T*,           \
-                                       const float*, const float*, const float*, bool, T*, T*, float*, float*);
+#define DTRAIN_INSTANTIATE(T)                                                                                          \
+  template void batch_norm_forward_train<T>(cudaStream_t, const BatchNormDims&, const T*, const float*, const float*,  \
+                                            const T*, bool, T*, float*, float*, float*, float*);                       \
+  template void batch_norm_forward_eval<T>(cudaStream_t, const BatchNormDims&, const T*, const float*, const float*,   \
+                                           const float*, const float*, const T*, bool, T*);                            \
+  template void batch_norm_backward<T>(cudaStream_t, const BatchNormDims&, const T*, const T*, const T*, const float*, \
+                                       const float*, const float*, bool, T*, T*, float*, float*);
 DTRAIN_INSTANTIATE(float)
 DTRAIN_INSTANTIATE(core::bfloat16)
 #undef DTRAIN_INSTANTIATE

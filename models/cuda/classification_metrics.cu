@@ -25,7 +25,8 @@ __device__ V block_combine(V v, V* shared) {
   for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
     if (threadIdx.x < stride) {
       const V other = shared[threadIdx.x + stride];
-      shared[threadIdx.x] = kMax ? (other > shared[threadIdx.x] ? other : shared[threadIdx.x]) : shared[threadIdx.x] + other;
+      shared[threadIdx.x] =
+          kMax ? (other > shared[threadIdx.x] ? other : shared[threadIdx.x]) : shared[threadIdx.x] + other;
     }
     __syncthreads();
   }
@@ -68,7 +69,8 @@ __global__ void row_metrics_kernel(int classes, const T* __restrict__ logits, co
 }
 
 // One block: the rows' sums in a fixed order, added to the accumulators.
-__global__ void add_rows_kernel(int rows, const RowResult* __restrict__ results, EvalAccumulators* __restrict__ totals) {
+__global__ void add_rows_kernel(int rows, const RowResult* __restrict__ results,
+                                EvalAccumulators* __restrict__ totals) {
   __shared__ double loss[kThreads];
   __shared__ int top1[kThreads], top5[kThreads];
   double l = 0;

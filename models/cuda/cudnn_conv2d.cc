@@ -176,9 +176,8 @@ void CudnnConv2d::backward_data(const void* dy, const void* w, void* dx, bool ac
   void* measured_dx = dx;
   if (accumulate && !backward_data_.chosen) {
     const size_t element_bytes = numerics_ == ConvNumerics::kBf16Nhwc ? 2 : 4;
-    measuring_output = core::Buffer(core::MemoryKind::kDevice,
-                                    element_bytes * geometry_.batch * geometry_.in_channels * geometry_.height *
-                                        geometry_.width);
+    measuring_output = core::Buffer(core::MemoryKind::kDevice, element_bytes * geometry_.batch * geometry_.in_channels *
+                                                                   geometry_.height * geometry_.width);
     measured_dx = measuring_output.data();
   }
   choose<cudnnConvolutionBwdDataAlgoPerf_t>(backward_data_, backward_data_desc_, 1, "backward-data",

@@ -74,8 +74,8 @@ void DeviceParameters::download_flat(const float* device_src, float* standard) {
   core::DeviceGuard on(context_.device());
   const size_t n = static_cast<size_t>(count());
   std::vector<float> staged(n);
-  DTRAIN_CUDA_CHECK(cudaMemcpyAsync(staged.data(), device_src, n * sizeof(float), cudaMemcpyDeviceToHost,
-                                    context_.stream()));
+  DTRAIN_CUDA_CHECK(
+      cudaMemcpyAsync(staged.data(), device_src, n * sizeof(float), cudaMemcpyDeviceToHost, context_.stream()));
   DTRAIN_CUDA_CHECK(cudaStreamSynchronize(context_.stream()));
   std::copy(staged.begin(), staged.end(), standard);
   for (int id = 0; id < static_cast<int>(layout_.slots().size()); ++id) {
@@ -90,8 +90,8 @@ void DeviceParameters::upload() {
   const size_t n = staged.size();
   DTRAIN_CUDA_CHECK(
       cudaMemcpyAsync(params_f32(), staged.data(), n * sizeof(float), cudaMemcpyHostToDevice, context_.stream()));
-  DTRAIN_CUDA_CHECK(cudaMemcpyAsync(state_f32(), layout_.state_flat(), state_.bytes(), cudaMemcpyHostToDevice,
-                                    context_.stream()));
+  DTRAIN_CUDA_CHECK(
+      cudaMemcpyAsync(state_f32(), layout_.state_flat(), state_.bytes(), cudaMemcpyHostToDevice, context_.stream()));
   std::vector<core::bfloat16> narrow;
   if (context_.bf16()) {  // the bf16 copy, from the same device-layout values
     narrow.resize(n);
@@ -107,8 +107,8 @@ void DeviceParameters::download(bool gradients) {
   core::DeviceGuard on(context_.device());
   download_flat(params_f32(), layout_.params_flat());
   if (gradients) download_flat(grads_f32(), layout_.grads_flat());
-  DTRAIN_CUDA_CHECK(cudaMemcpyAsync(layout_.state_flat(), state_f32(), state_.bytes(), cudaMemcpyDeviceToHost,
-                                    context_.stream()));
+  DTRAIN_CUDA_CHECK(
+      cudaMemcpyAsync(layout_.state_flat(), state_f32(), state_.bytes(), cudaMemcpyDeviceToHost, context_.stream()));
   DTRAIN_CUDA_CHECK(cudaStreamSynchronize(context_.stream()));
 }
 

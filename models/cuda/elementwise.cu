@@ -11,7 +11,6 @@ using core::cuda::kElementwiseThreads;
 using core::cuda::load;
 using core::cuda::store;
 
-
 template <typename T>
 __global__ void add_bias_kernel(int64_t total, int cols, const float* __restrict__ bias, T* __restrict__ y) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total; i += int64_t{gridDim.x} * blockDim.x) {
@@ -39,8 +38,8 @@ __global__ void relu_forward_kernel(int64_t n, const T* __restrict__ x, const T*
 }
 
 template <typename T>
-__global__ void relu_backward_kernel(int64_t n, const T* __restrict__ y, const T* __restrict__ dy,
-                                     T* __restrict__ dx, T* __restrict__ dresidual) {
+__global__ void relu_backward_kernel(int64_t n, const T* __restrict__ y, const T* __restrict__ dy, T* __restrict__ dx,
+                                     T* __restrict__ dresidual) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
     const float g = load(y, i) > 0.0f ? load(dy, i) : 0.0f;
     store(dx, i, g);
@@ -78,9 +77,8 @@ template <typename T>
 void relu_forward(cudaStream_t stream, int64_t count, const T* x, const T* residual, T* y) {
   if (count == 0) return;
   using D = DeviceTypeOf<T>;
-  relu_forward_kernel<D><<<elementwise_grid(count), kElementwiseThreads, 0, stream>>>(count, reinterpret_cast<const D*>(x),
-                                                                     reinterpret_cast<const D*>(residual),
-                                                                     reinterpret_cast<D*>(y));
+  relu_forward_kernel<D><<<elementwise_grid(count), kElementwiseThreads, 0, stream>>>(
+      count, reinterpret_cast<const D*>(x), reinterpret_cast<const D*>(residual), reinterpret_cast<D*>(y));
   DTRAIN_CUDA_CHECK(cudaGetLastError()) << "relu forward";
 }
 
@@ -96,7 +94,8 @@ void relu_backward(cudaStream_t stream, int64_t count, const T* y, const T* dy, 
 
 void widen_bf16(cudaStream_t stream, int64_t count, const core::bfloat16* src, float* dst) {
   if (count == 0) return;
-  widen_kernel<<<elementwise_grid(count), kElementwiseThreads, 0, stream>>>(count, reinterpret_cast<const __nv_bfloat16*>(src), dst);
+  widen_kernel<<<elementwise_grid(count), kElementwiseThreads, 0, stream>>>(
+      count, reinterpret_cast<const __nv_bfloat16*>(src), dst);
   DTRAIN_CUDA_CHECK(cudaGetLastError()) << "bf16 -> fp32";
 }
 

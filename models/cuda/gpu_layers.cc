@@ -148,16 +148,15 @@ const core::Tensor& GpuNormAct::forward(const core::Tensor& x, const core::Tenso
                                params_.state(running_var_));
     } else {
       batch_norm_forward_eval(context_.stream(), dims, as<T>(x), params_.param(gamma_), params_.param(beta_),
-                              params_.state(running_mean_), params_.state(running_var_), res, relu_,
-                              as<T>(output_));
+                              params_.state(running_mean_), params_.state(running_var_), res, relu_, as<T>(output_));
     }
   });
   return output_;
 }
 
 const core::Tensor& GpuNormAct::backward(const core::Tensor& dy, core::Tensor* dresidual) {
-  DTRAIN_CHECK(dy.shape() == input_->shape()) << "batch norm / activation gradient shaped "
-                                              << core::shape_string(dy.shape());
+  DTRAIN_CHECK(dy.shape() == input_->shape())
+      << "batch norm / activation gradient shaped " << core::shape_string(dy.shape());
   DTRAIN_CHECK(dresidual == nullptr || dresidual->shape() == dy.shape()) << "residual gradient shaped wrong";
   ensure_device_tensor(dx_, context_.activation_dtype(), dy.shape());
   with_element_type(context_, [&](auto tag) {
@@ -171,8 +170,8 @@ const core::Tensor& GpuNormAct::backward(const core::Tensor& dy, core::Tensor* d
                              context_.channels_last()};
     batch_norm_backward(context_.stream(), dims, as<T>(*input_), relu_ ? as<T>(output_) : nullptr, as<T>(dy),
                         params_.param(gamma_), static_cast<const float*>(saved_mean_.data()),
-                        static_cast<const float*>(saved_inv_std_.data()), relu_, as<T>(dx_), dres,
-                        params_.grad(gamma_), params_.grad(beta_));
+                        static_cast<const float*>(saved_inv_std_.data()), relu_, as<T>(dx_), dres, params_.grad(gamma_),
+                        params_.grad(beta_));
   });
   if (has_batch_norm()) {
     params_.gradient_ready(gamma_);
@@ -195,9 +194,11 @@ const core::Tensor& GpuMaxPool2d::forward(const core::Tensor& x) {
   shape_.channels = static_cast<int>(x.shape()[1]);
   shape_.in_h = static_cast<int>(x.shape()[2]);
   shape_.in_w = static_cast<int>(x.shape()[3]);
-  ensure_device_tensor(output_, context_.activation_dtype(), {shape_.batch, shape_.channels, shape_.out_h(), shape_.out_w()});
+  ensure_device_tensor(output_, context_.activation_dtype(),
+                       {shape_.batch, shape_.channels, shape_.out_h(), shape_.out_w()});
   const size_t argmax_bytes = static_cast<size_t>(output_.numel()) * sizeof(int32_t);
-  if (argmax_.bytes() != argmax_bytes) argmax_ = core::Buffer(core::MemoryKind::kDevice, argmax_bytes, context_.stream());
+  if (argmax_.bytes() != argmax_bytes)
+    argmax_ = core::Buffer(core::MemoryKind::kDevice, argmax_bytes, context_.stream());
   with_element_type(context_, [&](auto tag) {
     using T = decltype(tag);
     max_pool_forward(context_.stream(), shape_, context_.channels_last(), as<T>(x), as<T>(output_),
@@ -244,8 +245,12 @@ const core::Tensor& GpuGlobalAvgPool::backward(const core::Tensor& dy) {
 
 GpuLinear::GpuLinear(GpuContext& context, DeviceParameters& params, const std::string& name, int in_features,
                      int out_features)
-    : context_(context), params_(params), in_(in_features), out_(out_features),
-      weight_(params.layout().find(name + ".weight")), bias_(params.layout().find(name + ".bias")) {}
+    : context_(context),
+      params_(params),
+      in_(in_features),
+      out_(out_features),
+      weight_(params.layout().find(name + ".weight")),
+      bias_(params.layout().find(name + ".bias")) {}
 
 const core::Tensor& GpuLinear::forward(const core::Tensor& x) {
   expect_channels(x, 2, in_, "linear");

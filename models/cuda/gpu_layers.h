@@ -25,8 +25,8 @@ core::Tensor& ensure_device_tensor(core::Tensor& t, core::DType dtype, const cor
 
 class GpuConv2d {
  public:
-  GpuConv2d(GpuContext& context, DeviceParameters& params, const std::string& name, int in_channels,
-            int out_channels, int kernel, int stride, int pad);
+  GpuConv2d(GpuContext& context, DeviceParameters& params, const std::string& name, int in_channels, int out_channels,
+            int kernel, int stride, int pad);
   const core::Tensor& forward(const core::Tensor& x);
   // The weight gradient (reported ready).
   void backward_weights(const core::Tensor& dy);
@@ -99,8 +99,7 @@ class GpuGlobalAvgPool {
 
 class GpuLinear {
  public:
-  GpuLinear(GpuContext& context, DeviceParameters& params, const std::string& name, int in_features,
-            int out_features);
+  GpuLinear(GpuContext& context, DeviceParameters& params, const std::string& name, int in_features, int out_features);
   const core::Tensor& forward(const core::Tensor& x);
   const core::Tensor& backward(const core::Tensor& dy);
 

@@ -20,7 +20,8 @@ class GpuResNet::Block {
   const core::Tensor& forward(const core::Tensor& x, bool training) {
     input_ = &x;
     const core::Tensor* h = &x;
-    for (size_t i = 0; i + 1 < branch_.size(); ++i) h = &branch_[i].norm->forward(branch_[i].conv->forward(*h), nullptr, training);
+    for (size_t i = 0; i + 1 < branch_.size(); ++i)
+      h = &branch_[i].norm->forward(branch_[i].conv->forward(*h), nullptr, training);
     const core::Tensor* skip = &x;
     if (shortcut_.conv) {
       skip = &shortcut_.conv->forward(x);
@@ -37,7 +38,8 @@ class GpuResNet::Block {
     const bool identity = !shortcut_.conv;
     if (!identity) ensure_device_tensor(d_skip_, dtype, dy.shape());
     const core::Tensor* d = &branch_.back().norm->backward(dy, identity ? &dx_ : &d_skip_);
-    for (size_t i = branch_.size() - 1; i > 0; --i) d = &branch_[i - 1].norm->backward(branch_[i].conv->backward(*d), nullptr);
+    for (size_t i = branch_.size() - 1; i > 0; --i)
+      d = &branch_[i - 1].norm->backward(branch_[i].conv->backward(*d), nullptr);
     branch_[0].conv->backward_weights(*d);
     if (!identity) {
       const core::Tensor* ds = shortcut_.norm ? &shortcut_.norm->backward(d_skip_, nullptr) : &d_skip_;
@@ -63,8 +65,8 @@ struct GpuBuilder {
   DeviceParameters& params;
   bool batch_norm;
 
-  GpuResNet::Block::Stage stage(const std::string& conv, const std::string& bn, int in, int out, int kernel,
-                                int stride, int pad, bool relu) {
+  GpuResNet::Block::Stage stage(const std::string& conv, const std::string& bn, int in, int out, int kernel, int stride,
+                                int pad, bool relu) {
     GpuResNet::Block::Stage s;
     s.conv = std::make_unique<GpuConv2d>(context, params, conv, in, out, kernel, stride, pad);
     if (batch_norm || relu) s.norm = std::make_unique<GpuNormAct>(context, params, batch_norm ? bn : "", out, relu);

@@ -42,7 +42,6 @@ class GpuResNet final : public Module {
   class Block;  // a residual block (gpu_resnet.cc)
 
  private:
-
   GpuContext& context_;
   ResNet host_;
   DeviceParameters device_params_;

@@ -11,7 +11,6 @@ using core::cuda::kElementwiseThreads;
 using core::cuda::load;
 using core::cuda::store;
 
-
 // A storage index split into (image, channel, row, column), for either layout. Threads take
 // consecutive storage indices, so their loads and stores are coalesced in both layouts.
 struct Position {
@@ -125,7 +124,8 @@ void max_pool_forward(cudaStream_t stream, const cpu::PoolShape& shape, bool cha
   if (n == 0) return;
   using D = DeviceTypeOf<T>;
   max_pool_forward_kernel<D><<<elementwise_grid(n), kElementwiseThreads, 0, stream>>>(
-      shape, shape.out_h(), shape.out_w(), channels_last, reinterpret_cast<const D*>(x), reinterpret_cast<D*>(y), argmax);
+      shape, shape.out_h(), shape.out_w(), channels_last, reinterpret_cast<const D*>(x), reinterpret_cast<D*>(y),
+      argmax);
   DTRAIN_CUDA_CHECK(cudaGetLastError()) << "max pool forward";
 }
 
@@ -136,7 +136,8 @@ void max_pool_backward(cudaStream_t stream, const cpu::PoolShape& shape, bool ch
   if (n == 0) return;
   using D = DeviceTypeOf<T>;
   max_pool_backward_kernel<D><<<elementwise_grid(n), kElementwiseThreads, 0, stream>>>(
-      shape, shape.out_h(), shape.out_w(), channels_last, reinterpret_cast<const D*>(dy), argmax, reinterpret_cast<D*>(dx));
+      shape, shape.out_h(), shape.out_w(), channels_last, reinterpret_cast<const D*>(dy), argmax,
+      reinterpret_cast<D*>(dx));
   DTRAIN_CUDA_CHECK(cudaGetLastError()) << "max pool backward";
 }
 
@@ -162,10 +163,10 @@ void global_avg_pool_backward(cudaStream_t stream, int batch, int channels, int6
   DTRAIN_CUDA_CHECK(cudaGetLastError()) << "global average pool backward";
 }
 
-#define DTRAIN_POOLING(T)                                                                                          \
-  template void max_pool_forward<T>(cudaStream_t, const cpu::PoolShape&, bool, const T*, T*, int32_t*);           \
-  template void max_pool_backward<T>(cudaStream_t, const cpu::PoolShape&, bool, const T*, const int32_t*, T*);   \
-  template void global_avg_pool_forward<T>(cudaStream_t, int, int, int64_t, bool, const T*, T*);                 \
+#define DTRAIN_POOLING(T)                                                                                      \
+  template void max_pool_forward<T>(cudaStream_t, const cpu::PoolShape&, bool, const T*, T*, int32_t*);        \
+  template void max_pool_backward<T>(cudaStream_t, const cpu::PoolShape&, bool, const T*, const int32_t*, T*); \
+  template void global_avg_pool_forward<T>(cudaStream_t, int, int, int64_t, bool, const T*, T*);               \
   template void global_avg_pool_backward<T>(cudaStream_t, int, int, int64_t, bool, const T*, T*);
 DTRAIN_POOLING(float)
 DTRAIN_POOLING(core::bfloat16)

@@ -13,7 +13,7 @@ namespace dtrain::core {
 class AtomicFile {
  public:
   AtomicFile(std::string path, std::string what);  // creates PATH.tmp
-  ~AtomicFile();                                    // removes PATH.tmp unless committed
+  ~AtomicFile();                                   // removes PATH.tmp unless committed
   AtomicFile(const AtomicFile&) = delete;
   AtomicFile& operator=(const AtomicFile&) = delete;
 

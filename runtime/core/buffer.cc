@@ -35,11 +35,16 @@ Buffer::Buffer(MemoryKind kind, size_t bytes, void* stream) : bytes_(bytes), kin
   DTRAIN_CHECK(data_ != nullptr) << "out of host memory allocating " << bytes << " bytes";
 }
 
-Buffer::~Buffer() { release(); }
+Buffer::~Buffer() {
+  release();
+}
 
 Buffer::Buffer(Buffer&& other) noexcept
-    : data_(std::exchange(other.data_, nullptr)), bytes_(std::exchange(other.bytes_, 0)), kind_(other.kind_),
-      device_(other.device_), page_locked_(other.page_locked_) {}
+    : data_(std::exchange(other.data_, nullptr)),
+      bytes_(std::exchange(other.bytes_, 0)),
+      kind_(other.kind_),
+      device_(other.device_),
+      page_locked_(other.page_locked_) {}
 
 Buffer& Buffer::operator=(Buffer&& other) noexcept {
   if (this != &other) {

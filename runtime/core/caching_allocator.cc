@@ -44,9 +44,8 @@ void* CachingAllocator::allocate(size_t bytes, StreamTag stream) {
       release_cached_locked();
       ptr = raw_->allocate(size);
     }
-    DTRAIN_CHECK(ptr != nullptr) << raw_->name() << " could not allocate " << size << " bytes ("
-                                 << stats_.bytes_in_use << " bytes in use, peak " << stats_.peak_bytes_in_use
-                                 << ")";
+    DTRAIN_CHECK(ptr != nullptr) << raw_->name() << " could not allocate " << size << " bytes (" << stats_.bytes_in_use
+                                 << " bytes in use, peak " << stats_.peak_bytes_in_use << ")";
     ++stats_.raw_allocations;
   }
   live_blocks_.emplace(ptr, Block{size, stream});

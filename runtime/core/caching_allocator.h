@@ -32,8 +32,8 @@ struct AllocatorStats {
   uint64_t raw_allocations = 0;  // calls to the raw allocator that succeeded
   uint64_t raw_releases = 0;
   uint64_t cache_hits = 0;
-  size_t bytes_in_use = 0;       // handed out, by rounded size
-  size_t bytes_cached = 0;       // held in free lists
+  size_t bytes_in_use = 0;  // handed out, by rounded size
+  size_t bytes_cached = 0;  // held in free lists
   size_t peak_bytes_in_use = 0;
 };
 

@@ -24,8 +24,8 @@ std::vector<std::string> allgather_strings(MPI_Comm comm, const std::string& byt
     total += lengths[r];
   }
   std::string joined(static_cast<size_t>(total), '\0');
-  DTRAIN_MPI_CHECK(MPI_Allgatherv(bytes.data(), mine, MPI_BYTE, joined.data(), lengths.data(), offsets.data(), MPI_BYTE,
-                                  comm));
+  DTRAIN_MPI_CHECK(
+      MPI_Allgatherv(bytes.data(), mine, MPI_BYTE, joined.data(), lengths.data(), offsets.data(), MPI_BYTE, comm));
   std::vector<std::string> out;
   for (size_t r = 0; r < lengths.size(); ++r) out.push_back(joined.substr(size_t(offsets[r]), size_t(lengths[r])));
   return out;
@@ -41,7 +41,8 @@ void throw_usage_error_once(MPI_Comm comm, const std::string* error, const char*
   const std::vector<std::string> all = allgather_strings(comm, mine);
   if (!error) {
     for (const std::string& entry : all) {
-      if (entry[0] == '1') throw UsageReportedElsewhere(ErrorKind::kUsage, "invalid input", "", "reported by another rank", file, line);
+      if (entry[0] == '1')
+        throw UsageReportedElsewhere(ErrorKind::kUsage, "invalid input", "", "reported by another rank", file, line);
     }
     return;
   }
@@ -57,8 +58,9 @@ void throw_usage_error_once(MPI_Comm comm, const std::string* error, const char*
   if (first != rank) throw UsageReportedElsewhere(ErrorKind::kUsage, "invalid input", "", *error, file, line);
   std::string text = *error;
   if (name_ranks && all.size() > 1) {
-    text += count == static_cast<int>(all.size()) ? " (on all " + std::to_string(count) + " ranks)"
-                                                   : " (on rank(s) " + ranks.str() + " of " + std::to_string(all.size()) + ")";
+    text += count == static_cast<int>(all.size())
+                ? " (on all " + std::to_string(count) + " ranks)"
+                : " (on rank(s) " + ranks.str() + " of " + std::to_string(all.size()) + ")";
   }
   throw UsageError(ErrorKind::kUsage, "invalid input", "", text, file, line);
 }

@@ -22,7 +22,8 @@ std::string first_line(const char* path) {
 
 // Online CPUs, narrowed to the cgroup's cpuset where one is visible (a container or a Slurm job).
 std::vector<int> usable_cpus() {
-  std::vector<int> cpus = parse_cpu_list(first_line("/sys/devices/system/cpu/online"), "/sys/devices/system/cpu/online");
+  std::vector<int> cpus =
+      parse_cpu_list(first_line("/sys/devices/system/cpu/online"), "/sys/devices/system/cpu/online");
   const std::string cgroup = first_line("/sys/fs/cgroup/cpuset.cpus.effective");
   if (!cgroup.empty()) {
     const std::vector<int> allowed = parse_cpu_list(cgroup, "/sys/fs/cgroup/cpuset.cpus.effective");
@@ -61,7 +62,8 @@ std::vector<int> parse_cpu_list(const std::string& text, const std::string& what
     const std::string where = what + " (CPU list " + trimmed + "): CPU";
     const int lo = static_cast<int>(parse_int_in_range(lo_text, 0, CPU_SETSIZE - 1, where));
     const int hi = static_cast<int>(parse_int_in_range(hi_text, 0, CPU_SETSIZE - 1, where));
-    DTRAIN_USAGE_CHECK(lo >= 0 && hi >= lo && hi < CPU_SETSIZE) << what << ": bad range '" << item << "' in '" << text << "'";
+    DTRAIN_USAGE_CHECK(lo >= 0 && hi >= lo && hi < CPU_SETSIZE)
+        << what << ": bad range '" << item << "' in '" << text << "'";
     for (int c = lo; c <= hi; ++c) cpus.push_back(c);
   }
   std::sort(cpus.begin(), cpus.end());

@@ -14,9 +14,9 @@
 namespace dtrain::core {
 
 struct CpuShare {
-  std::vector<int> cpus;      // the share of this rank
-  int allowed_before = 0;     // CPUs the launcher's mask allowed
-  int allowed_after = 0;      // CPUs the process may use now
+  std::vector<int> cpus;   // the share of this rank
+  int allowed_before = 0;  // CPUs the launcher's mask allowed
+  int allowed_after = 0;   // CPUs the process may use now
   bool widened = false;
   std::string describe() const;
 };

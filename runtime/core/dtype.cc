@@ -39,7 +39,9 @@ DType parse_dtype(std::string_view text, std::string_view source) {
   DTRAIN_USAGE_FAIL() << source << "='" << text << "' is not a dtype (use fp32, fp16, bf16, int32 or uint8)";
 }
 
-float to_float(bfloat16 value) { return std::bit_cast<float>(static_cast<uint32_t>(value.bits) << 16); }
+float to_float(bfloat16 value) {
+  return std::bit_cast<float>(static_cast<uint32_t>(value.bits) << 16);
+}
 
 bfloat16 to_bfloat16(float value) {
   const uint32_t bits = std::bit_cast<uint32_t>(value);

@@ -30,10 +30,25 @@ float16 to_float16(float value);
 
 template <typename T>
 constexpr DType dtype_of();
-template <> constexpr DType dtype_of<float>() { return DType::kF32; }
-template <> constexpr DType dtype_of<float16>() { return DType::kF16; }
-template <> constexpr DType dtype_of<bfloat16>() { return DType::kBF16; }
-template <> constexpr DType dtype_of<int32_t>() { return DType::kI32; }
-template <> constexpr DType dtype_of<uint8_t>() { return DType::kU8; }
+template <>
+constexpr DType dtype_of<float>() {
+  return DType::kF32;
+}
+template <>
+constexpr DType dtype_of<float16>() {
+  return DType::kF16;
+}
+template <>
+constexpr DType dtype_of<bfloat16>() {
+  return DType::kBF16;
+}
+template <>
+constexpr DType dtype_of<int32_t>() {
+  return DType::kI32;
+}
+template <>
+constexpr DType dtype_of<uint8_t>() {
+  return DType::kU8;
+}
 
 }  // namespace dtrain::core

@@ -13,8 +13,7 @@ std::optional<std::string> env_string(const char* name) {
   return std::string(value);
 }
 
-int64_t parse_int_in_range(const std::string& text, int64_t min_value, int64_t max_value,
-                           const std::string& source) {
+int64_t parse_int_in_range(const std::string& text, int64_t min_value, int64_t max_value, const std::string& source) {
   errno = 0;
   char* end = nullptr;
   const long long parsed = std::strtoll(text.c_str(), &end, 10);

@@ -11,8 +11,7 @@ namespace dtrain::core {
 std::optional<std::string> env_string(const char* name);
 
 // Parses a whole decimal integer in [min_value, max_value]; throws UsageError otherwise.
-int64_t parse_int_in_range(const std::string& text, int64_t min_value, int64_t max_value,
-                           const std::string& source);
+int64_t parse_int_in_range(const std::string& text, int64_t min_value, int64_t max_value, const std::string& source);
 
 // The variable parsed with parse_int_in_range, or nullopt when unset.
 std::optional<int64_t> env_int(const char* name, int64_t min_value, int64_t max_value);

@@ -39,8 +39,8 @@ std::string compose(ErrorKind kind, const std::string& what_failed, const std::s
     if (!library_message.empty()) out << ": " << library_message;
     if (!detail.empty()) out << ": " << detail;
   }
-  out << " (at " << file << ":" << line << ", host " << id.host << ", rank " << id.world_rank
-      << ", local rank " << id.local_rank << ")";
+  out << " (at " << file << ":" << line << ", host " << id.host << ", rank " << id.world_rank << ", local rank "
+      << id.local_rank << ")";
   return one_line(out.str());
 }
 
@@ -49,8 +49,13 @@ std::string compose(ErrorKind kind, const std::string& what_failed, const std::s
 Error::Error(ErrorKind kind, const std::string& what_failed, const std::string& library_message,
              const std::string& detail, const char* file, int line)
     : std::runtime_error(compose(kind, what_failed, library_message, detail, file, line, process_identity())),
-      kind_(kind), library_message_(one_line(library_message)), detail_(detail), file_(file), line_(line),
-      host_(process_identity().host), world_rank_(process_identity().world_rank),
+      kind_(kind),
+      library_message_(one_line(library_message)),
+      detail_(detail),
+      file_(file),
+      line_(line),
+      host_(process_identity().host),
+      world_rank_(process_identity().world_rank),
       local_rank_(process_identity().local_rank) {}
 
 namespace detail {

@@ -25,8 +25,8 @@ class Error : public std::runtime_error {
  public:
   // what_failed: the check or call (e.g. "MPI_Allreduce(...)"); library_message: the library's
   // own text for the error code, empty for plain conditions; detail: what the caller streamed in.
-  Error(ErrorKind kind, const std::string& what_failed, const std::string& library_message,
-        const std::string& detail, const char* file, int line);
+  Error(ErrorKind kind, const std::string& what_failed, const std::string& library_message, const std::string& detail,
+        const char* file, int line);
 
   ErrorKind kind() const { return kind_; }
   const std::string& library_message() const { return library_message_; }
@@ -50,27 +50,43 @@ class Error : public std::runtime_error {
 
 // Bad flags, environment, configuration or data. The top-level handler prints it on the rank that
 // found it (before MPI starts, on rank 0 and each node's first rank only) and exits with status 2.
-class UsageError : public Error { using Error::Error; };
+class UsageError : public Error {
+  using Error::Error;
+};
 // A usage error that another rank prints (collective_usage_check.h); the top-level handler ends
 // this rank with status 2 without printing it. Still a UsageError: tests that expect a UsageError
 // on every rank see one. Declared here, not beside collective_usage_check, because the handler
 // (top_level_handler.cc) catches it and must build without MPI.
-class UsageReportedElsewhere : public UsageError { using UsageError::UsageError; };
-class MpiError : public Error { using Error::Error; };
-class CudaError : public Error { using Error::Error; };
-class CudnnError : public Error { using Error::Error; };
-class CublasError : public Error { using Error::Error; };
-class NcclError : public Error { using Error::Error; };
+class UsageReportedElsewhere : public UsageError {
+  using UsageError::UsageError;
+};
+class MpiError : public Error {
+  using Error::Error;
+};
+class CudaError : public Error {
+  using Error::Error;
+};
+class CudnnError : public Error {
+  using Error::Error;
+};
+class CublasError : public Error {
+  using Error::Error;
+};
+class NcclError : public Error {
+  using Error::Error;
+};
 
 namespace detail {
 
 // Collects the streamed message; ErrorThrower turns it into the typed exception.
 class ErrorStream {
  public:
-  ErrorStream(ErrorKind kind, const char* what_failed, std::string library_message, const char* file,
-              int line)
-      : kind_(kind), what_failed_(what_failed), library_message_(std::move(library_message)),
-        file_(file), line_(line) {}
+  ErrorStream(ErrorKind kind, const char* what_failed, std::string library_message, const char* file, int line)
+      : kind_(kind),
+        what_failed_(what_failed),
+        library_message_(std::move(library_message)),
+        file_(file),
+        line_(line) {}
 
   template <typename T>
   ErrorStream& operator<<(const T& value) {
@@ -97,19 +113,17 @@ struct ErrorThrower {
 }  // namespace detail
 }  // namespace dtrain::core
 
-#define DTRAIN_ERROR_STREAM_(kind, what, library_message)                                        \
-  ::dtrain::core::detail::ErrorThrower() &                                                       \
+#define DTRAIN_ERROR_STREAM_(kind, what, library_message) \
+  ::dtrain::core::detail::ErrorThrower() &                \
       ::dtrain::core::detail::ErrorStream((kind), (what), (library_message), __FILE__, __LINE__)
 
 // The `for` form has no `else`, so the macros are safe inside unbraced if/else, and its body
 // throws, so it runs at most once.
-#define DTRAIN_CHECK(cond)  \
-  for (; !(cond);)          \
-  DTRAIN_ERROR_STREAM_(::dtrain::core::ErrorKind::kCondition, "check failed: " #cond, "")
+#define DTRAIN_CHECK(cond) \
+  for (; !(cond);) DTRAIN_ERROR_STREAM_(::dtrain::core::ErrorKind::kCondition, "check failed: " #cond, "")
 
 #define DTRAIN_USAGE_CHECK(cond) \
-  for (; !(cond);)               \
-  DTRAIN_ERROR_STREAM_(::dtrain::core::ErrorKind::kUsage, "invalid input", "")
+  for (; !(cond);) DTRAIN_ERROR_STREAM_(::dtrain::core::ErrorKind::kUsage, "invalid input", "")
 
 // Throws unconditionally: `DTRAIN_FAIL() << "unreachable dtype " << d;`
 #define DTRAIN_FAIL() DTRAIN_ERROR_STREAM_(::dtrain::core::ErrorKind::kCondition, "failure", "")

@@ -80,8 +80,8 @@ std::string gpu_placement_problem(const std::vector<RankGpuChoice>& choices, boo
   }
   for (const auto& [index, use] : hosts) {
     if (use.ranks > static_cast<int>(use.gpus.size())) {
-      problem << "host " << use.host << " has " << use.ranks << " local ranks but only " << use.gpus.size()
-              << " GPU" << (use.gpus.size() == 1 ? "" : "s")
+      problem << "host " << use.host << " has " << use.ranks << " local ranks but only " << use.gpus.size() << " GPU"
+              << (use.gpus.size() == 1 ? "" : "s")
               << " for them; start at most one rank per GPU, or pass --allow-gpu-sharing";
       return problem.str();
     }
@@ -100,8 +100,7 @@ std::vector<RankGpuChoice> exchange_gpu_choices(MPI_Comm world, const RankGpuCho
   int world_size = 0;
   DTRAIN_MPI_CHECK(MPI_Comm_size(world, &world_size));
   std::vector<WireChoice> all(static_cast<size_t>(world_size));
-  DTRAIN_MPI_CHECK(
-      MPI_Allgather(&wire, sizeof(WireChoice), MPI_BYTE, all.data(), sizeof(WireChoice), MPI_BYTE, world));
+  DTRAIN_MPI_CHECK(MPI_Allgather(&wire, sizeof(WireChoice), MPI_BYTE, all.data(), sizeof(WireChoice), MPI_BYTE, world));
   std::vector<RankGpuChoice> choices;
   for (const WireChoice& w : all) {
     RankGpuChoice c;

@@ -3,7 +3,9 @@
 
 namespace dtrain::core::detail {
 
-std::vector<GpuDevice> runtime_visible_gpus() { return {}; }
+std::vector<GpuDevice> runtime_visible_gpus() {
+  return {};
+}
 void set_current_device(int) {}
 
 }  // namespace dtrain::core::detail

@@ -25,6 +25,8 @@ std::vector<GpuDevice> runtime_visible_gpus() {
   return gpus;
 }
 
-void set_current_device(int device) { DTRAIN_CUDA_CHECK(cudaSetDevice(device)) << "binding to GPU " << device; }
+void set_current_device(int device) {
+  DTRAIN_CUDA_CHECK(cudaSetDevice(device)) << "binding to GPU " << device;
+}
 
 }  // namespace dtrain::core::detail

@@ -60,13 +60,23 @@ JsonObject& JsonObject::field(std::string_view key, std::string_view json) {
   return *this;
 }
 
-JsonObject& JsonObject::text(std::string_view key, std::string_view value) { return field(key, json_string(value)); }
+JsonObject& JsonObject::text(std::string_view key, std::string_view value) {
+  return field(key, json_string(value));
+}
 JsonObject& JsonObject::number(std::string_view key, double value, const char* format) {
   return field(key, json_number(value, format));
 }
-JsonObject& JsonObject::integer(std::string_view key, int64_t value) { return field(key, std::to_string(value)); }
-JsonObject& JsonObject::boolean(std::string_view key, bool value) { return field(key, value ? "true" : "false"); }
-JsonObject& JsonObject::raw(std::string_view key, std::string_view json) { return field(key, json); }
-std::string JsonObject::str(std::string_view indent) const { return join('{', fields_, indent, '}'); }
+JsonObject& JsonObject::integer(std::string_view key, int64_t value) {
+  return field(key, std::to_string(value));
+}
+JsonObject& JsonObject::boolean(std::string_view key, bool value) {
+  return field(key, value ? "true" : "false");
+}
+JsonObject& JsonObject::raw(std::string_view key, std::string_view json) {
+  return field(key, json);
+}
+std::string JsonObject::str(std::string_view indent) const {
+  return join('{', fields_, indent, '}');
+}
 
 }  // namespace dtrain::core

@@ -38,14 +38,16 @@ LogLevel log_level() {
   int level = g_level.load(std::memory_order_relaxed);
   if (level == kUnset) {
     const char* env = std::getenv("DTRAIN_LOG_LEVEL");
-    level = static_cast<int>(env == nullptr || *env == '\0' ? LogLevel::kInfo
-                                                            : parse_log_level(env, "DTRAIN_LOG_LEVEL"));
+    level =
+        static_cast<int>(env == nullptr || *env == '\0' ? LogLevel::kInfo : parse_log_level(env, "DTRAIN_LOG_LEVEL"));
     g_level.store(level, std::memory_order_relaxed);
   }
   return static_cast<LogLevel>(level);
 }
 
-void set_log_level(LogLevel level) { g_level.store(static_cast<int>(level), std::memory_order_relaxed); }
+void set_log_level(LogLevel level) {
+  g_level.store(static_cast<int>(level), std::memory_order_relaxed);
+}
 
 std::string rank_prefix() {
   const ProcessIdentity& id = process_identity();
@@ -75,8 +77,12 @@ void write_log_line(LogLevel level, std::string_view message) {
   }
 }
 
-bool log_enabled(LogLevel level) { return level >= log_level(); }
+bool log_enabled(LogLevel level) {
+  return level >= log_level();
+}
 
-bool log_enabled_on_rank_zero(LogLevel level) { return is_world_rank_zero() && log_enabled(level); }
+bool log_enabled_on_rank_zero(LogLevel level) {
+  return is_world_rank_zero() && log_enabled(level);
+}
 
 }  // namespace dtrain::core

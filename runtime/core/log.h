@@ -45,12 +45,12 @@ bool log_enabled_on_rank_zero(LogLevel level);
 
 }  // namespace dtrain::core
 
-#define DTRAIN_LOG(level)                                                         \
-  if (!::dtrain::core::log_enabled(::dtrain::core::LogLevel::level)) {           \
-  } else                                                                          \
+#define DTRAIN_LOG(level)                                              \
+  if (!::dtrain::core::log_enabled(::dtrain::core::LogLevel::level)) { \
+  } else                                                               \
     ::dtrain::core::LogLine(::dtrain::core::LogLevel::level)
 
-#define DTRAIN_LOG0(level)                                                                \
-  if (!::dtrain::core::log_enabled_on_rank_zero(::dtrain::core::LogLevel::level)) {      \
-  } else                                                                                  \
+#define DTRAIN_LOG0(level)                                                          \
+  if (!::dtrain::core::log_enabled_on_rank_zero(::dtrain::core::LogLevel::level)) { \
+  } else                                                                            \
     ::dtrain::core::LogLine(::dtrain::core::LogLevel::level)

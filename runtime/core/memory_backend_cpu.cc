@@ -4,7 +4,9 @@
 
 namespace dtrain::core::detail {
 
-void* allocate_page_locked(size_t) { return nullptr; }
+void* allocate_page_locked(size_t) {
+  return nullptr;
+}
 void free_page_locked(void*) noexcept {}
 
 void* allocate_device(size_t bytes, void*, int*) {

@@ -16,7 +16,9 @@ void* allocate_page_locked(size_t bytes) {
   return ptr;
 }
 
-void free_page_locked(void* ptr) noexcept { cudaFreeHost(ptr); }
+void free_page_locked(void* ptr) noexcept {
+  cudaFreeHost(ptr);
+}
 
 void* allocate_device(size_t bytes, void* stream, int* device) {
   DTRAIN_CUDA_CHECK(cudaGetDevice(device)) << "device memory needs a usable GPU";

@@ -15,6 +15,6 @@ std::string mpi_error_text(int code);
 
 }  // namespace dtrain::core
 
-#define DTRAIN_MPI_CHECK(call)                                   \
+#define DTRAIN_MPI_CHECK(call)                                      \
   for (int dtrain_mpi_rc_ = (call); dtrain_mpi_rc_ != MPI_SUCCESS;) \
   DTRAIN_ERROR_STREAM_(::dtrain::core::ErrorKind::kMpi, #call, ::dtrain::core::mpi_error_text(dtrain_mpi_rc_))

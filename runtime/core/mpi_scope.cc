@@ -72,7 +72,9 @@ MpiComm::MpiComm(MPI_Comm comm) : comm_(comm) {
   if (comm_ != MPI_COMM_NULL) DTRAIN_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
 }
 
-MpiComm::~MpiComm() { release(); }
+MpiComm::~MpiComm() {
+  release();
+}
 
 MpiComm::MpiComm(MpiComm&& other) noexcept : comm_(std::exchange(other.comm_, MPI_COMM_NULL)) {}
 

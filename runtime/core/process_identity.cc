@@ -38,7 +38,9 @@ ProcessIdentity& mutable_identity() {
 
 }  // namespace
 
-const ProcessIdentity& process_identity() { return mutable_identity(); }
+const ProcessIdentity& process_identity() {
+  return mutable_identity();
+}
 
 void set_process_identity(int world_rank, int world_size, int local_rank) {
   ProcessIdentity& id = mutable_identity();
@@ -47,6 +49,8 @@ void set_process_identity(int world_rank, int world_size, int local_rank) {
   id.local_rank = local_rank;
 }
 
-bool is_world_rank_zero() { return process_identity().world_rank <= 0; }
+bool is_world_rank_zero() {
+  return process_identity().world_rank <= 0;
+}
 
 }  // namespace dtrain::core

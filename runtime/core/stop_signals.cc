@@ -58,7 +58,9 @@ void install_stop_signals(const std::vector<int>& signals) {
   }
 }
 
-int stop_signal_received() { return received.load(std::memory_order_relaxed); }
+int stop_signal_received() {
+  return received.load(std::memory_order_relaxed);
+}
 
 std::string signal_name(int signal_number) {
   for (const NamedSignal& s : kNames) {

@@ -25,7 +25,9 @@ std::string shape_string(const Shape& shape) {
 }
 
 Tensor::Tensor(DType dtype, Shape shape, MemoryKind kind)
-    : dtype_(dtype), shape_(std::move(shape)), numel_(shape_numel(shape_)),
+    : dtype_(dtype),
+      shape_(std::move(shape)),
+      numel_(shape_numel(shape_)),
       buffer_(kind, static_cast<size_t>(numel_) * dtype_size(dtype)) {}
 
 void Tensor::check_type(DType requested) const {

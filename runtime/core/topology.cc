@@ -33,9 +33,8 @@ Topology topology_from_node_keys(int world_rank, std::span<const int64_t> node_k
 std::optional<int> ranks_per_node_from_env(int world_size) {
   const std::optional<int64_t> k = env_int("DTRAIN_RANKS_PER_NODE", 1, std::numeric_limits<int>::max());
   if (!k) return std::nullopt;
-  DTRAIN_USAGE_CHECK(world_size % *k == 0)
-      << "DTRAIN_RANKS_PER_NODE=" << *k << " does not divide the world size " << world_size
-      << " (simulated nodes must all have the same number of ranks)";
+  DTRAIN_USAGE_CHECK(world_size % *k == 0) << "DTRAIN_RANKS_PER_NODE=" << *k << " does not divide the world size "
+                                           << world_size << " (simulated nodes must all have the same number of ranks)";
   return static_cast<int>(*k);
 }
 

@@ -28,7 +28,9 @@ struct Topology {
 Topology topology_from_node_keys(int world_rank, std::span<const int64_t> node_key_of_rank);
 
 // Simulated node key of `world_rank` for nodes of `ranks_per_node` consecutive ranks.
-inline int64_t simulated_node_key(int world_rank, int ranks_per_node) { return world_rank / ranks_per_node; }
+inline int64_t simulated_node_key(int world_rank, int ranks_per_node) {
+  return world_rank / ranks_per_node;
+}
 
 // DTRAIN_RANKS_PER_NODE, validated against the world size: nullopt when unset; a UsageError
 // when it is not a positive integer or does not divide world_size.

@@ -7,11 +7,11 @@ namespace dtrain::core {
 
 struct LibraryVersions {
   std::string dtrain;
-  std::string mpi;           // MPI_Get_library_version, first line
-  std::string nccl;          // "2.28.3 (built with 2.28.3)" or "not built in"
+  std::string mpi;   // MPI_Get_library_version, first line
+  std::string nccl;  // "2.28.3 (built with 2.28.3)" or "not built in"
   std::string cudnn;
   std::string cuda_runtime;
-  std::string cuda_driver;   // the newest CUDA version the installed driver supports
+  std::string cuda_driver;  // the newest CUDA version the installed driver supports
 };
 
 LibraryVersions library_versions();

@@ -19,10 +19,14 @@ std::string dotted(int major, int minor, int patch = -1) {
 }
 
 // NCCL >= 2.9 encodes major*10000 + minor*100 + patch.
-std::string nccl_code_text(int code) { return dotted(code / 10000, (code % 10000) / 100, code % 100); }
+std::string nccl_code_text(int code) {
+  return dotted(code / 10000, (code % 10000) / 100, code % 100);
+}
 
 // CUDA encodes major*1000 + minor*10.
-std::string cuda_code_text(int code) { return dotted(code / 1000, (code % 1000) / 10); }
+std::string cuda_code_text(int code) {
+  return dotted(code / 1000, (code % 1000) / 10);
+}
 
 }  // namespace
 
@@ -32,8 +36,8 @@ void fill_cuda_versions(LibraryVersions& versions) {
   versions.nccl += " (built with " + nccl_code_text(NCCL_VERSION_CODE) + ")";
 
   const size_t cudnn = cudnnGetVersion();
-  versions.cudnn = dotted(static_cast<int>(cudnn / 10000), static_cast<int>(cudnn % 10000 / 100),
-                          static_cast<int>(cudnn % 100));
+  versions.cudnn =
+      dotted(static_cast<int>(cudnn / 10000), static_cast<int>(cudnn % 10000 / 100), static_cast<int>(cudnn % 100));
   versions.cudnn += " (built with " + dotted(CUDNN_MAJOR, CUDNN_MINOR, CUDNN_PATCHLEVEL) + ")";
 
   int runtime = 0;

@@ -202,8 +202,8 @@ std::string write_checkpoint(const std::string& dir, proto::CheckpointHeader hea
   return path;
 }
 
-void read_checkpoint(const std::string& path, proto::CheckpointHeader* header,
-                     const std::vector<NamedTensor>& tensors, const HeaderCheck& check_header) {
+void read_checkpoint(const std::string& path, proto::CheckpointHeader* header, const std::vector<NamedTensor>& tensors,
+                     const HeaderCheck& check_header) {
   std::ifstream in(path, std::ios::binary);
   uint64_t data_bytes = 0;
   const uint64_t data_start = read_header(in, path, header, &data_bytes);
@@ -251,7 +251,8 @@ std::string resolve_checkpoint(const std::string& spec, const std::string& dir, 
       DTRAIN_LOG(kWarn) << "skipping checkpoint: " << e.detail();
     }
   }
-  DTRAIN_USAGE_FAIL() << "--resume " << spec << ": none of the " << all.size() << " checkpoints in " << dir << " is valid";
+  DTRAIN_USAGE_FAIL() << "--resume " << spec << ": none of the " << all.size() << " checkpoints in " << dir
+                      << " is valid";
 }
 
 }  // namespace dtrain::train

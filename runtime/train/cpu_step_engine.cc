@@ -23,15 +23,15 @@ class CpuStepEngine final : public StepEngine {
     comm::set_stall_settings({c.stall_warning_seconds(), c.stall_abort_seconds()});
     comm_ = comm::make_communicator(setup.config.backend, ctx, false);
     sync_ = std::make_unique<comm::GradientSynchronizer>(
-        *comm_, params.grads_flat(), static_cast<size_t>(params.flat_size()),
-        static_cast<size_t>(c.bucket_mib()) << 20, setup.config.gradient_wire_dtype);
+        *comm_, params.grads_flat(), static_cast<size_t>(params.flat_size()), static_cast<size_t>(c.bucket_mib()) << 20,
+        setup.config.gradient_wire_dtype);
     params.set_gradient_listener([this](int64_t begin, int64_t end) {
       sync_->mark_ready(static_cast<size_t>(begin), static_cast<size_t>(end));
     });
-    sgd_ = std::make_unique<Sgd>(static_cast<size_t>(params.flat_size()),
-                                 decay_ranges(params, static_cast<float>(c.weight_decay()),
-                                              c.exclude_norm_and_bias_from_decay()),
-                                 SgdOptions{c.momentum(), c.weight_decay(), c.nesterov()});
+    sgd_ = std::make_unique<Sgd>(
+        static_cast<size_t>(params.flat_size()),
+        decay_ranges(params, static_cast<float>(c.weight_decay()), c.exclude_norm_and_bias_from_decay()),
+        SgdOptions{c.momentum(), c.weight_decay(), c.nesterov()});
     // Rank 0's initial weights and BN statistics everywhere.
     load_from_host();
   }

@@ -16,8 +16,10 @@ Datasets open_datasets(const ResolvedConfig& config) {
   switch (config.dataset) {
     case DatasetKind::kFashionMnist: {
       const std::string dir = c.data_dir().empty() ? "/usr/share/datasets/fashion-mnist" : c.data_dir();
-      d.train = std::make_unique<IdxDataset>(dir + "/train-images-idx3-ubyte.gz", dir + "/train-labels-idx1-ubyte.gz", true);
-      d.validation = std::make_unique<IdxDataset>(dir + "/t10k-images-idx3-ubyte.gz", dir + "/t10k-labels-idx1-ubyte.gz", false);
+      d.train =
+          std::make_unique<IdxDataset>(dir + "/train-images-idx3-ubyte.gz", dir + "/train-labels-idx1-ubyte.gz", true);
+      d.validation =
+          std::make_unique<IdxDataset>(dir + "/t10k-images-idx3-ubyte.gz", dir + "/t10k-labels-idx1-ubyte.gz", false);
       break;
     }
     case DatasetKind::kImageNet: {
@@ -40,7 +42,8 @@ Datasets open_datasets(const ResolvedConfig& config) {
     case DatasetKind::kSynthetic: {
       const ImageShape shape{c.image_size(), c.image_size(), 3};
       d.train = std::make_unique<SyntheticDataset>(c.synthetic_samples(), shape, 1000, c.seed());
-      d.validation = std::make_unique<SyntheticDataset>(std::max(1, c.synthetic_samples() / 8), shape, 1000, c.seed() + 1);
+      d.validation =
+          std::make_unique<SyntheticDataset>(std::max(1, c.synthetic_samples() / 8), shape, 1000, c.seed() + 1);
       break;
     }
   }

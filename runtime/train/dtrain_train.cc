@@ -17,7 +17,7 @@ int train_main(int argc, char** argv) {
   core::install_stop_signals(config.stop_signals);
   core::BootstrapOptions options;
   options.bind_gpu = config.device != DeviceChoice::kCpu;  // --device cpu: GPUs neither bound nor counted
-  options.claim_cpu_share = true;                           // the loader's threads inherit the mask
+  options.claim_cpu_share = true;                          // the loader's threads inherit the mask
   const core::RankBootstrap rank(&argc, &argv, options);
   comm::raise_injected_signal("bootstrap");
   bool stopped = false;
@@ -34,4 +34,6 @@ int train_main(int argc, char** argv) {
 }  // namespace
 }  // namespace dtrain::train
 
-int main(int argc, char** argv) { return dtrain::core::run_main(argc, argv, dtrain::train::train_main); }
+int main(int argc, char** argv) {
+  return dtrain::core::run_main(argc, argv, dtrain::train::train_main);
+}

@@ -29,15 +29,17 @@ T choose(std::string_view field, const std::string& text, const std::vector<std:
 ResolvedConfig resolve(const TrainConfig& c) {
   ResolvedConfig r;
   r.fields = c;
-  r.model = choose<ModelKind>("model", c.model(), {{"resnet", ModelKind::kResNet}, {"small-resnet", ModelKind::kSmallResNet}});
+  r.model = choose<ModelKind>("model", c.model(),
+                              {{"resnet", ModelKind::kResNet}, {"small-resnet", ModelKind::kSmallResNet}});
   r.dataset = choose<DatasetKind>("dataset", c.dataset(),
                                   {{"imagenet", DatasetKind::kImageNet},
                                    {"fashion-mnist", DatasetKind::kFashionMnist},
                                    {"synthetic", DatasetKind::kSynthetic}});
-  r.device = choose<DeviceChoice>("device", c.device(),
-                                  {{"auto", DeviceChoice::kAuto}, {"cpu", DeviceChoice::kCpu}, {"gpu", DeviceChoice::kGpu}});
+  r.device = choose<DeviceChoice>(
+      "device", c.device(), {{"auto", DeviceChoice::kAuto}, {"cpu", DeviceChoice::kCpu}, {"gpu", DeviceChoice::kGpu}});
   r.precision = choose<Precision>("precision", c.precision(), {{"bf16", Precision::kBf16}, {"fp32", Precision::kFp32}});
-  r.lr_decay = choose<DecayKind>("lr_decay", c.lr_decay(), {{"step", DecayKind::kStep}, {"cosine", DecayKind::kCosine}});
+  r.lr_decay =
+      choose<DecayKind>("lr_decay", c.lr_decay(), {{"step", DecayKind::kStep}, {"cosine", DecayKind::kCosine}});
   r.backend = comm::parse_backend(c.backend(), "backend");
   r.gradient_wire_dtype = core::parse_dtype(c.gradient_wire_dtype(), "gradient_wire_dtype");
   DTRAIN_USAGE_CHECK(r.gradient_wire_dtype == core::DType::kF32 || r.gradient_wire_dtype == core::DType::kBF16 ||
@@ -59,8 +61,8 @@ ResolvedConfig resolve(const TrainConfig& c) {
   DTRAIN_USAGE_CHECK(c.epochs() > 0) << "epochs must be positive, got " << c.epochs();
   DTRAIN_USAGE_CHECK(c.bucket_mib() > 0) << "bucket_mib must be positive";
   DTRAIN_USAGE_CHECK(c.label_smoothing() >= 0 && c.label_smoothing() < 1) << "label_smoothing outside [0, 1)";
-  DTRAIN_USAGE_CHECK(c.loader_threads() >= 0) << "loader_threads " << c.loader_threads()
-                                              << " must be positive, or 0 for one per CPU of the rank's share";
+  DTRAIN_USAGE_CHECK(c.loader_threads() >= 0)
+      << "loader_threads " << c.loader_threads() << " must be positive, or 0 for one per CPU of the rank's share";
   DTRAIN_USAGE_CHECK(c.prefetch_batches() > 0) << "prefetch_batches " << c.prefetch_batches() << " must be positive";
   DTRAIN_USAGE_CHECK(c.max_file_mib() > 0) << "max_file_mib " << c.max_file_mib() << " must be positive";
   DTRAIN_USAGE_CHECK(c.max_image_megapixels() > 0)
@@ -68,8 +70,8 @@ ResolvedConfig resolve(const TrainConfig& c) {
   DTRAIN_USAGE_CHECK(c.max_steps_per_epoch() >= 0) << "max_steps_per_epoch must not be negative";
   DTRAIN_USAGE_CHECK(c.max_validation_batches() >= 0) << "max_validation_batches must not be negative";
   DTRAIN_USAGE_CHECK(c.timing_warmup_steps() >= 0) << "timing_warmup_steps must not be negative";
-  DTRAIN_USAGE_CHECK(c.max_nonfinite_steps() >= 0) << "max_nonfinite_steps must not be negative, got "
-                                                   << c.max_nonfinite_steps();
+  DTRAIN_USAGE_CHECK(c.max_nonfinite_steps() >= 0)
+      << "max_nonfinite_steps must not be negative, got " << c.max_nonfinite_steps();
   DTRAIN_USAGE_CHECK(c.checkpoint_every_steps() >= 0 && c.keep_checkpoints() > 0 && c.max_total_steps() >= 0)
       << "checkpoint_every_steps and max_total_steps must not be negative, keep_checkpoints must be positive";
   DTRAIN_USAGE_CHECK(c.checkpoint_every_steps() == 0 || !c.checkpoint_dir().empty())

@@ -25,7 +25,7 @@ struct ResolvedConfig {
   comm::Backend backend = comm::Backend::kAuto;
   DecayKind lr_decay = DecayKind::kStep;
   core::DType gradient_wire_dtype = core::DType::kF32;  // the hierarchical backend's cross-node format
-  std::vector<int> stop_signals;                         // parsed stop_signals (stop_signals.h)
+  std::vector<int> stop_signals;                        // parsed stop_signals (stop_signals.h)
 };
 
 // UsageError naming the field: an unknown choice, an impossible combination, or a size or number

@@ -15,12 +15,32 @@ namespace pb = google::protobuf;
 
 // Fields that never make a resume an error (see the header).
 const std::set<std::string>& free_fields() {
-  static const std::set<std::string> fields = {
-      "batch_per_rank", "checkpoint_dir", "checkpoint_every_steps", "keep_checkpoints", "resume",
-      "resume_allow_changes", "max_total_steps", "metrics_file", "log_every_steps", "timing_warmup_steps",
-      "loader_threads", "prefetch_batches", "stop_signals", "stall_warning_seconds", "stall_abort_seconds",
-      "device", "precision", "no_tf32", "backend", "bucket_mib", "gradient_wire_dtype",
-      "max_validation_batches", "max_nonfinite_steps", "max_bad_fraction", "max_file_mib", "max_image_megapixels"};
+  static const std::set<std::string> fields = {"batch_per_rank",
+                                               "checkpoint_dir",
+                                               "checkpoint_every_steps",
+                                               "keep_checkpoints",
+                                               "resume",
+                                               "resume_allow_changes",
+                                               "max_total_steps",
+                                               "metrics_file",
+                                               "log_every_steps",
+                                               "timing_warmup_steps",
+                                               "loader_threads",
+                                               "prefetch_batches",
+                                               "stop_signals",
+                                               "stall_warning_seconds",
+                                               "stall_abort_seconds",
+                                               "device",
+                                               "precision",
+                                               "no_tf32",
+                                               "backend",
+                                               "bucket_mib",
+                                               "gradient_wire_dtype",
+                                               "max_validation_batches",
+                                               "max_nonfinite_steps",
+                                               "max_bad_fraction",
+                                               "max_file_mib",
+                                               "max_image_megapixels"};
   return fields;
 }
 

@@ -6,7 +6,8 @@
 
 namespace dtrain::train {
 
-std::vector<DecayRange> decay_ranges(const models::ParameterSet& params, float weight_decay, bool exempt_norm_and_bias) {
+std::vector<DecayRange> decay_ranges(const models::ParameterSet& params, float weight_decay,
+                                     bool exempt_norm_and_bias) {
   std::vector<DecayRange> ranges;
   std::vector<models::ParamSlot> slots = params.slots();
   std::sort(slots.begin(), slots.end(), [](const auto& a, const auto& b) { return a.offset < b.offset; });
@@ -34,8 +35,8 @@ Sgd::Sgd(size_t count, std::vector<DecayRange> ranges, SgdOptions options)
     expected = r.end;
   }
   DTRAIN_CHECK(expected == count) << "decay ranges cover " << expected << " of " << count << " elements";
-  DTRAIN_USAGE_CHECK(options_.momentum >= 0 && options_.momentum < 1) << "momentum " << options_.momentum
-                                                                       << " outside [0, 1)";
+  DTRAIN_USAGE_CHECK(options_.momentum >= 0 && options_.momentum < 1)
+      << "momentum " << options_.momentum << " outside [0, 1)";
   DTRAIN_USAGE_CHECK(options_.weight_decay >= 0) << "weight decay must not be negative";
   DTRAIN_USAGE_CHECK(!options_.nesterov || options_.momentum > 0) << "Nesterov momentum needs momentum > 0";
 }

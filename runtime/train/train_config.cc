@@ -24,7 +24,8 @@ class CollectErrors final : public pb::io::ErrorCollector {
  public:
   explicit CollectErrors(std::string source) : source_(std::move(source)) {}
   void AddError(int line, pb::io::ColumnNumber column, const std::string& message) override {
-    if (first_.empty()) first_ = source_ + ":" + std::to_string(line + 1) + ":" + std::to_string(column + 1) + ": " + message;
+    if (first_.empty())
+      first_ = source_ + ":" + std::to_string(line + 1) + ":" + std::to_string(column + 1) + ": " + message;
   }
   const std::string& first() const { return first_; }
 
@@ -50,8 +51,8 @@ void set_field(TrainConfig* config, const pb::FieldDescriptor* field, const std:
     CollectErrors errors("--" + field->name());
     pb::TextFormat::Parser parser;
     parser.RecordErrorsTo(&errors);
-    DTRAIN_USAGE_CHECK(parser.MergeFromString(snippet, config)) << "--" << field->name() << "=" << value << ": "
-                                                                 << errors.first();
+    DTRAIN_USAGE_CHECK(parser.MergeFromString(snippet, config))
+        << "--" << field->name() << "=" << value << ": " << errors.first();
   }
 }
 
@@ -117,8 +118,10 @@ bool load_train_config(int argc, char** argv, ResolvedConfig* resolved) {
   TrainConfig* config = &loaded;
   const pb::Descriptor* descriptor = TrainConfig::descriptor();
   // One flag per TrainConfig field, generated from the message, so no flag list drifts from it.
-  core::po::options_description options("dtrain-train options (every TrainConfig field; repeated fields take a comma list)");
-  options.add_options()("config", core::po::value<std::string>(), "a text-format TrainConfig file, e.g. configs/fashion_mnist_resnet.pbtxt");
+  core::po::options_description options(
+      "dtrain-train options (every TrainConfig field; repeated fields take a comma list)");
+  options.add_options()("config", core::po::value<std::string>(),
+                        "a text-format TrainConfig file, e.g. configs/fashion_mnist_resnet.pbtxt");
   std::vector<std::string> help(static_cast<size_t>(descriptor->field_count()));
   // Each field also answers to its hyphenated spelling (--metrics-file as well as --metrics_file).
   std::vector<std::string> aliases(static_cast<size_t>(descriptor->field_count()));

@@ -17,9 +17,9 @@
 #include "runtime/core/error.h"
 #include "runtime/core/fingerprint.h"
 #include "runtime/core/log.h"
+#include "runtime/core/main_guard.h"
 #include "runtime/core/mpi_check.h"
 #include "runtime/core/mpi_gather.h"
-#include "runtime/core/main_guard.h"
 #include "runtime/core/process_identity.h"
 #include "runtime/core/stop_signals.h"
 #include "runtime/train/checkpoint.h"
@@ -116,8 +116,8 @@ Trainer::Trainer(const ResolvedConfig& config, const core::RankContext& ctx, int
     Datasets datasets = open_datasets(config_);
     p.train_data = std::move(datasets.train);
     p.val_data = std::move(datasets.validation);
-    DTRAIN_USAGE_CHECK(!on_gpu || gpu >= 0) << "device gpu, but rank " << t.world_rank << " on host "
-                                            << core::process_identity().host << " has no GPU";
+    DTRAIN_USAGE_CHECK(!on_gpu || gpu >= 0)
+        << "device gpu, but rank " << t.world_rank << " on host " << core::process_identity().host << " has no GPU";
   });
   check_datasets_agree();
   p.train_data->normalization(p.mean, p.std);
@@ -137,7 +137,8 @@ Trainer::Trainer(const ResolvedConfig& config, const core::RankContext& ctx, int
   // loader_threads 0: the CPUs this rank may use (its share of the host), less two for the step
   // loop and the driver. The batches the engine holds while their copies run come on top of the
   // prefetch depth, or the workers would have nothing to fill.
-  const int threads = config_.fields.loader_threads() > 0 ? config_.fields.loader_threads() : std::max(1, core::cpus_allowed() - 2);
+  const int threads =
+      config_.fields.loader_threads() > 0 ? config_.fields.loader_threads() : std::max(1, core::cpus_allowed() - 2);
   const int prefetch = std::max(config_.fields.prefetch_batches(), p.engine->max_batches_held() + 2);
   const LoaderOptions loader{config_.fields.batch_per_rank(), threads, prefetch, config_.fields.seed(), false};
   p.train_loader = std::make_unique<DataLoader>(*p.train_data, *p.train_sampler, loader);
@@ -199,7 +200,9 @@ bool Trainer::stop_agreed() {
   return false;
 }
 
-bool Trainer::stopped_by_signal() const { return parts_->stopped; }
+bool Trainer::stopped_by_signal() const {
+  return parts_->stopped;
+}
 
 void Trainer::check_datasets_agree() {
   const Parts& p = *parts_;
@@ -224,7 +227,8 @@ void Trainer::check_datasets_agree() {
         const size_t at = 4 * size_t(r) + 2 * size_t(split);
         size_t g = 0;
         while (g < groups.size() && (all[4 * groups[g].first + 2 * size_t(split)] != all[at] ||
-                                     all[4 * groups[g].first + 2 * size_t(split) + 1] != all[at + 1])) ++g;
+                                     all[4 * groups[g].first + 2 * size_t(split) + 1] != all[at + 1]))
+          ++g;
         if (g == groups.size()) groups.push_back({size_t(r), ""});
         groups[g].second += (groups[g].second.empty() ? "" : ", ") + std::to_string(r) + " (" + hosts[size_t(r)] + ")";
       }
@@ -291,9 +295,9 @@ EpochResult Trainer::train_epoch(int epoch) {
     DTRAIN_CHECK(b != nullptr) << "loader ran dry at step " << step;
     // The schedule's position by images seen: epoch x steps + step exactly without a change of
     // world size or batch; after one, the share of the epoch's images seen, in steps.
-    const double lr = p.schedule->lr_at(static_cast<double>(epoch) * static_cast<double>(steps) +
-                                        static_cast<double>(steps) * static_cast<double>(images_before(epoch, step)) /
-                                            epoch_images);
+    const double lr =
+        p.schedule->lr_at(static_cast<double>(epoch) * static_cast<double>(steps) +
+                          static_cast<double>(steps) * static_cast<double>(images_before(epoch, step)) / epoch_images);
     p.engine->train_step(*b, static_cast<float>(lr));
     p.train_loader->retain(b);
     release_finished(*p.engine, *p.train_loader, false);
@@ -326,19 +330,23 @@ EpochResult Trainer::train_epoch(int epoch) {
       interval_wait = 0;
       DTRAIN_LOG0(kInfo) << "epoch " << epoch << " step " << step + 1 << "/" << steps << " loss " << mean_loss << " lr "
                          << lr << " " << rate << " img/s, data wait " << 100 * wait << "%";
-      p.metrics->write("train", {{"epoch", epoch}, {"step", static_cast<double>(p.global_step)}, {"loss", mean_loss},
-                                 {"lr", lr}, {"img_per_sec", rate}, {"data_wait_fraction", wait}});
+      p.metrics->write("train", {{"epoch", epoch},
+                                 {"step", static_cast<double>(p.global_step)},
+                                 {"loss", mean_loss},
+                                 {"lr", lr},
+                                 {"img_per_sec", rate},
+                                 {"data_wait_fraction", wait}});
     }
     const bool stop = stop_agreed();
     const bool last = step + 1 == steps || step_limit_reached();
     if (stop) release_finished(*p.engine, *p.train_loader, true);
     if (checkpoint_due(config_.fields, p.global_step, last, stop)) save_checkpoint(epoch, step + 1);
     if (stop) {
-      DTRAIN_LOG0(kWarn) << "stopped by a stop signal (" << (p.stop_mine ? core::signal_name(p.stop_mine) : "on another rank")
-                         << ") at step " << p.global_step << " (epoch " << epoch << ", step " << step + 1 << " of "
-                         << steps << ")"
+      DTRAIN_LOG0(kWarn) << "stopped by a stop signal ("
+                         << (p.stop_mine ? core::signal_name(p.stop_mine) : "on another rank") << ") at step "
+                         << p.global_step << " (epoch " << epoch << ", step " << step + 1 << " of " << steps << ")"
                          << (config_.fields.checkpoint_dir().empty() ? "; no checkpoint_dir, so nothing was saved"
-                                                              : "; checkpoint written")
+                                                                     : "; checkpoint written")
                          << ", exiting with status " << core::kExitPreempted << " (requeue and --resume latest)";
       p.stopped = true;
       EpochResult stopped;
@@ -383,8 +391,11 @@ EpochResult Trainer::train_epoch(int epoch) {
                      << result.test_loss << " top-1 " << 100 * result.top1 << "% top-5 " << 100 * result.top5 << "% ("
                      << result.validation_images << " images), " << result.median_images_per_second
                      << " img/s (median step), data wait " << 100 * result.data_wait_fraction << "%";
-  p.metrics->write("eval", {{"epoch", epoch}, {"step", static_cast<double>(p.global_step)}, {"test_loss", result.test_loss},
-                            {"test_top1", result.top1}, {"test_top5", result.top5},
+  p.metrics->write("eval", {{"epoch", epoch},
+                            {"step", static_cast<double>(p.global_step)},
+                            {"test_loss", result.test_loss},
+                            {"test_top1", result.top1},
+                            {"test_top5", result.top5},
                             {"img_per_sec", result.median_images_per_second},
                             {"data_wait_fraction", result.data_wait_fraction}});
   return result;
@@ -430,8 +441,10 @@ void Trainer::report_bad_files() {
     const size_t total = bad.found_by_scan + unreadable.size();
     if (total == 0) continue;
     DTRAIN_LOG(kWarn) << data->name() << ": " << bad.found_by_scan << " bad entries skipped by the scan and "
-                      << unreadable.size() << " unreadable files skipped by the ranks so far (each logged with its path)";
-    DTRAIN_CHECK(total <= bad.allowed) << data->name() << ": " << total << " bad files in all, more than max_bad_fraction "
+                      << unreadable.size()
+                      << " unreadable files skipped by the ranks so far (each logged with its path)";
+    DTRAIN_CHECK(total <= bad.allowed) << data->name() << ": " << total
+                                       << " bad files in all, more than max_bad_fraction "
                                        << config_.fields.max_bad_fraction() << " allows (" << bad.allowed << ")";
   }
 }
@@ -443,7 +456,8 @@ models::ParameterSet& Trainer::parameters() {
 
 long Trainer::steps_per_epoch() const {
   const long batches = static_cast<long>(parts_->train_loader->batches_per_epoch());
-  return config_.fields.max_steps_per_epoch() > 0 ? std::min<long>(batches, config_.fields.max_steps_per_epoch()) : batches;
+  return config_.fields.max_steps_per_epoch() > 0 ? std::min<long>(batches, config_.fields.max_steps_per_epoch())
+                                                  : batches;
 }
 
 long Trainer::images_before(int epoch, long step) const {
@@ -527,7 +541,8 @@ void Trainer::save_checkpoint(int epoch, long step_in_epoch) {
   header.set_data_seed(config_.fields.seed());
   header.set_world_size(ctx_.topology().world_size);
   header.set_run_id(parts_->run_id);
-  const std::string path = write_checkpoint(config_.fields.checkpoint_dir(), header, checkpoint_tensors(), config_.fields.keep_checkpoints());
+  const std::string path = write_checkpoint(config_.fields.checkpoint_dir(), header, checkpoint_tensors(),
+                                            config_.fields.keep_checkpoints());
   DTRAIN_LOG(kInfo) << "checkpoint " << path << " (step " << parts_->global_step << ")";
 }
 
@@ -538,7 +553,8 @@ void Trainer::resume_from(const std::string& spec) {
   // the checkpoint's world size and batch per rank
   int64_t position[7] = {0, 0, 0, 1, 0, 0, 0};
   const std::vector<NamedTensor> tensors = checkpoint_tensors();
-  if (ctx_.topology().world_rank == 0 && spec == "latest" && list_checkpoints(config_.fields.checkpoint_dir()).empty()) {
+  if (ctx_.topology().world_rank == 0 && spec == "latest" &&
+      list_checkpoints(config_.fields.checkpoint_dir()).empty()) {
     position[3] = 0;
     DTRAIN_LOG(kInfo) << "--resume latest: no checkpoint in " << config_.fields.checkpoint_dir()
                       << " yet, starting fresh (--resume required makes this an error)";
@@ -546,12 +562,13 @@ void Trainer::resume_from(const std::string& spec) {
     proto::CheckpointHeader header;
     // The config first: a changed model is named as such, before its tensors fail to fit.
     std::vector<std::string> accepted;
-    const std::string path = resolve_checkpoint(
-        spec, config_.fields.checkpoint_dir(), &header, tensors, [&](const proto::CheckpointHeader& h, const std::string& file) {
-          DTRAIN_USAGE_CHECK(h.data_seed() == config_.fields.seed())
-              << "checkpoint " << file << " was written with seed " << h.data_seed() << ", this run has " << config_.fields.seed();
-          accepted = check_resume_config(h.config(), config_.fields, file);
-        });
+    const std::string path = resolve_checkpoint(spec, config_.fields.checkpoint_dir(), &header, tensors,
+                                                [&](const proto::CheckpointHeader& h, const std::string& file) {
+                                                  DTRAIN_USAGE_CHECK(h.data_seed() == config_.fields.seed())
+                                                      << "checkpoint " << file << " was written with seed "
+                                                      << h.data_seed() << ", this run has " << config_.fields.seed();
+                                                  accepted = check_resume_config(h.config(), config_.fields, file);
+                                                });
     for (const std::string& change : accepted) {
       DTRAIN_LOG(kWarn) << "resuming with " << change << " (accepted by resume_allow_changes)";
     }
@@ -611,7 +628,8 @@ void Trainer::resume_from(const std::string& spec) {
     DTRAIN_LOG0(kInfo) << "resuming a checkpoint of " << position[5] << " rank(s) x batch " << position[6]
                        << " (global batch " << saved_global_batch << ") on " << world << " rank(s) x batch "
                        << config_.fields.batch_per_rank() << " (global batch " << global_batch << "): peak lr "
-                       << parts_->schedule->peak_lr() * static_cast<double>(saved_global_batch) / static_cast<double>(global_batch)
+                       << parts_->schedule->peak_lr() * static_cast<double>(saved_global_batch) /
+                              static_cast<double>(global_batch)
                        << " -> " << parts_->schedule->peak_lr() << " by the linear rule; " << seen
                        << " images of epoch " << position[0] << " seen, the epoch goes on at its step " << first_step
                        << " of " << steps << (parts_->start_entry > 0 ? ", its rest dealt over the new ranks" : "")
@@ -627,16 +645,19 @@ bool Trainer::stopped_before_training() {
     DTRAIN_MPI_CHECK(MPI_Allreduce(&p.stop_mine, &p.stop_any, 1, MPI_INT, MPI_MAX, ctx_.world()));
   }
   if (p.stop_any == 0) return false;
-  DTRAIN_LOG0(kWarn) << "stopped by a stop signal (" << (p.stop_mine ? core::signal_name(p.stop_mine) : "on another rank")
-                     << ") before training began, at step " << p.global_step << "; nothing new to save, exiting with status "
-                     << core::kExitPreempted << " (requeue and --resume latest)";
+  DTRAIN_LOG0(kWarn) << "stopped by a stop signal ("
+                     << (p.stop_mine ? core::signal_name(p.stop_mine) : "on another rank")
+                     << ") before training began, at step " << p.global_step
+                     << "; nothing new to save, exiting with status " << core::kExitPreempted
+                     << " (requeue and --resume latest)";
   p.stopped = true;
   return true;
 }
 
 void Trainer::run() {
   if (stopped_before_training()) return;
-  for (int epoch = parts_->start_epoch; epoch < config_.fields.epochs() && !step_limit_reached() && !parts_->stopped; ++epoch) {
+  for (int epoch = parts_->start_epoch; epoch < config_.fields.epochs() && !step_limit_reached() && !parts_->stopped;
+       ++epoch) {
     train_epoch(epoch);
   }
   finish_stop_poll();

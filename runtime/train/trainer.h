@@ -11,9 +11,9 @@
 #include "runtime/train/checkpoint.h"
 #include "runtime/train/data/data_loader.h"
 #include "runtime/train/lr_schedule.h"
+#include "runtime/train/resolved_config.h"
 #include "runtime/train/sgd.h"
 #include "runtime/train/step_engine.h"
-#include "runtime/train/resolved_config.h"
 
 namespace dtrain::train {
 
@@ -23,7 +23,7 @@ struct EpochResult {
   double top1 = 0;        // validation accuracy, fraction
   double top5 = 0;
   long validation_images = 0;
-  double images_per_second = 0;  // training, all ranks, this epoch
+  double images_per_second = 0;         // training, all ranks, this epoch
   double median_images_per_second = 0;  // per-step median, after timing_warmup_steps
   double test_loss = 0;
   double data_wait_fraction = 0;  // of the epoch's training wall time, slowest rank

@@ -23,9 +23,12 @@ inline std::vector<double> random_values(uint64_t seed, int rank, int stream, si
   std::vector<double> values(n);
   for (double& v : values) {
     const float f = dist(rng);
-    if (dtype == DType::kBF16) v = core::to_float(core::to_bfloat16(f));
-    else if (dtype == DType::kF16) v = core::to_float(core::to_float16(f));
-    else v = f;
+    if (dtype == DType::kBF16)
+      v = core::to_float(core::to_bfloat16(f));
+    else if (dtype == DType::kF16)
+      v = core::to_float(core::to_float16(f));
+    else
+      v = f;
   }
   return values;
 }

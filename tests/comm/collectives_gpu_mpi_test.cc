@@ -4,7 +4,6 @@
 // than GPUs (NCCL needs one GPU per rank).
 #include <gtest/gtest.h>
 #include <mpi.h>
-
 #include <stdlib.h>
 
 #include <algorithm>
@@ -15,10 +14,10 @@
 #include "comm/hierarchical_communicator.h"
 #include "comm/mpi_ring_communicator.h"
 #include "runtime/core/buffer.h"
-#include "runtime/core/gpu_binding.h"
-#include "runtime/core/rank_context.h"
 #include "runtime/core/fingerprint.h"
+#include "runtime/core/gpu_binding.h"
 #include "runtime/core/mpi_agreement.h"
+#include "runtime/core/rank_context.h"
 #include "tests/comm/collective_reference.h"
 
 #if DTRAIN_WITH_CUDA
@@ -78,7 +77,9 @@ class DeviceBytes {
   void* data_ = nullptr;
 };
 
-bool direct(const std::string& backend) { return backend == "mpi-ring-direct"; }
+bool direct(const std::string& backend) {
+  return backend == "mpi-ring-direct";
+}
 
 DeviceRun make(const std::string& backend, int ranks_per_node) {
   // Small staging pieces, so the larger counts below run many pieces through the reused pinned
@@ -93,7 +94,8 @@ DeviceRun make(const std::string& backend, int ranks_per_node) {
   if (backend == "nccl") run.comm = make_nccl_communicator(run.ctx->world());
   // mpi-ring either way, whatever this MPI reports: staged, or device pointers straight to MPI.
   setenv("DTRAIN_MPI_DEVICE_POINTERS", direct(backend) ? "direct-managed" : "stage", 1);
-  if (backend == "mpi-ring" || direct(backend)) run.comm = std::make_unique<MpiRingCommunicator>(run.ctx->world(), tuning);
+  if (backend == "mpi-ring" || direct(backend))
+    run.comm = std::make_unique<MpiRingCommunicator>(run.ctx->world(), tuning);
   if (backend == "hierarchical") run.comm = std::make_unique<HierarchicalCommunicator>(*run.ctx, true, tuning);
   return run;
 }
@@ -131,8 +133,10 @@ TEST_P(DeviceCollectives, AllReduceMatchesFloat64) {
       DeviceBytes recv(count * esize + 1, direct(backend));
       // Async on the stream: a pageable cudaMemcpy may return before the data lands, and the stream
       // does not wait for the legacy default stream.
-      DTRAIN_CUDA_CHECK(cudaMemcpyAsync(in_place ? recv.data() : send.data(), mine.data(), count * esize, cudaMemcpyDefault, stream.get()));
-      DTRAIN_CUDA_CHECK(cudaMemsetAsync(static_cast<unsigned char*>(recv.data()) + count * esize, 0xEE, 1, stream.get()));
+      DTRAIN_CUDA_CHECK(cudaMemcpyAsync(in_place ? recv.data() : send.data(), mine.data(), count * esize,
+                                        cudaMemcpyDefault, stream.get()));
+      DTRAIN_CUDA_CHECK(
+          cudaMemsetAsync(static_cast<unsigned char*>(recv.data()) + count * esize, 0xEE, 1, stream.get()));
       // Queue work before and after on the same stream: the collective must be ordered between them.
       Work work = run.comm->all_reduce(in_place ? recv.data() : send.data(), recv.data(), count, dtype, op,
                                        Location::gpu(stream.get()));
@@ -182,14 +186,16 @@ TEST_P(DeviceCollectives, BroadcastAllGatherReduceScatter) {
   DeviceBytes b(all.size(), direct(backend));
   std::vector<unsigned char> got(all.size());
   // all_gather
-  DTRAIN_CUDA_CHECK(cudaMemcpyAsync(a.data(), all.data() + rank * count * esize, count * esize, cudaMemcpyDefault, stream.get()));
+  DTRAIN_CUDA_CHECK(
+      cudaMemcpyAsync(a.data(), all.data() + rank * count * esize, count * esize, cudaMemcpyDefault, stream.get()));
   run.comm->all_gather(a.data(), b.data(), count, dtype, Location::gpu(stream.get())).wait();
   DTRAIN_CUDA_CHECK(cudaMemcpyAsync(got.data(), b.data(), all.size(), cudaMemcpyDefault, stream.get()));
   stream.synchronize();
   EXPECT_EQ(got, all) << backend << " all_gather";
   // broadcast from the last rank
   const int root = static_cast<int>(n) - 1;
-  DTRAIN_CUDA_CHECK(cudaMemcpyAsync(a.data(), rank == root ? all.data() : all.data() + 1, count * esize, cudaMemcpyDefault, stream.get()));
+  DTRAIN_CUDA_CHECK(cudaMemcpyAsync(a.data(), rank == root ? all.data() : all.data() + 1, count * esize,
+                                    cudaMemcpyDefault, stream.get()));
   run.comm->broadcast(a.data(), count, dtype, root, Location::gpu(stream.get())).wait();
   DTRAIN_CUDA_CHECK(cudaMemcpyAsync(got.data(), a.data(), count * esize, cudaMemcpyDefault, stream.get()));
   stream.synchronize();
@@ -204,34 +210,37 @@ TEST_P(DeviceCollectives, BroadcastAllGatherReduceScatter) {
   size_t wrong = 0;
   for (size_t i = 0; i < count; ++i) {
     const double want = n * test::decode_one(all.data() + rank * count * esize, i, dtype);
-    if (!(std::fabs(test::decode_one(got.data(), i, dtype) - want) <= test::tolerance(want, std::fabs(want), dtype))) ++wrong;
+    if (!(std::fabs(test::decode_one(got.data(), i, dtype) - want) <= test::tolerance(want, std::fabs(want), dtype)))
+      ++wrong;
   }
   EXPECT_EQ(wrong, 0u) << backend << " reduce_scatter";
 }
 
 std::string name_of(const testing::TestParamInfo<Param>& info) {
-  std::string name = std::get<0>(info.param) + (std::get<1>(info.param) ? "_rpn" + std::to_string(std::get<1>(info.param)) : "") +
-                     "_" + core::dtype_name(std::get<2>(info.param)) + (std::get<3>(info.param) ? "_inplace" : "_outofplace");
+  std::string name = std::get<0>(info.param) +
+                     (std::get<1>(info.param) ? "_rpn" + std::to_string(std::get<1>(info.param)) : "") + "_" +
+                     core::dtype_name(std::get<2>(info.param)) + (std::get<3>(info.param) ? "_inplace" : "_outofplace");
   for (char& c : name) {
     if (c == '-') c = '_';
   }
   return name;
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Gpu, DeviceCollectives,
-    testing::Combine(testing::Values("nccl", "mpi-ring", "mpi-ring-direct", "hierarchical"), testing::Values(0), testing::Values(DType::kF32, DType::kF16, DType::kBF16),
-                     testing::Bool()),
-    name_of);
-INSTANTIATE_TEST_SUITE_P(
-    GpuSimulatedNodes, DeviceCollectives,
-    testing::Combine(testing::Values("hierarchical"), testing::Values(1, 2), testing::Values(DType::kF32, DType::kBF16),
-                     testing::Bool()),
-    name_of);
+INSTANTIATE_TEST_SUITE_P(Gpu, DeviceCollectives,
+                         testing::Combine(testing::Values("nccl", "mpi-ring", "mpi-ring-direct", "hierarchical"),
+                                          testing::Values(0), testing::Values(DType::kF32, DType::kF16, DType::kBF16),
+                                          testing::Bool()),
+                         name_of);
+INSTANTIATE_TEST_SUITE_P(GpuSimulatedNodes, DeviceCollectives,
+                         testing::Combine(testing::Values("hierarchical"), testing::Values(1, 2),
+                                          testing::Values(DType::kF32, DType::kBF16), testing::Bool()),
+                         name_of);
 
 #else
 
-TEST(DeviceCollectives, Skipped) { GTEST_SKIP() << why_no_gpu_run(); }
+TEST(DeviceCollectives, Skipped) {
+  GTEST_SKIP() << why_no_gpu_run();
+}
 
 #endif
 

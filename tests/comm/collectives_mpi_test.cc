@@ -15,11 +15,10 @@
 #include "comm/mpi_communicator.h"
 #include "comm/mpi_ring_communicator.h"
 #include "runtime/core/error.h"
-#include "runtime/core/rank_context.h"
 #include "runtime/core/fingerprint.h"
 #include "runtime/core/mpi_agreement.h"
+#include "runtime/core/rank_context.h"
 #include "tests/comm/collective_reference.h"
-
 #include "tests/support/mpi_world.h"
 
 namespace dtrain::comm {
@@ -100,7 +99,8 @@ class Collectives : public testing::TestWithParam<Param> {
     }
     EXPECT_EQ(wrong, 0u) << what << ": first wrong element " << first << ": got " << decode_one(got, first, dtype_)
                          << ", want " << exact[first] * scale << " (seed " << seed_ << ")";
-    EXPECT_TRUE(core::same_on_every_rank(MPI_COMM_WORLD, core::fingerprint(got, exact.size() * core::dtype_size(dtype_))))
+    EXPECT_TRUE(
+        core::same_on_every_rank(MPI_COMM_WORLD, core::fingerprint(got, exact.size() * core::dtype_size(dtype_))))
         << what << ": ranks hold different results";
   }
 
@@ -140,7 +140,8 @@ TEST_P(Collectives, AllReduceSumAndAverage) {
       }
       fixture_.comm->all_reduce(send, out.data(), count, dtype_, op).wait();
       const double scale = op == ReduceOp::kAverage ? 1.0 / size_ : 1.0;
-      expect_close(out.data(), exact, magnitude, scale, label(op == ReduceOp::kSum ? "all_reduce sum" : "all_reduce avg", count));
+      expect_close(out.data(), exact, magnitude, scale,
+                   label(op == ReduceOp::kSum ? "all_reduce sum" : "all_reduce avg", count));
       EXPECT_EQ(out.back(), 0xEE) << label("all_reduce", count) << ": wrote past the end";
     }
   }
@@ -196,8 +197,10 @@ TEST_P(Collectives, AllGatherAndBroadcastAreExact) {
     EXPECT_EQ(gathered.back(), 0xEE) << label("all_gather", count);
 
     const int root = size_ - 1;
-    std::vector<unsigned char> buffer = rank_ == root ? std::vector<unsigned char>(expected.begin(), expected.begin() + static_cast<long>(count * esize))
-                                                      : std::vector<unsigned char>(count * esize, 0xAB);
+    std::vector<unsigned char> buffer =
+        rank_ == root
+            ? std::vector<unsigned char>(expected.begin(), expected.begin() + static_cast<long>(count * esize))
+            : std::vector<unsigned char>(count * esize, 0xAB);
     fixture_.comm->broadcast(buffer.data(), count, dtype_, root).wait();
     EXPECT_EQ(std::memcmp(buffer.data(), expected.data(), count * esize), 0) << label("broadcast", count);
   }
@@ -222,12 +225,14 @@ TEST_P(CommunicatorBehaviour, ManyOutstandingCallsCompleteInOrder) {
     for (size_t i = 0; i < buffers[b].size(); ++i) buffers[b][i] = static_cast<float>(b * 1000 + i + rank_);
   }
   std::vector<Work> works;
-  for (auto& b : buffers) works.push_back(fixture_.comm->all_reduce(b.data(), b.data(), b.size(), DType::kF32, ReduceOp::kSum));
+  for (auto& b : buffers)
+    works.push_back(fixture_.comm->all_reduce(b.data(), b.data(), b.size(), DType::kF32, ReduceOp::kSum));
   for (Work& w : works) w.wait();
   const double rank_sum = size_ * (size_ - 1) / 2.0;
   for (size_t b = 0; b < buffers.size(); ++b) {
     for (size_t i = 0; i < buffers[b].size(); i += 97) {
-      EXPECT_EQ(buffers[b][i], static_cast<float>(size_ * (b * 1000.0 + i) + rank_sum)) << "buffer " << b << " element " << i;
+      EXPECT_EQ(buffers[b][i], static_cast<float>(size_ * (b * 1000.0 + i) + rank_sum))
+          << "buffer " << b << " element " << i;
     }
   }
 }
@@ -285,11 +290,13 @@ TEST_P(CommunicatorBehaviour, PartiallyOverlappingBuffersAreUsageErrors) {
   fixture_.comm->all_reduce(buf.data(), buf.data(), 4, DType::kF32, ReduceOp::kSum).wait();
   fixture_.comm->all_reduce(buf.data(), buf.data() + 4, 4, DType::kF32, ReduceOp::kSum).wait();
   fixture_.comm->all_gather(buf.data() + 4 * static_cast<size_t>(rank_), buf.data(), 4, DType::kF32).wait();
-  fixture_.comm->reduce_scatter(buf.data(), buf.data() + 4 * static_cast<size_t>(rank_), 4, DType::kF32,
-                                ReduceOp::kSum).wait();
+  fixture_.comm->reduce_scatter(buf.data(), buf.data() + 4 * static_cast<size_t>(rank_), 4, DType::kF32, ReduceOp::kSum)
+      .wait();
 }
 
-void PrintTo(const BackendSpec& spec, std::ostream* out) { *out << spec_label(spec); }
+void PrintTo(const BackendSpec& spec, std::ostream* out) {
+  *out << spec_label(spec);
+}
 
 std::string identifier(std::string name) {
   for (char& c : name) {

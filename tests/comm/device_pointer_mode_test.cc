@@ -20,7 +20,8 @@ TEST(DevicePointerMode, ExplicitModesAndBadValues) {
     device_pointer_mode();
     FAIL() << "no error";
   } catch (const core::UsageError& e) {
-    EXPECT_NE(std::string(e.what()).find("DTRAIN_MPI_DEVICE_POINTERS='yes' is not a mode"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("DTRAIN_MPI_DEVICE_POINTERS='yes' is not a mode"), std::string::npos)
+        << e.what();
   }
   unsetenv("DTRAIN_MPI_DEVICE_POINTERS");
 }

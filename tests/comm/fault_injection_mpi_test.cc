@@ -8,7 +8,6 @@
 //     failure, and the caller's stream is not left held: the next calls complete, exactly.
 #include <gtest/gtest.h>
 #include <mpi.h>
-
 #include <stdlib.h>
 
 #include <cmath>

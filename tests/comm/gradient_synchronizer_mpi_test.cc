@@ -1,13 +1,12 @@
 // The gradient synchronizer on 1-4 ranks: buckets launch as soon as they are complete, and after
 // finish() every rank holds the average, exactly for fp32 (a fixed reduction order) and within one
 // rounding for the 16-bit wire formats.
-#include "comm/gradient_synchronizer.h"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <numeric>
 
+#include "comm/gradient_synchronizer.h"
 #include "comm/mpi_ring_communicator.h"
 #include "runtime/core/dtype.h"
 #include "runtime/core/error.h"
@@ -28,7 +27,7 @@ TEST_P(Synchronizer, AveragesAllBucketsAndOverlapsBackward) {
   const DType wire = GetParam();
   MpiRingCommunicator comm(MPI_COMM_WORLD, RingTuning{});
   const uint64_t seed = test::shared_seed(MPI_COMM_WORLD);
-  const size_t count = 250007;  // 4 buckets of 64 K elements plus a short one
+  const size_t count = 250007;                                     // 4 buckets of 64 K elements plus a short one
   GradientSynchronizer sync(comm, nullptr, 0, 1024, DType::kF32);  // an empty model is fine too
   sync.begin_step();
   sync.finish();

@@ -4,7 +4,6 @@
 // worker thread used to outlive the ring members of the derived class).
 #include <gtest/gtest.h>
 #include <mpi.h>
-
 #include <stdlib.h>
 
 #include <memory>
@@ -66,7 +65,7 @@ TEST_P(SynchronizerAbandonedMidStep, QueuedBucketsFinishBeforeTheirBuffersGo) {
       auto sync = std::make_unique<GradientSynchronizer>(*b.comm, grads.data(), count, size_t{1} << 20, wire);
       sync->begin_step();
       sync->mark_ready(count / 4, count);  // the last three quarters: 13 buckets queued
-      sync.reset();  // unwinding from the exception
+      sync.reset();                        // unwinding from the exception
     }
     b.comm.reset();
   }
@@ -132,9 +131,9 @@ TEST(RingTuningAgreement, DifferentSmallBytesAreNamedOnHierarchicalToo) {
   RingTuning tuning;
   tuning.small_bytes = world_rank() == world_size() - 1 ? 4096 : 16384;
   const core::RankContext ctx(MPI_COMM_WORLD, core::NodeLayout{1, false});
-  expect_usage_error_everywhere([&] { HierarchicalCommunicator comm(ctx, false, tuning); },
-                                {"DTRAIN_RING_SMALL_BYTES differs between ranks", "4096 on rank " +
-                                                                                      std::to_string(world_size() - 1)});
+  expect_usage_error_everywhere(
+      [&] { HierarchicalCommunicator comm(ctx, false, tuning); },
+      {"DTRAIN_RING_SMALL_BYTES differs between ranks", "4096 on rank " + std::to_string(world_size() - 1)});
 }
 
 TEST(RingTuningAgreement, DifferentStagingPiecesAreNamed) {
@@ -148,9 +147,9 @@ TEST(RingTuningAgreement, DifferentStagingPiecesAreNamed) {
 TEST(RingTuningAgreement, DifferentDevicePointerModesAreNamed) {
   if (world_size() == 1) GTEST_SKIP() << "needs 2 or more ranks to disagree";
   setenv("DTRAIN_MPI_DEVICE_POINTERS", world_rank() == 0 ? "stage" : "direct-managed", 1);
-  expect_usage_error_everywhere([&] { MpiRingCommunicator comm(MPI_COMM_WORLD, RingTuning{}); },
-                                {"DTRAIN_MPI_DEVICE_POINTERS differs between ranks",
-                                 "'staged through pinned host memory' on rank 0"});
+  expect_usage_error_everywhere(
+      [&] { MpiRingCommunicator comm(MPI_COMM_WORLD, RingTuning{}); },
+      {"DTRAIN_MPI_DEVICE_POINTERS differs between ranks", "'staged through pinned host memory' on rank 0"});
   unsetenv("DTRAIN_MPI_DEVICE_POINTERS");
 }
 

@@ -18,7 +18,6 @@
 // tests need 2 or more ranks.
 #include <gtest/gtest.h>
 #include <mpi.h>
-
 #include <stdlib.h>
 
 #include <algorithm>
@@ -105,7 +104,8 @@ struct TrainingRun {
     step->synchronize();
     models::cuda::DeviceParameters& params = step->model().device_parameters();
     std::vector<float> host(static_cast<size_t>(params.count()));
-    DTRAIN_CUDA_CHECK(cudaMemcpy(host.data(), params.params_f32(), host.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    DTRAIN_CUDA_CHECK(
+        cudaMemcpy(host.data(), params.params_f32(), host.size() * sizeof(float), cudaMemcpyDeviceToHost));
     return core::fingerprint(host.data(), host.size() * sizeof(float));
   }
 };
@@ -129,8 +129,9 @@ TEST_P(MultiNodeTraining, ResNetStepsFinishWithIdenticalReplicas) {
   EXPECT_NE(trained, initial) << "the steps did not move the parameters";
   EXPECT_TRUE(core::same_on_every_rank(MPI_COMM_WORLD, trained)) << "replicas differ after " << kSteps << " steps";
   if (world_rank() == 0) {
-    std::printf("  %s: %d ResNet-50 steps on %d GPUs as %d simulated nodes, %d buckets overlapped backward, loss %.4f\n",
-                GetParam().c_str(), kSteps, world_size(), world_size(), run.step->buckets_during_backward(), loss);
+    std::printf(
+        "  %s: %d ResNet-50 steps on %d GPUs as %d simulated nodes, %d buckets overlapped backward, loss %.4f\n",
+        GetParam().c_str(), kSteps, world_size(), world_size(), run.step->buckets_during_backward(), loss);
   }
 #endif
 }
@@ -237,9 +238,10 @@ TEST_P(CrossNodeWireTraining, StaysNearTheFp32Result) {
   test::Watchdog watchdog("hierarchical training with a " + GetParam() + " cross-node wire", 300);
   const double worst = worst_difference_from_one_gpu("hierarchical", GetParam());
   if (world_rank() != 0) return;
-  std::printf("  hierarchical, %s across nodes: %d GPUs vs 1 GPU (fp32) with %dx the batch: worst relative parameter "
-              "difference %.2e (fp32 wire: bound 1e-5; this test: (1e-5, 1e-2])\n",
-              GetParam().c_str(), world_size(), world_size(), worst);
+  std::printf(
+      "  hierarchical, %s across nodes: %d GPUs vs 1 GPU (fp32) with %dx the batch: worst relative parameter "
+      "difference %.2e (fp32 wire: bound 1e-5; this test: (1e-5, 1e-2])\n",
+      GetParam().c_str(), world_size(), world_size(), worst);
   EXPECT_GT(worst, 1e-5) << "no trace of a 16-bit wire";
   EXPECT_LE(worst, 1e-2);
 }

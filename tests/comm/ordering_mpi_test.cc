@@ -8,7 +8,6 @@
 // its worker ran an all-reduce's on the same MPI communicator.
 #include <gtest/gtest.h>
 #include <mpi.h>
-
 #include <stdlib.h>
 
 #include <algorithm>
@@ -97,7 +96,8 @@ struct HostMix {
     works.push_back(comm.broadcast(broadcast.data(), kBroadcast, DType::kF32, round % n));
     works.push_back(comm.all_reduce(small.data(), small.data(), kSmall, DType::kF32, ReduceOp::kAverage));
     works.push_back(comm.all_gather(gather_send.data(), gather_recv.data(), kGather, DType::kF32));
-    works.push_back(comm.reduce_scatter(scatter_send.data(), scatter_recv.data(), kScatter, DType::kF32, ReduceOp::kSum));
+    works.push_back(
+        comm.reduce_scatter(scatter_send.data(), scatter_recv.data(), kScatter, DType::kF32, ReduceOp::kSum));
     works.push_back(comm.all_reduce(second.data(), second.data(), second.size(), DType::kF32, ReduceOp::kAverage));
   }
 
@@ -106,14 +106,20 @@ struct HostMix {
     works.clear();
     const std::string at = " (round " + std::to_string(round) + ")";
     const int n = world_size(), rank = world_rank();
-    expect_all(large, [&](size_t i) { return reduced(0, i, round, ReduceOp::kSum); }, "large all_reduce" + at);
-    expect_all(broadcast, [&](size_t i) { return value(round % n, 2, i, round); }, "broadcast" + at);
-    expect_all(small, [&](size_t i) { return reduced(1, i, round, ReduceOp::kAverage); }, "small all_reduce" + at);
-    expect_all(gather_recv, [&](size_t i) { return value(static_cast<int>(i / kGather), 3, i % kGather, round); },
-               "all_gather" + at);
-    expect_all(scatter_recv, [&](size_t i) { return sum_over_ranks(4, static_cast<size_t>(rank) * kScatter + i, round); },
-               "reduce_scatter" + at);
-    expect_all(second, [&](size_t i) { return reduced(5, i, round, ReduceOp::kAverage); }, "second all_reduce" + at);
+    expect_all(
+        large, [&](size_t i) { return reduced(0, i, round, ReduceOp::kSum); }, "large all_reduce" + at);
+    expect_all(
+        broadcast, [&](size_t i) { return value(round % n, 2, i, round); }, "broadcast" + at);
+    expect_all(
+        small, [&](size_t i) { return reduced(1, i, round, ReduceOp::kAverage); }, "small all_reduce" + at);
+    expect_all(
+        gather_recv, [&](size_t i) { return value(static_cast<int>(i / kGather), 3, i % kGather, round); },
+        "all_gather" + at);
+    expect_all(
+        scatter_recv, [&](size_t i) { return sum_over_ranks(4, static_cast<size_t>(rank) * kScatter + i, round); },
+        "reduce_scatter" + at);
+    expect_all(
+        second, [&](size_t i) { return reduced(5, i, round, ReduceOp::kAverage); }, "second all_reduce" + at);
   }
 };
 
@@ -200,10 +206,13 @@ TEST_P(DeviceOrdering, HostAndDeviceCallsMixedBeforeWaitingGiveExactResults) {
     for (const Work& w : device_works) w.wait();
     stream.synchronize();
     const std::string at = " (device, round " + std::to_string(round) + ")";
-    expect_all(sum.to_host(), [&](size_t i) { return reduced(6, i, round, ReduceOp::kSum); }, "all_reduce" + at);
-    expect_all(average.to_host(), [&](size_t i) { return reduced(7, i, round, ReduceOp::kAverage); },
-               "average all_reduce" + at);
-    expect_all(broadcast.to_host(), [&](size_t i) { return value((round + 1) % n, 8, i, round); }, "broadcast" + at);
+    expect_all(
+        sum.to_host(), [&](size_t i) { return reduced(6, i, round, ReduceOp::kSum); }, "all_reduce" + at);
+    expect_all(
+        average.to_host(), [&](size_t i) { return reduced(7, i, round, ReduceOp::kAverage); },
+        "average all_reduce" + at);
+    expect_all(
+        broadcast.to_host(), [&](size_t i) { return value((round + 1) % n, 8, i, round); }, "broadcast" + at);
   }
 #endif  // DTRAIN_WITH_CUDA
 }

@@ -75,7 +75,9 @@ TEST(HostReduce, AddScaled16RoundsTheFp32SumOnce) {
   for (core::DType dtype : {core::DType::kF16, core::DType::kBF16}) {
     const bool bf16 = dtype == core::DType::kBF16;
     auto narrow = [&](float v) { return bf16 ? core::to_bfloat16(v).bits : core::to_float16(v).bits; };
-    auto widen = [&](uint16_t bits) { return bf16 ? core::to_float(core::bfloat16{bits}) : core::to_float(core::float16{bits}); };
+    auto widen = [&](uint16_t bits) {
+      return bf16 ? core::to_float(core::bfloat16{bits}) : core::to_float(core::float16{bits});
+    };
     std::vector<uint16_t> a(n), b(n), out(n);
     for (size_t i = 0; i < n; ++i) {
       a[i] = narrow(dist(rng));
@@ -91,8 +93,8 @@ TEST(HostReduce, AddScaled16RoundsTheFp32SumOnce) {
       add_scaled_16(out.data(), a.data(), b.data(), dtype, n, scale);
       for (size_t i = 0; i < n; ++i) {
         const uint16_t want = narrow((widen(a[i]) + widen(b[i])) * scale);
-        ASSERT_EQ(out[i], want) << core::dtype_name(dtype) << " element " << i << " scale " << scale << " (seed " << seed
-                                << ")";
+        ASSERT_EQ(out[i], want) << core::dtype_name(dtype) << " element " << i << " scale " << scale << " (seed "
+                                << seed << ")";
       }
     }
     // In place.

@@ -52,7 +52,8 @@ void stall(const std::string& how) {
 }
 
 int probe(int argc, char** argv) {
-  DTRAIN_USAGE_CHECK(argc == 4 || argc == 5) << "usage: dtrain-comm-stall-probe BACKEND STALLED_RANK sleep:S|stop:S [CALLS]";
+  DTRAIN_USAGE_CHECK(argc == 4 || argc == 5)
+      << "usage: dtrain-comm-stall-probe BACKEND STALLED_RANK sleep:S|stop:S [CALLS]";
   core::MpiScope mpi(&argc, &argv);
   const std::string backend = argv[1];
   const int stalled = std::stoi(argv[2]);
@@ -72,7 +73,8 @@ int probe(int argc, char** argv) {
       if (rank == 0) {
         timeval now{};
         gettimeofday(&now, nullptr);
-        std::printf("stall-probe: stall begins at %ld.%06ld\n", static_cast<long>(now.tv_sec), static_cast<long>(now.tv_usec));
+        std::printf("stall-probe: stall begins at %ld.%06ld\n", static_cast<long>(now.tv_sec),
+                    static_cast<long>(now.tv_usec));
         std::fflush(stdout);
       }
       if (rank == stalled) stall(argv[3]);
@@ -87,4 +89,6 @@ int probe(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) { return dtrain::core::run_main(argc, argv, probe); }
+int main(int argc, char** argv) {
+  return dtrain::core::run_main(argc, argv, probe);
+}

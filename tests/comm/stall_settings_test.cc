@@ -33,7 +33,8 @@ TEST(StallSettings, BadValuesNameTheVariable) {
       stall_settings_from_env();
       ADD_FAILURE() << "no error for '" << bad << "'";
     } catch (const core::UsageError& e) {
-      EXPECT_NE(std::string(e.what()).find("DTRAIN_STALL_ABORT_SECONDS='" + std::string(bad) + "' must be a number of seconds"),
+      EXPECT_NE(std::string(e.what()).find("DTRAIN_STALL_ABORT_SECONDS='" + std::string(bad) +
+                                           "' must be a number of seconds"),
                 std::string::npos)
           << e.what();
     }

@@ -43,7 +43,9 @@ TEST(ThreadLevel, HierarchicalRefusesLessThanMultiple) {
   }
 }
 
-TEST(ThreadLevel, LibraryVersionIsNamed) { EXPECT_FALSE(core::mpi_library_version().empty()); }
+TEST(ThreadLevel, LibraryVersionIsNamed) {
+  EXPECT_FALSE(core::mpi_library_version().empty());
+}
 
 }  // namespace
 }  // namespace dtrain::comm

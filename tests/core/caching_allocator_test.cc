@@ -113,7 +113,7 @@ TEST(CachingAllocator, OutOfMemoryFreesTheCacheAndRetries) {
   CountingAllocator::Counters counters;
   counters.capacity = 3 << 20;
   CachingAllocator allocator(std::make_unique<CountingAllocator>(&counters));
-  allocator.release(allocator.allocate(2 << 20));  // cached, still counted as live by the raw allocator
+  allocator.release(allocator.allocate(2 << 20));                // cached, still counted as live by the raw allocator
   void* big = allocator.allocate(static_cast<size_t>(5) << 19);  // 2.5 MiB fits only after the cache is returned
   EXPECT_NE(big, nullptr);
   EXPECT_EQ(counters.releases, 1);

@@ -1,7 +1,8 @@
 // CPU lists and each rank's share of a host's CPUs (runtime/core/cpu_affinity.h).
+#include "runtime/core/cpu_affinity.h"
+
 #include <gtest/gtest.h>
 
-#include "runtime/core/cpu_affinity.h"
 #include "runtime/core/error.h"
 
 namespace dtrain::core {

@@ -64,8 +64,8 @@ TEST(Error, MacrosAreSafeInUnbracedIfElse) {
 }
 
 TEST(Error, LibraryMessagesStayOnOneLine) {
-  const Error e(ErrorKind::kNccl, "ncclAllReduce(...)", "unhandled system error\nremote peer closed", "",
-                __FILE__, __LINE__);
+  const Error e(ErrorKind::kNccl, "ncclAllReduce(...)", "unhandled system error\nremote peer closed", "", __FILE__,
+                __LINE__);
   const std::string text = e.what();
   EXPECT_EQ(text.find('\n'), std::string::npos) << text;
   EXPECT_NE(text.find("[NCCL] ncclAllReduce(...): unhandled system error remote peer closed"), std::string::npos)

@@ -3,8 +3,14 @@
 // single-process and with the multi-rank main.
 #include <gtest/gtest.h>
 
-TEST(Verdict, SkipsForWantOfAGpu) { GTEST_SKIP() << "no GPU visible to the CUDA runtime (this case always skips)"; }
+TEST(Verdict, SkipsForWantOfAGpu) {
+  GTEST_SKIP() << "no GPU visible to the CUDA runtime (this case always skips)";
+}
 
-TEST(Verdict, SkipsForAnotherReason) { GTEST_SKIP() << "needs 2 or more ranks (this case always skips)"; }
+TEST(Verdict, SkipsForAnotherReason) {
+  GTEST_SKIP() << "needs 2 or more ranks (this case always skips)";
+}
 
-TEST(Verdict, Passes) { EXPECT_EQ(2 + 2, 4); }
+TEST(Verdict, Passes) {
+  EXPECT_EQ(2 + 2, 4);
+}

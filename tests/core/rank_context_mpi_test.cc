@@ -11,7 +11,6 @@
 #include "runtime/core/mpi_check.h"
 #include "runtime/core/mpi_gather.h"
 #include "runtime/core/rank_context.h"
-
 #include "tests/support/mpi_world.h"
 
 namespace dtrain::core {

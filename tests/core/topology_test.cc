@@ -1,9 +1,10 @@
 // Placement rules without MPI: node numbering and the GPU-sharing verdict.
+#include "runtime/core/topology.h"
+
 #include <gtest/gtest.h>
 
 #include "runtime/core/error.h"
 #include "runtime/core/gpu_binding.h"
-#include "runtime/core/topology.h"
 
 namespace dtrain::core {
 namespace {

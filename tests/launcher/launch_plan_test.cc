@@ -1,10 +1,11 @@
 // dtrain-run's command construction: hosts, hostfiles, single node, Slurm, forwarding, and bad input.
+#include "launcher/launch_plan.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
 #include "launcher/host_list.h"
-#include "launcher/launch_plan.h"
 #include "runtime/core/error.h"
 
 namespace dtrain::launcher {
@@ -60,7 +61,8 @@ TEST(HostList, SlotCountsThatOverflowARankCountAreAUsageError) {
 }
 
 TEST(HostList, HostfileWithCommentsSlotsAndLineNumbersInErrors) {
-  const auto hosts = parse_hostfile("# cluster\nnode1 slots=4\n\nnode2 slots=4 max_slots=8  # two sockets\nnode3\n", "hf");
+  const auto hosts =
+      parse_hostfile("# cluster\nnode1 slots=4\n\nnode2 slots=4 max_slots=8  # two sockets\nnode3\n", "hf");
   ASSERT_EQ(hosts.size(), 3u);
   EXPECT_EQ(total_slots(hosts), 9);
   try {
@@ -87,12 +89,14 @@ TEST(LaunchPlan, ForwardsTheJobsVariablesAndRootOnlyWhenRoot) {
   LaunchRequest r = program({"/bin/true"});
   r.np = 2;
   LaunchEnvironment env;
-  env.variables = {{"DTRAIN_LOG_LEVEL", "debug"}, {"NCCL_DEBUG", "INFO"}, {"CUDA_VISIBLE_DEVICES", "0,1"},
-                   {"OMP_NUM_THREADS", "4"}, {"LD_LIBRARY_PATH", "/x"}, {"HOME", "/root"}, {"SECRET_TOKEN", "t"}};
+  env.variables = {{"DTRAIN_LOG_LEVEL", "debug"}, {"NCCL_DEBUG", "INFO"},    {"CUDA_VISIBLE_DEVICES", "0,1"},
+                   {"OMP_NUM_THREADS", "4"},      {"LD_LIBRARY_PATH", "/x"}, {"HOME", "/root"},
+                   {"SECRET_TOKEN", "t"}};
   env.root = true;
   const Argv argv = plan_launch(r, env).argv;
   auto has = [&](const std::string& s) { return std::find(argv.begin(), argv.end(), s) != argv.end(); };
-  for (const char* v : {"DTRAIN_LOG_LEVEL", "NCCL_DEBUG", "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "LD_LIBRARY_PATH"}) {
+  for (const char* v :
+       {"DTRAIN_LOG_LEVEL", "NCCL_DEBUG", "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "LD_LIBRARY_PATH"}) {
     EXPECT_TRUE(has(v)) << v;
   }
   EXPECT_FALSE(has("HOME"));
@@ -109,8 +113,8 @@ TEST(LaunchPlan, SingleNodeUsesLocalhostWithNpSlotsAndPassesMpiArgs) {
   r.mpi_args = {"--mca", "btl", "tcp,self"};
   const LaunchPlan plan = plan_launch(r, {});
   EXPECT_EQ(plan.mode, "single-node");
-  EXPECT_EQ(plan.argv, (Argv{"mpirun", "-np", "4", "--map-by", "slot", "--bind-to", "none", "-H", "localhost:4", "--mca",
-                             "btl", "tcp,self", "/bin/prog", "a b", "c;d"}));
+  EXPECT_EQ(plan.argv, (Argv{"mpirun", "-np", "4", "--map-by", "slot", "--bind-to", "none", "-H", "localhost:4",
+                             "--mca", "btl", "tcp,self", "/bin/prog", "a b", "c;d"}));
   EXPECT_EQ(display_command(plan.argv),
             "mpirun -np 4 --map-by slot --bind-to none -H localhost:4 --mca btl tcp,self /bin/prog 'a b' 'c;d'");
 }
@@ -135,8 +139,8 @@ TEST(LaunchPlan, InsideSlurmUsesSrunWithPmixOrMpirunAndDefaultsNpToTheTasks) {
   env.dtrain_run_path = "/opt/dtrain/bin/dtrain-run";
   LaunchPlan plan = plan_launch(r, env);
   EXPECT_EQ(plan.mode, "slurm-srun");
-  EXPECT_EQ(plan.argv, (Argv{"srun", "--mpi=pmix", "--ntasks", "8", "--kill-on-bad-exit=1", "/opt/dtrain/bin/dtrain-run",
-                               "--as-task", "--", "/bin/prog", "--x"}));
+  EXPECT_EQ(plan.argv, (Argv{"srun", "--mpi=pmix", "--ntasks", "8", "--kill-on-bad-exit=1",
+                             "/opt/dtrain/bin/dtrain-run", "--as-task", "--", "/bin/prog", "--x"}));
   env.srun_supports_pmix = false;
   plan = plan_launch(r, env);
   EXPECT_EQ(plan.mode, "slurm-mpirun");

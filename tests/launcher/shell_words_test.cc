@@ -1,8 +1,9 @@
 // dtrain-run's --mpi-args word splitting and its hostfile checks (issue 14, item 22).
+#include "launcher/shell_words.h"
+
 #include <gtest/gtest.h>
 
 #include "launcher/host_list.h"
-#include "launcher/shell_words.h"
 #include "runtime/core/error.h"
 
 namespace dtrain::launcher {

@@ -47,7 +47,9 @@ TEST(TaskWrapper, OtherSignalsArePassedOnToo) {
 }
 
 volatile sig_atomic_t early_signals = 0;
-void count_early_signal(int) { early_signals = early_signals + 1; }
+void count_early_signal(int) {
+  early_signals = early_signals + 1;
+}
 
 // A SIGTERM that reaches the wrapper as soon as its handler is in place (while it forks, before it
 // has recorded the child's pid) must still be passed on: before, the handler found no child to

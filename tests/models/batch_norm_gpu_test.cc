@@ -62,7 +62,6 @@ std::vector<double> random_values(size_t n, double lo, double hi, std::mt19937_6
   return v;
 }
 
-
 class BatchNormGpuTest : public testing::TestWithParam<Case> {
  protected:
   void SetUp() override {
@@ -165,8 +164,8 @@ TEST_P(BatchNormGpuTest, MatchesFloat64Reference) {
 std::vector<Case> cases() {
   // Channel counts below, at and above a 32-channel block, odd spatial sizes, one large reduction;
   // multiples of 8 take bf16's vectorized path (264: 33 groups of 8, one past a full block).
-  const std::vector<Case> shapes = {{2, 3, 5, 7},    {4, 32, 6, 6},    {3, 45, 9, 11},   {8, 64, 28, 28},
-                                    {1, 130, 3, 3},  {2, 264, 5, 5},   {16, 256, 14, 14}};
+  const std::vector<Case> shapes = {{2, 3, 5, 7},   {4, 32, 6, 6},  {3, 45, 9, 11},   {8, 64, 28, 28},
+                                    {1, 130, 3, 3}, {2, 264, 5, 5}, {16, 256, 14, 14}};
   std::vector<Case> all;
   for (const Case& s : shapes) {
     for (bool bf16 : {false, true}) {

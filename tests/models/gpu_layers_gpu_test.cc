@@ -49,8 +49,9 @@ std::vector<double> random_values(size_t n, std::mt19937_64& rng) {
   return v;
 }
 
-
-double tolerance(bool bf16) { return bf16 ? 2e-2 : 1e-4; }
+double tolerance(bool bf16) {
+  return bf16 ? 2e-2 : 1e-4;
+}
 
 class GpuLayersTest : public testing::TestWithParam<bool> {
  protected:
@@ -82,7 +83,8 @@ void typed(bool bf16, Fn&& fn) {
 TEST_P(GpuLayersTest, MaxPoolMatchesReference) {
   // The ImageNet stem's 3x3/2 pad 1 pool and an odd-sized one with a 2x2/2 window.
   for (const cpu::PoolShape s : {cpu::PoolShape{3, 5, 13, 11, 3, 2, 1}, cpu::PoolShape{2, 3, 9, 7, 2, 2, 0}}) {
-    const Layout in{s.batch, s.channels, s.in_h, s.in_w, bf16()}, out{s.batch, s.channels, s.out_h(), s.out_w(), bf16()};
+    const Layout in{s.batch, s.channels, s.in_h, s.in_w, bf16()},
+        out{s.batch, s.channels, s.out_h(), s.out_w(), bf16()};
     std::vector<double> x = random_values(in.size(), rng_), dy = random_values(out.size(), rng_);
     const DeviceArray x_d(in, x), dy_d(out, dy), y_d(out), dx_d(in);
     test::DeviceVector<int32_t> argmax(out.size());
@@ -195,7 +197,8 @@ TEST_P(GpuLayersTest, Conv2dLayerMatchesReference) {
     params.upload();
     cuda::GpuConv2d conv(context, params, "c", s.in_channels, s.out_channels, 3, 2, 1);
 
-    const Layout in{s.batch, s.in_channels, s.in_h, s.in_w, bf16()}, out{s.batch, s.out_channels, s.out_h(), s.out_w(), bf16()};
+    const Layout in{s.batch, s.in_channels, s.in_h, s.in_w, bf16()},
+        out{s.batch, s.out_channels, s.out_h(), s.out_w(), bf16()};
     std::vector<double> x = random_values(in.size(), rng_), dy = random_values(out.size(), rng_);
     const DeviceArray x_d(in, x), dy_d(out, dy);
     core::Tensor x_t(context.activation_dtype(), {s.batch, s.in_channels, s.in_h, s.in_w}, core::MemoryKind::kDevice);
@@ -221,10 +224,14 @@ TEST_P(GpuLayersTest, Conv2dLayerMatchesReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Numerics, GpuLayersTest, testing::Values(false, true),
-                         [](const testing::TestParamInfo<bool>& param_info) { return param_info.param ? "Bf16Nhwc" : "Fp32Nchw"; });
+                         [](const testing::TestParamInfo<bool>& param_info) {
+                           return param_info.param ? "Bf16Nhwc" : "Fp32Nchw";
+                         });
 
 #else
-TEST(GpuLayersTest, NeedsCuda) { GTEST_SKIP() << "built without CUDA (DTRAIN_CUDA=OFF or toolkit not found)"; }
+TEST(GpuLayersTest, NeedsCuda) {
+  GTEST_SKIP() << "built without CUDA (DTRAIN_CUDA=OFF or toolkit not found)";
+}
 #endif
 
 }  // namespace

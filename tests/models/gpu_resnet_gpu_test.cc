@@ -41,9 +41,9 @@ constexpr int kBatch = 4, kSide = 224, kClasses = 1000;
 
 struct StepOutcome {
   double loss = 0;
-  std::vector<float> logits;        // [batch, classes]
-  std::vector<double> grad_norms;   // per parameter slot
-  std::vector<float> state;         // BN running statistics after the step
+  std::vector<float> logits;       // [batch, classes]
+  std::vector<double> grad_norms;  // per parameter slot
+  std::vector<float> state;        // BN running statistics after the step
 };
 
 double norm(const float* v, int64_t n) {
@@ -67,8 +67,8 @@ StepOutcome cpu_step(const ResNetConfig& config, const std::vector<float>& image
   const core::Tensor& logits = model.forward(x, true);
   core::Tensor dlogits(core::DType::kF32, logits.shape());
   StepOutcome out;
-  out.loss = cpu::softmax_cross_entropy(kBatch, kClasses, logits.data<float>(), labels.data(), 0.0,
-                                        dlogits.data<float>());
+  out.loss =
+      cpu::softmax_cross_entropy(kBatch, kClasses, logits.data<float>(), labels.data(), 0.0, dlogits.data<float>());
   out.logits.assign(logits.data<float>(), logits.data<float>() + logits.numel());
   model.backward(dlogits);
   out.grad_norms = slot_norms(model.parameters());
@@ -78,8 +78,9 @@ StepOutcome cpu_step(const ResNetConfig& config, const std::vector<float>& image
 
 // NCHW fp32 image -> the context's element type and layout.
 std::vector<unsigned char> encode(const std::vector<float>& nchw, bool bf16) {
-  if (!bf16) return {reinterpret_cast<const unsigned char*>(nchw.data()),
-                     reinterpret_cast<const unsigned char*>(nchw.data() + nchw.size())};
+  if (!bf16)
+    return {reinterpret_cast<const unsigned char*>(nchw.data()),
+            reinterpret_cast<const unsigned char*>(nchw.data() + nchw.size())};
   std::vector<unsigned char> out(nchw.size() * 2);
   const size_t s = size_t(kSide) * kSide;
   for (size_t i = 0; i < nchw.size(); ++i) {
@@ -139,7 +140,9 @@ StepOutcome gpu_step(const ResNetConfig& config, cuda::ConvNumerics numerics, co
   return out;
 }
 
-double relative(double got, double want) { return std::fabs(got - want) / std::max(std::fabs(want), 1e-30); }
+double relative(double got, double want) {
+  return std::fabs(got - want) / std::max(std::fabs(want), 1e-30);
+}
 
 double total_norm(const StepOutcome& o) {
   double s = 0;
@@ -213,16 +216,16 @@ TEST_F(GpuResNetTest, Fp32StepMatchesCpu) {
 
   expect_loss_and_logits(gpu, cpu, 1e-4, 1e-4);
   const double worst = worst_norm_difference(gpu, cpu, &at);
-  std::printf("  gradient norms of %zu parameters: worst relative difference %.2e at %s (bound %.1e)\n",
-              slots.size(), worst, slots[at].name.c_str(), norm_bound);
+  std::printf("  gradient norms of %zu parameters: worst relative difference %.2e at %s (bound %.1e)\n", slots.size(),
+              worst, slots[at].name.c_str(), norm_bound);
   for (size_t id = 0; id < slots.size(); ++id) {
     EXPECT_LE(relative(gpu.grad_norms[id], cpu.grad_norms[id]), norm_bound)
         << slots[id].name << ": gradient norm " << gpu.grad_norms[id] << " on the GPU, " << cpu.grad_norms[id]
         << " on the CPU";
   }
   const double total = relative(total_norm(gpu), total_norm(cpu));
-  std::printf("  total gradient norm gpu %.6f cpu %.6f (relative %.2e, bound %.1e)\n", total_norm(gpu),
-              total_norm(cpu), total, total_bound);
+  std::printf("  total gradient norm gpu %.6f cpu %.6f (relative %.2e, bound %.1e)\n", total_norm(gpu), total_norm(cpu),
+              total, total_bound);
   EXPECT_LE(total, total_bound);
   double state = 0;
   for (size_t i = 0; i < cpu.state.size(); ++i)
@@ -248,7 +251,9 @@ TEST_F(GpuResNetTest, Bf16StepMatchesCpuWithinBf16Precision) {
 }
 
 #else
-TEST(GpuResNetTest, NeedsCuda) { GTEST_SKIP() << "built without CUDA (DTRAIN_CUDA=OFF or toolkit not found)"; }
+TEST(GpuResNetTest, NeedsCuda) {
+  GTEST_SKIP() << "built without CUDA (DTRAIN_CUDA=OFF or toolkit not found)";
+}
 #endif
 
 }  // namespace

@@ -31,7 +31,9 @@ std::vector<double> random_vector(size_t n, double low = -1, double high = 1) {
   return v;
 }
 
-std::vector<float> to_float(const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); }
+std::vector<float> to_float(const std::vector<double>& v) {
+  return std::vector<float>(v.begin(), v.end());
+}
 
 double dot(const std::vector<double>& a, const std::vector<double>& b) {
   double s = 0;
@@ -89,11 +91,11 @@ std::vector<double> naive_conv(const Conv2dShape& p, const std::vector<double>& 
 
 std::vector<Conv2dShape> conv_shapes() {
   return {
-      {2, 3, 7, 5, 4, 3, 3, 1, 1, 1, 1},  // 3x3 same padding, non-square
-      {1, 5, 9, 9, 3, 3, 3, 2, 2, 1, 1},  // stride 2 (ResNet v1.5's downsampling 3x3)
-      {3, 4, 6, 6, 6, 1, 1, 2, 2, 0, 0},  // 1x1 stride 2 projection shortcut
+      {2, 3, 7, 5, 4, 3, 3, 1, 1, 1, 1},    // 3x3 same padding, non-square
+      {1, 5, 9, 9, 3, 3, 3, 2, 2, 1, 1},    // stride 2 (ResNet v1.5's downsampling 3x3)
+      {3, 4, 6, 6, 6, 1, 1, 2, 2, 0, 0},    // 1x1 stride 2 projection shortcut
       {1, 3, 11, 13, 2, 7, 7, 2, 2, 3, 3},  // 7x7 stem
-      {2, 2, 5, 4, 3, 2, 3, 1, 2, 0, 1},  // asymmetric everything
+      {2, 2, 5, 4, 3, 2, 3, 1, 2, 0, 1},    // asymmetric everything
   };
 }
 
@@ -160,8 +162,7 @@ TEST(BatchNorm, TrainingForwardNormalizesAndUpdatesRunningStatsLikePyTorch) {
     EXPECT_NEAR(inv_std[c], 1 / std::sqrt(sq / m + 1e-5), 1e-12) << "biased variance plus eps";
   }
   std::vector<double> eval(y.size());
-  batch_norm_forward_eval(s, x.data(), gamma.data(), beta.data(), running_mean.data(), running_var.data(),
-                          eval.data());
+  batch_norm_forward_eval(s, x.data(), gamma.data(), beta.data(), running_mean.data(), running_var.data(), eval.data());
   EXPECT_NEAR(eval[0], gamma[0] * (x[0] - running_mean[0]) / std::sqrt(running_var[0] + 1e-5) + beta[0], 1e-12);
 }
 
@@ -173,8 +174,8 @@ TEST(BatchNorm, BackwardMatchesFiniteDifferences) {
     const auto r = random_vector(x.size());
     std::vector<double> y(x.size()), mean(gamma.size()), inv_std(gamma.size()), rm(gamma.size()), rv(gamma.size());
     auto loss = [&] {
-      batch_norm_forward_train(s, x.data(), gamma.data(), beta.data(), y.data(), mean.data(), inv_std.data(),
-                               rm.data(), rv.data());
+      batch_norm_forward_train(s, x.data(), gamma.data(), beta.data(), y.data(), mean.data(), inv_std.data(), rm.data(),
+                               rv.data());
       return dot(y, r);
     };
     loss();
@@ -207,7 +208,8 @@ TEST(Elementwise, ReluAndResidualAdd) {
 }
 
 TEST(Pooling, MaxPoolForwardAndBackward) {
-  for (const PoolShape& s : {PoolShape{2, 3, 7, 6, 3, 2, 1}, PoolShape{1, 2, 5, 5, 2, 2, 0}, PoolShape{1, 1, 4, 3, 3, 1, 1}}) {
+  for (const PoolShape& s :
+       {PoolShape{2, 3, 7, 6, 3, 2, 1}, PoolShape{1, 2, 5, 5, 2, 2, 0}, PoolShape{1, 1, 4, 3, 3, 1, 1}}) {
     auto x = random_vector(size_t(s.batch) * s.channels * s.in_h * s.in_w);
     const size_t out = size_t(s.batch) * s.channels * s.out_h() * s.out_w();
     const auto r = random_vector(out);
@@ -282,7 +284,9 @@ TEST(SoftmaxCrossEntropy, LossAndGradientWithAndWithoutSmoothing) {
       }
     }
     EXPECT_NEAR(loss_value, expected / batch, 1e-12);
-    auto loss = [&] { return softmax_cross_entropy<double>(batch, classes, z.data(), labels.data(), smoothing, nullptr); };
+    auto loss = [&] {
+      return softmax_cross_entropy<double>(batch, classes, z.data(), labels.data(), smoothing, nullptr);
+    };
     expect_gradient("cross-entropy dlogits", z, dz, loss);
   }
   std::vector<double> z(6, 0.0);

@@ -62,7 +62,8 @@ TEST(ResNet, InitializationIsDeterministicPerSeedAndZeroInitWorks) {
   ResNet c(config);
   const int64_t n = a.parameters().flat_size();
   EXPECT_TRUE(std::equal(a.parameters().params_flat(), a.parameters().params_flat() + n, b.parameters().params_flat()));
-  EXPECT_FALSE(std::equal(a.parameters().params_flat(), a.parameters().params_flat() + n, c.parameters().params_flat()));
+  EXPECT_FALSE(
+      std::equal(a.parameters().params_flat(), a.parameters().params_flat() + n, c.parameters().params_flat()));
   // Kaiming fan-out: the std of conv1 (64 x 7 x 7 fan-out) is sqrt(2 / 3136).
   const ParamSlot& conv1 = a.parameters().slots().front();
   double sq = 0;

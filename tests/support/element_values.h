@@ -15,7 +15,11 @@ T narrow(double v) {
     return core::to_bfloat16(static_cast<float>(v));
   }
 }
-inline double widen(float v) { return v; }
-inline double widen(core::bfloat16 v) { return core::to_float(v); }
+inline double widen(float v) {
+  return v;
+}
+inline double widen(core::bfloat16 v) {
+  return core::to_float(v);
+}
 
 }  // namespace dtrain::test

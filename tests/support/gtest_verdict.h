@@ -47,8 +47,8 @@ inline int skips_failed_for_want_of_gpu(const char* rank_prefix) {
       if (!test.should_run() || !test.result()->Skipped()) continue;
       const std::string why = skip_message(*test.result());
       if (why.find("GPU") == std::string::npos && why.find("CUDA") == std::string::npos) continue;
-      std::fprintf(stderr, "%sFAILED %s.%s: skipped under DTRAIN_REQUIRE_GPU=1: %s\n", rank_prefix,
-                   suite.name(), test.name(), why.c_str());
+      std::fprintf(stderr, "%sFAILED %s.%s: skipped under DTRAIN_REQUIRE_GPU=1: %s\n", rank_prefix, suite.name(),
+                   test.name(), why.c_str());
       ++count;
     }
   }

@@ -41,7 +41,9 @@ inline std::vector<uint8_t> many_scan_progressive_jpeg(int width, int height) {
   ThrowingJpegErrors errors;
   cinfo.err = jpeg_std_error(&errors.mgr);
   // libjpeg's default error handler exits the process; come back here instead.
-  errors.mgr.error_exit = [](j_common_ptr c) { std::longjmp(reinterpret_cast<ThrowingJpegErrors*>(c->err)->escape, 1); };
+  errors.mgr.error_exit = [](j_common_ptr c) {
+    std::longjmp(reinterpret_cast<ThrowingJpegErrors*>(c->err)->escape, 1);
+  };
   if (setjmp(errors.escape)) {
     char text[JMSG_LENGTH_MAX];
     errors.mgr.format_message(reinterpret_cast<j_common_ptr>(&cinfo), text);
@@ -74,7 +76,8 @@ inline std::vector<uint8_t> many_scan_progressive_jpeg(int width, int height) {
   jpeg_start_compress(&cinfo, TRUE);
   std::vector<uint8_t> row(static_cast<size_t>(width));
   while (cinfo.next_scanline < cinfo.image_height) {
-    for (int x = 0; x < width; ++x) row[static_cast<size_t>(x)] = static_cast<uint8_t>((x * 7 + cinfo.next_scanline * 3) & 255);
+    for (int x = 0; x < width; ++x)
+      row[static_cast<size_t>(x)] = static_cast<uint8_t>((x * 7 + cinfo.next_scanline * 3) & 255);
     JSAMPROW rows[1] = {row.data()};
     jpeg_write_scanlines(&cinfo, rows, 1);
   }

@@ -28,26 +28,26 @@ int make_tree(int argc, char** argv) {
   dtrain::test::RealisticTreeOptions tree;
   tree.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   po::options_description d("dtrain-make-image-tree DIR [options]");
-  d.add_options()
-      ("dir", po::value(&dir), "the tree to write (also the first positional argument)")
-      ("clean", po::bool_switch(&clean), "test tree: no corrupt file, non-image or empty class folder")
-      ("realistic", po::bool_switch(&realistic), "photo-like JPEGs of ImageNet's sizes and file sizes")
-      ("classes", po::value(&tree.classes)->default_value(tree.classes), "--realistic: class folders (1-1000)")
-      ("train-per-class", po::value(&tree.train_per_class)->default_value(tree.train_per_class),
-       "--realistic: images per class in train/")
-      ("val-per-class", po::value(&tree.val_per_class)->default_value(tree.val_per_class),
-       "--realistic: images per class in val/")
-      ("seed", po::value(&tree.seed)->default_value(tree.seed), "--realistic: the tree is a function of the seed and the counts")
-      ("threads", po::value(&tree.threads)->default_value(tree.threads), "--realistic: writer threads")
-      ("overwrite", po::bool_switch(&overwrite), "--realistic: replace DIR if it exists and is not empty");
+  d.add_options()("dir", po::value(&dir), "the tree to write (also the first positional argument)")(
+      "clean", po::bool_switch(&clean), "test tree: no corrupt file, non-image or empty class folder")(
+      "realistic", po::bool_switch(&realistic), "photo-like JPEGs of ImageNet's sizes and file sizes")(
+      "classes", po::value(&tree.classes)->default_value(tree.classes), "--realistic: class folders (1-1000)")(
+      "train-per-class", po::value(&tree.train_per_class)->default_value(tree.train_per_class),
+      "--realistic: images per class in train/")(
+      "val-per-class", po::value(&tree.val_per_class)->default_value(tree.val_per_class),
+      "--realistic: images per class in val/")("seed", po::value(&tree.seed)->default_value(tree.seed),
+                                               "--realistic: the tree is a function of the seed and the counts")(
+      "threads", po::value(&tree.threads)->default_value(tree.threads), "--realistic: writer threads")(
+      "overwrite", po::bool_switch(&overwrite), "--realistic: replace DIR if it exists and is not empty");
   po::positional_options_description positional;
   positional.add("dir", 1);
   const dtrain::core::ParsedCommandLine parsed = dtrain::core::parse_command_line(argc, argv, d, &positional);
   if (parsed.help) {
-    std::printf("usage: dtrain-make-image-tree DIR [--clean]\n"
-                "       dtrain-make-image-tree DIR --realistic [--classes N --train-per-class N --val-per-class N "
-                "--seed S --threads N] [--overwrite]\n%s",
-                dtrain::core::usage("dtrain-make-image-tree", d).c_str());
+    std::printf(
+        "usage: dtrain-make-image-tree DIR [--clean]\n"
+        "       dtrain-make-image-tree DIR --realistic [--classes N --train-per-class N --val-per-class N "
+        "--seed S --threads N] [--overwrite]\n%s",
+        dtrain::core::usage("dtrain-make-image-tree", d).c_str());
     return 0;
   }
   DTRAIN_USAGE_CHECK(!dir.empty()) << "dtrain-make-image-tree: DIR is missing (run with --help for usage)";
@@ -75,9 +75,10 @@ int make_tree(int argc, char** argv) {
     DTRAIN_USAGE_CHECK(overwrite) << dir << " exists and is not an empty directory; --overwrite replaces it";
     fs::remove_all(dir);
   }
-  std::printf("# dtrain-make-image-tree: %d classes x (%d train + %d val) realistic JPEGs, seed %llu, %d threads -> %s\n",
-              tree.classes, tree.train_per_class, tree.val_per_class, static_cast<unsigned long long>(tree.seed),
-              tree.threads, dir.c_str());
+  std::printf(
+      "# dtrain-make-image-tree: %d classes x (%d train + %d val) realistic JPEGs, seed %llu, %d threads -> %s\n",
+      tree.classes, tree.train_per_class, tree.val_per_class, static_cast<unsigned long long>(tree.seed), tree.threads,
+      dir.c_str());
   std::fflush(stdout);
   const dtrain::test::RealisticTreeSummary summary = dtrain::test::write_realistic_tree(dir, tree);
   std::printf("%s", dtrain::test::describe(summary, tree.threads).c_str());
@@ -86,4 +87,6 @@ int make_tree(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) { return dtrain::core::run_main(argc, argv, make_tree); }
+int main(int argc, char** argv) {
+  return dtrain::core::run_main(argc, argv, make_tree);
+}

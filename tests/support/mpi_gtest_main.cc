@@ -26,9 +26,8 @@ class FailurePrinter : public testing::EmptyTestEventListener {
   void OnTestPartResult(const testing::TestPartResult& result) override {
     if (!result.failed()) return;
     std::ostringstream text;
-    text << "FAILED " << current_ << " at "
-         << (result.file_name() ? result.file_name() : "?") << ":" << result.line_number() << ": "
-         << result.summary();
+    text << "FAILED " << current_ << " at " << (result.file_name() ? result.file_name() : "?") << ":"
+         << result.line_number() << ": " << result.summary();
     dtrain::core::write_log_line(dtrain::core::LogLevel::kError, text.str());
   }
   std::string current_;
@@ -71,8 +70,8 @@ int main(int argc, char** argv) {
     if (any_failed) {
       std::printf("[mpi] %d ranks: FAILED on rank(s) %s\n", size, failed_ranks.str().c_str());
     } else if (every_rank_skipped) {
-      std::printf("[mpi] %d ranks: every test skipped on every rank: exit %d, which ctest reports as Skipped\n",
-                  size, dtrain::test::kSkipExitCode);
+      std::printf("[mpi] %d ranks: every test skipped on every rank: exit %d, which ctest reports as Skipped\n", size,
+                  dtrain::test::kSkipExitCode);
     } else {
       std::printf("[mpi] %d ranks: all passed\n", size);
     }

@@ -50,14 +50,18 @@ TEST(CheckpointLayoutGpu, MomentumTakesTheParametersLayoutOnTheDeviceAndTheStand
     size_t apart = 0;
     for (size_t i = 0; i < n; ++i) apart += params_on_device[i] != momentum_on_device[i];
     const char* name = numerics == models::cuda::ConvNumerics::kBf16Nhwc ? "bf16 NHWC" : "fp32 NCHW";
-    EXPECT_EQ(apart, 0u) << name << ": momentum and parameters laid out differently on the device (seed " << seed << ")";
+    EXPECT_EQ(apart, 0u) << name << ": momentum and parameters laid out differently on the device (seed " << seed
+                         << ")";
     std::vector<float> back;
     step.momentum_to_host(back);
-    EXPECT_EQ(back, standard) << name << ": the momentum did not come back in the standard layout (seed " << seed << ")";
+    EXPECT_EQ(back, standard) << name << ": the momentum did not come back in the standard layout (seed " << seed
+                              << ")";
   }
 }
 #else
-TEST(CheckpointLayoutGpu, NeedsCuda) { GTEST_SKIP() << "built without CUDA (DTRAIN_CUDA=OFF or toolkit not found)"; }
+TEST(CheckpointLayoutGpu, NeedsCuda) {
+  GTEST_SKIP() << "built without CUDA (DTRAIN_CUDA=OFF or toolkit not found)";
+}
 #endif
 
 }  // namespace

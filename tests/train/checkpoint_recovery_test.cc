@@ -25,9 +25,8 @@ namespace fs = std::filesystem;
 class CheckpointRecovery : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("dtrain_ckpt_recovery_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() / ("dtrain_ckpt_recovery_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     params_.resize(1000);
     std::iota(params_.begin(), params_.end(), 0.25f);
@@ -153,8 +152,7 @@ TEST_F(CheckpointRecovery, HeaderLengthIsCheckedAgainstTheFileSize) {
     read_checkpoint(path, &header, {});
     FAIL() << "accepted";
   } catch (const core::UsageError& e) {
-    EXPECT_NE(std::string(e.what()).find(path + ": header length 536870912 does not fit the file's"),
-              std::string::npos)
+    EXPECT_NE(std::string(e.what()).find(path + ": header length 536870912 does not fit the file's"), std::string::npos)
         << e.what();
   }
 }
@@ -225,9 +223,9 @@ TEST_F(CheckpointRecovery, OlderFormatStillReads) {
 TEST_F(CheckpointRecovery, TemporariesOfKilledWritesAreRemoved) {
   const std::string id = new_run_id();
   const std::string kept = write(id, 5, 1);
-  for (const std::string& name : {"ckpt-6-" + id + ".dtrain.tmp", std::string("ckpt-3.dtrain.tmp"),
-                                 std::string("ckpt-5000-good.dtrain.tmp"), std::string("notes.tmp"),
-                                 std::string("ckpt-6-" + id + ".dtrain.tmp.bak")}) {
+  for (const std::string& name :
+       {"ckpt-6-" + id + ".dtrain.tmp", std::string("ckpt-3.dtrain.tmp"), std::string("ckpt-5000-good.dtrain.tmp"),
+        std::string("notes.tmp"), std::string("ckpt-6-" + id + ".dtrain.tmp.bak")}) {
     std::ofstream(dir_ + "/" + name) << "partial";
   }
   fs::create_directories(dir_ + "/sub");

@@ -26,7 +26,8 @@ TEST(Checkpoint, RoundTripKeepLastAndCorruptionHandling) {
   fs::remove_all(dir);
   std::vector<float> params(1000), momentum(1000);
   std::iota(params.begin(), params.end(), 0.5f);
-  std::vector<NamedTensor> tensors = {{"params", params.data(), params.size()}, {"momentum", momentum.data(), momentum.size()}};
+  std::vector<NamedTensor> tensors = {{"params", params.data(), params.size()},
+                                      {"momentum", momentum.data(), momentum.size()}};
   proto::CheckpointHeader header;
   header.mutable_config()->set_batch_per_rank(7);
   header.set_run_id(new_run_id());

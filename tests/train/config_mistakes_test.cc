@@ -56,7 +56,8 @@ TEST(ConfigMistakes, BothSpellingsOfOneFieldAreAnErrorNamingBoth) {
 TEST(ConfigMistakes, NegativeSyntheticSamplesAreAUsageError) {
   EXPECT_NE(usage_error({"--synthetic_samples=-5"}).find("synthetic_samples must be positive, got -5"),
             std::string::npos);
-  EXPECT_NE(usage_error({"--synthetic_samples=0"}).find("synthetic_samples must be positive, got 0"), std::string::npos);
+  EXPECT_NE(usage_error({"--synthetic_samples=0"}).find("synthetic_samples must be positive, got 0"),
+            std::string::npos);
   EXPECT_NE(usage_error({"--max_nonfinite_steps=-1"}).find("max_nonfinite_steps must not be negative"),
             std::string::npos);
 }
@@ -66,8 +67,9 @@ TEST(ConfigMistakes, NegativeSyntheticSamplesAreAUsageError) {
 // or, for --base_lr inf, trained on).
 TEST(ConfigMistakes, AbsurdSizesNameTheirFieldBeforeAllocating) {
   const std::pair<std::vector<std::string>, std::string> cases[] = {
-      {{"--batch_per_rank=2147483647"}, "batch_per_rank 2147483647 of image_size 224 with prefetch_batches 4: the "
-                                        "loader's batches alone need"},
+      {{"--batch_per_rank=2147483647"},
+       "batch_per_rank 2147483647 of image_size 224 with prefetch_batches 4: the "
+       "loader's batches alone need"},
       {{"--image_size=1000000"}, "image_size 1000000 is over the largest image side"},
       {{"--dataset=imagenet", "--data_dir=/x", "--val_resize=2000000000"}, "val_resize 2000000000 is over"},
       {{"--prefetch_batches=2147483647"}, "prefetch_batches 2147483647 is over 1024 batches"},
@@ -124,7 +126,8 @@ TEST(ConfigMistakes, TheLoadersBuffersMustFitInTheHostsMemory) {
     validate_limits(c, uint64_t{128} << 20);
     FAIL() << "no error";
   } catch (const core::UsageError& e) {
-    EXPECT_NE(std::string(e.what()).find("need 220.5 MiB, more than this host's 128.0 MiB of memory"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("need 220.5 MiB, more than this host's 128.0 MiB of memory"),
+              std::string::npos)
         << e.what();
   }
 }

@@ -25,7 +25,8 @@ bool load(std::vector<std::string> args, TrainConfig* config) {
 }
 
 std::string write_config(const std::string& text) {
-  const std::string path = std::filesystem::temp_directory_path() / ("dtrain_cfg_" + std::to_string(::getpid()) + ".pbtxt");
+  const std::string path =
+      std::filesystem::temp_directory_path() / ("dtrain_cfg_" + std::to_string(::getpid()) + ".pbtxt");
   std::ofstream(path) << text;
   return path;
 }

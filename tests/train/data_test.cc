@@ -1,16 +1,16 @@
 // Data pipeline: sharding, the idx reader (Fashion-MNIST), synthetic data and the prefetching loader.
 #include <gtest/gtest.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <unistd.h>
-#include <cmath>
 #include <filesystem>
-#include <random>
 #include <fstream>
 #include <numeric>
+#include <random>
 #include <set>
 
 #include "runtime/core/error.h"
@@ -52,9 +52,7 @@ TEST(ShardedSampler, RanksGetEqualDisjointSharesOfOneSharedPermutation) {
 
 // Writes a small idx pair; `gzip` compresses it.
 void write_idx(const fs::path& images, const fs::path& labels, int count, int rows, int cols, bool gzip) {
-  auto be = [](uint32_t v) {
-    return std::string{char(v >> 24), char(v >> 16), char(v >> 8), char(v)};
-  };
+  auto be = [](uint32_t v) { return std::string{char(v >> 24), char(v >> 16), char(v >> 8), char(v)}; };
   std::string image_bytes = be(0x803) + be(count) + be(rows) + be(cols);
   for (int i = 0; i < count * rows * cols; ++i) image_bytes.push_back(char(i % 251));
   std::string label_bytes = be(0x801) + be(count);
@@ -130,7 +128,8 @@ TEST(DataLoader, DeliversEveryBatchInSamplerOrderWhateverTheThreads) {
           std::vector<uint8_t> expected(24);
           const int32_t label = data.load(indices[batch_number * 8 + size_t(i)], unused, expected.data());
           EXPECT_EQ(b->labels[size_t(i)], label);
-          EXPECT_EQ(std::memcmp(static_cast<const uint8_t*>(b->pixels.data()) + size_t(i) * 24, expected.data(), 24), 0);
+          EXPECT_EQ(std::memcmp(static_cast<const uint8_t*>(b->pixels.data()) + size_t(i) * 24, expected.data(), 24),
+                    0);
           labels.push_back(b->labels[size_t(i)]);
         }
         ++batch_number;
@@ -197,14 +196,14 @@ TEST(ShardedSampler, AResumeOnAnotherGeometrySeesEveryEntryOfTheEpochOnce) {
     long first_step_after, last_step_after;
     size_t first_entry;
   };
-  for (const Case& c : {Case{64, 2, 4, 3, 1, 5, 4, 12, 24}, Case{61, 1, 3, 7, 2, 2, 5, 15, 21},
-                        Case{64, 2, 4, 3, 1, 8, 3, 8, 0}}) {
+  for (const Case& c :
+       {Case{64, 2, 4, 3, 1, 5, 4, 12, 24}, Case{61, 1, 3, 7, 2, 2, 5, 15, 21}, Case{64, 2, 4, 3, 1, 8, 3, 8, 0}}) {
     const IndexDataset data(c.size);
     for (int epoch : {0, 3}) {
       std::vector<int32_t> seen = delivered(data, c.world_before, c.batch_before, epoch, 0, c.steps_before, 0);
       ASSERT_EQ(seen.size(), static_cast<size_t>(c.steps_before * c.world_before * c.batch_before));
-      const std::vector<int32_t> rest = delivered(data, c.world_after, c.batch_after, epoch, c.first_step_after,
-                                                  c.last_step_after, c.first_entry);
+      const std::vector<int32_t> rest =
+          delivered(data, c.world_after, c.batch_after, epoch, c.first_step_after, c.last_step_after, c.first_entry);
       seen.insert(seen.end(), rest.begin(), rest.end());
       std::sort(seen.begin(), seen.end());
       std::vector<int32_t> every(c.size);

@@ -22,7 +22,8 @@ class DatasetListing : public testing::Test {
   }
   void TearDown() override { fs::remove_all(base_); }
   uint64_t listing(const char* root) const {
-    return ImageFolderDataset((base_ / root / "train").string(), ImageFolderOptions{true, 32, 36, 0.2}).listing_fingerprint();
+    return ImageFolderDataset((base_ / root / "train").string(), ImageFolderOptions{true, 32, 36, 0.2})
+        .listing_fingerprint();
   }
   fs::path base_;
 };

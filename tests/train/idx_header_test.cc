@@ -59,7 +59,8 @@ class IdxHeader : public ::testing::Test {
 };
 
 TEST_F(IdxHeader, ZeroDimensionsNameTheFile) {
-  for (const auto& [count, rows, cols] : {std::tuple<uint32_t, uint32_t, uint32_t>{1, 0, 28}, {1, 28, 0}, {0, 28, 28}}) {
+  for (const auto& [count, rows, cols] :
+       {std::tuple<uint32_t, uint32_t, uint32_t>{1, 0, 28}, {1, 28, 0}, {0, 28, 28}}) {
     const std::string message = error_for(count, rows, cols, 0, count);
     EXPECT_NE(message.find(images_ + ": header says " + std::to_string(count) + " images of " + std::to_string(rows) +
                            "x" + std::to_string(cols)),

@@ -5,10 +5,10 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <memory>
 #include <random>
-#include <deque>
 #include <set>
 #include <tuple>
 
@@ -34,12 +34,14 @@ class ImageFolder : public testing::Test {
   fs::path root_;
 };
 
-ImageFolderOptions lenient(bool train) { return {train, 32, 36, 0.2}; }
+ImageFolderOptions lenient(bool train) {
+  return {train, 32, 36, 0.2};
+}
 
 TEST_F(ImageFolder, ClassesInSortedOrderAndBadEntriesCountedByTheScan) {
   const ImageFolderDataset data(split("train"), lenient(true));
   EXPECT_EQ(data.classes(), (std::vector<std::string>{"class_a", "class_b", "class_c", "class_d"}));
-  EXPECT_EQ(data.size(), 19u);  // 18 images + broken.JPEG, which only decoding finds out
+  EXPECT_EQ(data.size(), 19u);                    // 18 images + broken.JPEG, which only decoding finds out
   EXPECT_EQ(data.bad_files().found_by_scan, 2u);  // notes.txt and the empty class_d
   EXPECT_EQ(data.output_shape().bytes(), 32u * 32 * 3);
 }
@@ -161,7 +163,6 @@ TEST_F(ImageFolder, LoaderThreadsDeliverFullBatches) {
   EXPECT_EQ(batches, 4);
 }
 
-
 // The parallel loader's batches are exactly what one thread calling the dataset in sampler order
 // makes, whatever the thread count, prefetch depth and batches the consumer retains.
 TEST(ImageFolderLoader, ParallelBatchesEqualASingleThreadedReference) {
@@ -192,14 +193,16 @@ TEST(ImageFolderLoader, ParallelBatchesEqualASingleThreadedReference) {
         ASSERT_EQ(b->size, batch);
         EXPECT_EQ(std::memcmp(b->pixels.data(), reference.data() + n * batch * bytes, batch * bytes), 0)
             << "batch " << n << " with " << threads << " threads";
-        EXPECT_TRUE(std::equal(b->labels.begin(), b->labels.end(), reference_labels.begin() + static_cast<long>(n * batch)));
+        EXPECT_TRUE(
+            std::equal(b->labels.begin(), b->labels.end(), reference_labels.begin() + static_cast<long>(n * batch)));
         if (retained > 0) {
           loader.retain(b);
           held.push_back(b);
           if (static_cast<int>(held.size()) > retained) {
             // A retained batch is untouched while the loader works ahead.
             const size_t number = n - held.size() + 1;
-            EXPECT_EQ(std::memcmp(held.front()->pixels.data(), reference.data() + number * batch * bytes, batch * bytes), 0);
+            EXPECT_EQ(
+                std::memcmp(held.front()->pixels.data(), reference.data() + number * batch * bytes, batch * bytes), 0);
             loader.release(held.front());
             held.pop_front();
           }

@@ -40,7 +40,8 @@ double reference_pixel(const std::vector<uint8_t>& img, int w, int h, int c, con
   for (int y = 0; y < h; ++y) {
     const double wy = axis_weight(y, cy, support_y);
     if (wy == 0) continue;
-    for (int x = 0; x < w; ++x) sum += wy * axis_weight(x, cx, support_x) * img[(static_cast<size_t>(y) * w + x) * c + ch];
+    for (int x = 0; x < w; ++x)
+      sum += wy * axis_weight(x, cx, support_x) * img[(static_cast<size_t>(y) * w + x) * c + ch];
   }
   return sum / (total_x * total_y);
 }
@@ -82,7 +83,8 @@ TEST(ImageResize, TapsSumToOneAndConstantImagesStayConstant) {
   ASSERT_EQ(taps.weights.size(), taps.first.size() * static_cast<size_t>(taps.taps));
   for (size_t i = 0; i < taps.first.size(); ++i) {
     double sum = 0;
-    for (int k = 0; k < taps.taps; ++k) sum += taps.weights[i * static_cast<size_t>(taps.taps) + static_cast<size_t>(k)];
+    for (int k = 0; k < taps.taps; ++k)
+      sum += taps.weights[i * static_cast<size_t>(taps.taps) + static_cast<size_t>(k)];
     EXPECT_NEAR(sum, 1.0, 1e-6);
     EXPECT_LE(taps.first[i] + taps.taps, 50);  // every tap inside the source
   }
@@ -161,7 +163,9 @@ JpegHeader header_of(const std::vector<uint8_t>& jpeg) {
   return header;
 }
 
-CropRegion whole(int w, int h) { return CropRegion{0, 0, static_cast<double>(w), static_cast<double>(h)}; }
+CropRegion whole(int w, int h) {
+  return CropRegion{0, 0, static_cast<double>(w), static_cast<double>(h)};
+}
 
 TEST(JpegDecoder, DecodesFullSizeCloseToTheSource) {
   std::mt19937_64 rng = fresh_rng();
@@ -196,7 +200,8 @@ TEST(JpegDecoder, ScaledDecodeMatchesAFullDecodeResized) {
   EXPECT_DOUBLE_EQ(scaled.scale, 0.125);
   // A region needing 100x100 of a 160x120 area: 3/4 is the smallest scale that still covers it.
   DecodedImage partial;
-  ASSERT_TRUE(decode_jpeg(jpeg.data(), jpeg.size(), header, CropRegion{0, 0, 160, 120}, 100, 100, &partial, &error)) << error;
+  ASSERT_TRUE(decode_jpeg(jpeg.data(), jpeg.size(), header, CropRegion{0, 0, 160, 120}, 100, 100, &partial, &error))
+      << error;
   EXPECT_GE(partial.scale * 120, 100);
   EXPECT_LT(partial.scale, 1.0);
   std::vector<uint8_t> resized(40 * 30 * 3);
@@ -224,7 +229,8 @@ TEST(JpegDecoder, RegionDecodeMatchesTheWholeImageDecode) {
       const CropRegion everything = whole(w, h);
       const int eighths = static_cast<int>(std::lround(part.scale * 8));
       const int min_whole = std::min(w, h) * eighths / 8;
-      ASSERT_TRUE(decode_jpeg(jpeg.data(), jpeg.size(), header, everything, min_whole, min_whole, &whole_image, &error));
+      ASSERT_TRUE(
+          decode_jpeg(jpeg.data(), jpeg.size(), header, everything, min_whole, min_whole, &whole_image, &error));
       ASSERT_EQ(whole_image.scale, part.scale);
       ASSERT_LE(part.x0 + part.width, whole_image.width);
       ASSERT_LE(part.y0 + part.height, whole_image.height);
@@ -238,8 +244,9 @@ TEST(JpegDecoder, RegionDecodeMatchesTheWholeImageDecode) {
       for (int y = 0; y < part.height; ++y) {
         for (int x = 0; x < part.width * 3; ++x) {
           const int a = part.rgb[static_cast<size_t>(y) * part.width * 3 + static_cast<size_t>(x)];
-          const int b = whole_image.rgb[static_cast<size_t>(y + part.y0) * whole_image.width * 3 + part.x0 * 3 +
-                                        static_cast<size_t>(x)];
+          const int b =
+              whole_image
+                  .rgb[static_cast<size_t>(y + part.y0) * whole_image.width * 3 + part.x0 * 3 + static_cast<size_t>(x)];
           total += std::abs(a - b);
           worst = std::max(worst, std::abs(a - b));
         }

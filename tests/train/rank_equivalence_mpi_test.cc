@@ -53,8 +53,8 @@ void expect_rank_equivalence(TrainConfig config, int gpu) {
         worst_at = size_t(i);
       }
     }
-    std::printf("  %d ranks vs 1 rank with %dx the batch: worst relative parameter difference %.2e (bound 1e-5)\n",
-                n, n, worst);
+    std::printf("  %d ranks vs 1 rank with %dx the batch: worst relative parameter difference %.2e (bound 1e-5)\n", n,
+                n, worst);
     EXPECT_LE(worst, 1e-5) << "worst relative difference at parameter " << worst_at << " (" << n << " ranks)";
   }
 }

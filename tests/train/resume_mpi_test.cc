@@ -145,7 +145,7 @@ TEST_F(ResumeOnAnotherGeometry, TwoRanksToOneTakesTheRestOfTheEpochAtTheLrOfImag
   for (size_t k = 0; k < lrs.size(); ++k) {
     EXPECT_EQ(lrs[k].first, static_cast<long>(3 + k + 1)) << "steps go on from the checkpoint's";
     const double expected = peak * (24.0 + 5.0 * static_cast<double>(k)) / 64.0;  // warm-up by images seen
-    EXPECT_NEAR(lrs[k].second, expected, 1e-8 * expected) << "step " << k;  // the file keeps 9 digits
+    EXPECT_NEAR(lrs[k].second, expected, 1e-8 * expected) << "step " << k;        // the file keeps 9 digits
   }
 }
 

@@ -22,7 +22,8 @@ std::string cublas_error_text(cublasStatus_t status) {
 std::string nccl_error_text(ncclResult_t status) {
   std::string text = ncclGetErrorString(status);
   // The last NCCL message (e.g. which peer or transport failed) says more than the status.
-  if (const char* last = ncclGetLastError(nullptr); last != nullptr && last[0] != '\0') text += std::string(" (") + last + ")";
+  if (const char* last = ncclGetLastError(nullptr); last != nullptr && last[0] != '\0')
+    text += std::string(" (") + last + ")";
   return text;
 }
 

@@ -21,21 +21,18 @@ std::string nccl_error_text(ncclResult_t status);
 
 }  // namespace dtrain::core
 
-#define DTRAIN_CUDA_CHECK(call)                                              \
+#define DTRAIN_CUDA_CHECK(call)                                               \
   for (cudaError_t dtrain_cuda_rc_ = (call); dtrain_cuda_rc_ != cudaSuccess;) \
   DTRAIN_ERROR_STREAM_(::dtrain::core::ErrorKind::kCuda, #call, ::dtrain::core::cuda_error_text(dtrain_cuda_rc_))
 
-#define DTRAIN_CUDNN_CHECK(call)                                                                   \
-  for (cudnnStatus_t dtrain_cudnn_rc_ = (call); dtrain_cudnn_rc_ != CUDNN_STATUS_SUCCESS;)        \
-  DTRAIN_ERROR_STREAM_(::dtrain::core::ErrorKind::kCudnn, #call,                                   \
-                       ::dtrain::core::cudnn_error_text(dtrain_cudnn_rc_))
+#define DTRAIN_CUDNN_CHECK(call)                                                           \
+  for (cudnnStatus_t dtrain_cudnn_rc_ = (call); dtrain_cudnn_rc_ != CUDNN_STATUS_SUCCESS;) \
+  DTRAIN_ERROR_STREAM_(::dtrain::core::ErrorKind::kCudnn, #call, ::dtrain::core::cudnn_error_text(dtrain_cudnn_rc_))
 
-#define DTRAIN_CUBLAS_CHECK(call)                                                                  \
-  for (cublasStatus_t dtrain_cublas_rc_ = (call); dtrain_cublas_rc_ != CUBLAS_STATUS_SUCCESS;)    \
-  DTRAIN_ERROR_STREAM_(::dtrain::core::ErrorKind::kCublas, #call,                                  \
-                       ::dtrain::core::cublas_error_text(dtrain_cublas_rc_))
+#define DTRAIN_CUBLAS_CHECK(call)                                                              \
+  for (cublasStatus_t dtrain_cublas_rc_ = (call); dtrain_cublas_rc_ != CUBLAS_STATUS_SUCCESS;) \
+  DTRAIN_ERROR_STREAM_(::dtrain::core::ErrorKind::kCublas, #call, ::dtrain::core::cublas_error_text(dtrain_cublas_rc_))
 
-#define DTRAIN_NCCL_CHECK(call)                                                         \
-  for (ncclResult_t dtrain_nccl_rc_ = (call); dtrain_nccl_rc_ != ncclSuccess;)          \
-  DTRAIN_ERROR_STREAM_(::dtrain::core::ErrorKind::kNccl, #call,                          \
-                       ::dtrain::core::nccl_error_text(dtrain_nccl_rc_))
+#define DTRAIN_NCCL_CHECK(call)                                                \
+  for (ncclResult_t dtrain_nccl_rc_ = (call); dtrain_nccl_rc_ != ncclSuccess;) \
+  DTRAIN_ERROR_STREAM_(::dtrain::core::ErrorKind::kNccl, #call, ::dtrain::core::nccl_error_text(dtrain_nccl_rc_))

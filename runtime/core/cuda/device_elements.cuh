@@ -1,6 +1,6 @@
 #pragma once
-// Element access for kernels over fp32, bf16 and fp16 buffers, and the grid of element-wise launches: loads widen to float, stores round
-// to nearest even once. core::bfloat16 (the host-side type in our interfaces) has the bits of
+// Element access for kernels over fp32, bf16 and fp16 buffers, and the grid of element-wise launches: loads widen to
+// float, stores round to nearest even once. core::bfloat16 (the host-side type in our interfaces) has the bits of
 // __nv_bfloat16; DeviceType maps one to the other for the kernels.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>

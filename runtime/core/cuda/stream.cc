@@ -11,7 +11,9 @@ DeviceGuard::DeviceGuard(int device) {
   if (device != previous_) DTRAIN_CUDA_CHECK(cudaSetDevice(device));
 }
 
-DeviceGuard::~DeviceGuard() { cudaSetDevice(previous_); }
+DeviceGuard::~DeviceGuard() {
+  cudaSetDevice(previous_);
+}
 
 CudaStream::CudaStream(int device, int priority) : device_(device) {
   DeviceGuard guard(device);
@@ -34,7 +36,9 @@ CudaStream& CudaStream::operator=(CudaStream&& other) noexcept {
   return *this;
 }
 
-void CudaStream::synchronize() const { DTRAIN_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+void CudaStream::synchronize() const {
+  DTRAIN_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
 
 CudaEvent::CudaEvent(bool timing) {
   DTRAIN_CUDA_CHECK(cudaEventCreateWithFlags(&event_, timing ? cudaEventDefault : cudaEventDisableTiming));
@@ -54,13 +58,17 @@ CudaEvent& CudaEvent::operator=(CudaEvent&& other) noexcept {
   return *this;
 }
 
-void CudaEvent::record(cudaStream_t stream) { DTRAIN_CUDA_CHECK(cudaEventRecord(event_, stream)); }
+void CudaEvent::record(cudaStream_t stream) {
+  DTRAIN_CUDA_CHECK(cudaEventRecord(event_, stream));
+}
 
 void CudaEvent::make_stream_wait(cudaStream_t stream) const {
   DTRAIN_CUDA_CHECK(cudaStreamWaitEvent(stream, event_, 0));
 }
 
-void CudaEvent::synchronize() const { DTRAIN_CUDA_CHECK(cudaEventSynchronize(event_)); }
+void CudaEvent::synchronize() const {
+  DTRAIN_CUDA_CHECK(cudaEventSynchronize(event_));
+}
 
 bool CudaEvent::is_complete() const {
   const cudaError_t status = cudaEventQuery(event_);

@@ -34,8 +34,8 @@ class GpuStepEngine final : public StepEngine {
         << "gradient_wire_dtype " << core::dtype_name(wire) << " on GPUs narrows the cross-node step of the "
         << "hierarchical backend, and this job's backend is " << comm::backend_name(backend);
     comm::set_stall_settings({config.fields.stall_warning_seconds(), config.fields.stall_abort_seconds()});
-    comm_ = comm::make_communicator(backend, ctx, true,
-                                    backend == comm::Backend::kHierarchical ? wire : core::DType::kF32);
+    comm_ =
+        comm::make_communicator(backend, ctx, true, backend == comm::Backend::kHierarchical ? wire : core::DType::kF32);
     step_ = std::make_unique<cuda::GpuTrainStep>(o, comm_.get(), gpu);
     momentum_.assign(static_cast<size_t>(step_->model().parameters().flat_size()), 0.0f);
     std::ostringstream text;
@@ -52,8 +52,8 @@ class GpuStepEngine final : public StepEngine {
   std::string describe() const override { return description_; }
 
   void train_step(const Batch& b, float lr) override {
-    DTRAIN_CHECK(b.size == step_->options().batch) << "GPU step of batch " << step_->options().batch << " got "
-                                                   << b.size << " images";
+    DTRAIN_CHECK(b.size == step_->options().batch)
+        << "GPU step of batch " << step_->options().batch << " got " << b.size << " images";
     make_room();
     held_.push_back({&b, step_->run(static_cast<const uint8_t*>(b.pixels.data()), b.labels.data(), lr)});
   }

@@ -12,8 +12,8 @@
 
 namespace dtrain::train::cuda {
 
-GpuStepOptions gpu_step_options(const ResolvedConfig& config, const models::ResNetConfig& model, int height,
-                                int width, const float mean[3], const float std[3]) {
+GpuStepOptions gpu_step_options(const ResolvedConfig& config, const models::ResNetConfig& model, int height, int width,
+                                const float mean[3], const float std[3]) {
   const TrainConfig& c = config.fields;
   GpuStepOptions o;
   o.model = model;
@@ -34,8 +34,8 @@ GpuStepOptions gpu_step_options(const ResolvedConfig& config, const models::ResN
 GpuTrainStep::GpuTrainStep(const GpuStepOptions& options, comm::Communicator* comm, int device)
     : options_(options), comm_(comm), copy_stream_(device) {
   DTRAIN_USAGE_CHECK(options.batch > 0 && options.height > 0 && options.width > 0)
-      << "GPU step needs a positive batch and image size, got batch " << options.batch << " and "
-      << options.height << "x" << options.width;
+      << "GPU step needs a positive batch and image size, got batch " << options.batch << " and " << options.height
+      << "x" << options.width;
   DTRAIN_USAGE_CHECK(options.model.in_channels >= 1 && options.model.in_channels <= 4)
       << "the GPU input path takes 1 to 4 channels, the model has " << options.model.in_channels;
   core::DeviceGuard on(device);
@@ -46,8 +46,8 @@ GpuTrainStep::GpuTrainStep(const GpuStepOptions& options, comm::Communicator* co
   const size_t count = static_cast<size_t>(params.count());
 
   if (comm_ != nullptr && comm_->size() > 1) {
-    sync_ = std::make_unique<comm::DeviceGradientSynchronizer>(*comm_, params.grads_f32(), count,
-                                                               options.bucket_bytes, stream, device);
+    sync_ = std::make_unique<comm::DeviceGradientSynchronizer>(*comm_, params.grads_f32(), count, options.bucket_bytes,
+                                                               stream, device);
     params.set_gradient_listener([this](int64_t begin, int64_t end) {
       sync_->mark_ready(static_cast<size_t>(begin), static_cast<size_t>(end));
     });
@@ -56,9 +56,8 @@ GpuTrainStep::GpuTrainStep(const GpuStepOptions& options, comm::Communicator* co
   momentum_ = core::Buffer(core::MemoryKind::kDevice, count * sizeof(float), stream);
   DTRAIN_CUDA_CHECK(cudaMemsetAsync(momentum_.data(), 0, momentum_.bytes(), stream));
   std::vector<DecayRangeEnd> ends;
-  for (const DecayRange& r :
-       decay_ranges(model_->parameters(), static_cast<float>(options.sgd.weight_decay),
-                    options.exempt_norm_and_bias_from_decay)) {
+  for (const DecayRange& r : decay_ranges(model_->parameters(), static_cast<float>(options.sgd.weight_decay),
+                                          options.exempt_norm_and_bias_from_decay)) {
     ends.push_back(DecayRangeEnd{r.end, r.weight_decay});
   }
   decay_range_count_ = static_cast<int>(ends.size());
@@ -90,9 +89,10 @@ void GpuTrainStep::broadcast_from_rank0() {
     const auto on_stream = comm::Location::gpu(stream);
     const size_t count = static_cast<size_t>(params.count());
     sent.push_back(comm_->broadcast(params.params_f32(), count, core::DType::kF32, 0, on_stream));
-    sent.push_back(
-        comm_->broadcast(params.state_f32(), static_cast<size_t>(params.state_count()), core::DType::kF32, 0, on_stream));
-    if (context_->bf16()) sent.push_back(comm_->broadcast(params.params_bf16(), count, core::DType::kBF16, 0, on_stream));
+    sent.push_back(comm_->broadcast(params.state_f32(), static_cast<size_t>(params.state_count()), core::DType::kF32, 0,
+                                    on_stream));
+    if (context_->bf16())
+      sent.push_back(comm_->broadcast(params.params_bf16(), count, core::DType::kBF16, 0, on_stream));
     sent.push_back(comm_->broadcast(momentum_.data(), count, core::DType::kF32, 0, on_stream));
   }
   DTRAIN_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -118,8 +118,8 @@ void GpuTrainStep::begin_evaluation() {
 
 int GpuTrainStep::evaluate(const uint8_t* images, const int32_t* labels, int count) {
   core::DeviceGuard on(context_->device());
-  DTRAIN_CHECK(count > 0 && count <= options_.batch) << "evaluation batch of " << count << " images; 1 to "
-                                                     << options_.batch << " expected";
+  DTRAIN_CHECK(count > 0 && count <= options_.batch)
+      << "evaluation batch of " << count << " images; 1 to " << options_.batch << " expected";
   const int s = stage_input(images, labels, count);
   normalize(images_[s].data(), options_.batch, input_);
   const core::Tensor& logits = model_->forward(input_, false);
@@ -140,8 +140,8 @@ int GpuTrainStep::evaluate(const uint8_t* images, const int32_t* labels, int cou
 models::cuda::EvalAccumulators GpuTrainStep::end_evaluation() {
   core::DeviceGuard on(context_->device());
   models::cuda::EvalAccumulators totals{};
-  DTRAIN_CUDA_CHECK(cudaMemcpyAsync(&totals, eval_totals_.data(), sizeof(totals), cudaMemcpyDeviceToHost,
-                                    context_->stream()));
+  DTRAIN_CUDA_CHECK(
+      cudaMemcpyAsync(&totals, eval_totals_.data(), sizeof(totals), cudaMemcpyDeviceToHost, context_->stream()));
   synchronize();
   return totals;
 }
@@ -158,7 +158,8 @@ int GpuTrainStep::stage_input(const uint8_t* images, const int32_t* labels, int 
   const size_t image_bytes = images_[s].bytes() / static_cast<size_t>(options_.batch) * static_cast<size_t>(count);
   // The copy into this slot waits until the compute stream has consumed its previous contents.
   consumed_[s].make_stream_wait(copy_stream_.get());
-  DTRAIN_CUDA_CHECK(cudaMemcpyAsync(images_[s].data(), images, image_bytes, cudaMemcpyHostToDevice, copy_stream_.get()));
+  DTRAIN_CUDA_CHECK(
+      cudaMemcpyAsync(images_[s].data(), images, image_bytes, cudaMemcpyHostToDevice, copy_stream_.get()));
   DTRAIN_CUDA_CHECK(cudaMemcpyAsync(labels_[s].data(), labels, sizeof(int32_t) * static_cast<size_t>(count),
                                     cudaMemcpyHostToDevice, copy_stream_.get()));
   copied_[s].record(copy_stream_.get());
@@ -217,18 +218,22 @@ void GpuTrainStep::normalize(const void* device_pixels, int count, core::Tensor&
   }
 }
 
-bool GpuTrainStep::input_copied(int slot) { return copied_[slot].is_complete(); }
+bool GpuTrainStep::input_copied(int slot) {
+  return copied_[slot].is_complete();
+}
 
-void GpuTrainStep::wait_input_copied(int slot) { copied_[slot].synchronize(); }
+void GpuTrainStep::wait_input_copied(int slot) {
+  copied_[slot].synchronize();
+}
 
 StepResult GpuTrainStep::last_result() {
   DTRAIN_CHECK(any_step_) << "no step has run yet";
   synchronize();
   StepResult result;
-  DTRAIN_CUDA_CHECK(cudaMemcpyAsync(&result.mean_loss, loss_.data(), sizeof(float), cudaMemcpyDeviceToHost,
-                                    context_->stream()));
-  DTRAIN_CUDA_CHECK(cudaMemcpyAsync(&result.top1_hits, hits_.data(), sizeof(int32_t), cudaMemcpyDeviceToHost,
-                                    context_->stream()));
+  DTRAIN_CUDA_CHECK(
+      cudaMemcpyAsync(&result.mean_loss, loss_.data(), sizeof(float), cudaMemcpyDeviceToHost, context_->stream()));
+  DTRAIN_CUDA_CHECK(
+      cudaMemcpyAsync(&result.top1_hits, hits_.data(), sizeof(int32_t), cudaMemcpyDeviceToHost, context_->stream()));
   DTRAIN_CUDA_CHECK(cudaStreamSynchronize(context_->stream()));
   return result;
 }

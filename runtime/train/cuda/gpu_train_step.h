@@ -43,8 +43,8 @@ struct GpuStepOptions {
 // The one translation of a resolved config into the GPU step's options (dtrain-train's engine and
 // dtrain-bench-train both use it): numerics, batch, optimizer, loss, buckets from the config;
 // the model, the input size and the normalization from the caller.
-GpuStepOptions gpu_step_options(const ResolvedConfig& config, const models::ResNetConfig& model, int height,
-                                int width, const float mean[3], const float std[3]);
+GpuStepOptions gpu_step_options(const ResolvedConfig& config, const models::ResNetConfig& model, int height, int width,
+                                const float mean[3], const float std[3]);
 
 struct StepResult {
   float mean_loss = 0;  // this rank's batch

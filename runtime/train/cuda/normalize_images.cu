@@ -23,7 +23,9 @@ Affine affine(const ImageBatchDims& d, const float mean[3], const float std[3]) 
   return a;
 }
 
-int blocks_for(int64_t n) { return static_cast<int>(std::clamp<int64_t>((n + 255) / 256, 1, 132 * 16)); }
+int blocks_for(int64_t n) {
+  return static_cast<int>(std::clamp<int64_t>((n + 255) / 256, 1, 132 * 16));
+}
 
 // Reads are coalesced (consecutive threads, consecutive input bytes); NCHW writes scatter over C
 // planes, which is the reference path's price.

@@ -27,7 +27,10 @@ void keep_freed_memory_for_reuse() {
 }  // namespace
 
 DataLoader::DataLoader(const Dataset& dataset, const ShardedSampler& sampler, LoaderOptions options)
-    : dataset_(dataset), sampler_(sampler), options_(options), slots_(static_cast<size_t>(std::max(options.prefetch, 1))) {
+    : dataset_(dataset),
+      sampler_(sampler),
+      options_(options),
+      slots_(static_cast<size_t>(std::max(options.prefetch, 1))) {
   DTRAIN_USAGE_CHECK(options.batch_size > 0 && options.threads > 0 && options.prefetch > 0)
       << "loader batch size, threads and prefetch depth must be positive";
   keep_freed_memory_for_reuse();
@@ -37,7 +40,9 @@ DataLoader::DataLoader(const Dataset& dataset, const ShardedSampler& sampler, Lo
   }
 }
 
-DataLoader::~DataLoader() { stop_workers(); }
+DataLoader::~DataLoader() {
+  stop_workers();
+}
 
 void DataLoader::stop_workers() {
   {

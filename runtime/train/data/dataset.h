@@ -14,9 +14,9 @@ namespace dtrain::train {
 
 // Files found bad and skipped (image folders); other datasets have none.
 struct BadFiles {
-  size_t found_by_scan = 0;               // the same on every rank
-  std::vector<std::string> unreadable;    // found while decoding, on this rank
-  size_t allowed = 0;                     // max_bad_fraction of the entries
+  size_t found_by_scan = 0;             // the same on every rank
+  std::vector<std::string> unreadable;  // found while decoding, on this rank
+  size_t allowed = 0;                   // max_bad_fraction of the entries
 };
 
 struct ImageShape {

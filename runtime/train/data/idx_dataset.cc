@@ -38,8 +38,7 @@ std::vector<uint8_t> read_maybe_gzipped(const std::string& path) {
   return data;
 }
 
-IdxDataset::IdxDataset(const std::string& images_path, const std::string& labels_path, bool augment, int pad,
-                       bool flip)
+IdxDataset::IdxDataset(const std::string& images_path, const std::string& labels_path, bool augment, int pad, bool flip)
     : name_(images_path), augment_(augment), pad_(pad), flip_(flip) {
   const std::vector<uint8_t> images = read_maybe_gzipped(images_path);
   const std::vector<uint8_t> labels = read_maybe_gzipped(labels_path);

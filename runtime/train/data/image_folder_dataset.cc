@@ -23,7 +23,8 @@ namespace {
 
 bool named_as_jpeg(const fs::path& path) {
   std::string ext = path.extension().string();
-  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::transform(ext.begin(), ext.end(), ext.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return ext == ".jpeg" || ext == ".jpg";
 }
 
@@ -60,7 +61,8 @@ bool read_file(const std::string& path, int64_t max_bytes, std::vector<uint8_t>*
       if (got > 0) {
         done += static_cast<size_t>(got);
       } else if (got == 0 || errno != EINTR) {
-        *error = got == 0 ? std::string("the file shrank while being read") : "read error: " + std::string(std::strerror(errno));
+        *error = got == 0 ? std::string("the file shrank while being read")
+                          : "read error: " + std::string(std::strerror(errno));
         ok = false;
       }
     }
@@ -146,8 +148,9 @@ bool ImageFolderDataset::try_load(size_t index, std::mt19937_64& rng, uint8_t* o
   if (!read_file(files_[index].path, options_.max_file_bytes, &bytes, error)) return false;
   JpegHeader header;
   if (!read_jpeg_header(bytes.data(), bytes.size(), &header, error, options_.max_image_pixels)) return false;
-  const CropRegion region = options_.train ? random_resized_crop(header.width, header.height, rng)
-                                           : center_crop_after_resize(header.width, header.height, options_.resize, options_.crop);
+  const CropRegion region = options_.train
+                                ? random_resized_crop(header.width, header.height, rng)
+                                : center_crop_after_resize(header.width, header.height, options_.resize, options_.crop);
   const bool flip = options_.train && std::uniform_int_distribution<int>(0, 1)(rng) == 1;
   if (!decode_jpeg(bytes.data(), bytes.size(), header, region, options_.crop, options_.crop, &image, error)) {
     return false;
@@ -171,10 +174,10 @@ void ImageFolderDataset::record_bad(const std::string& path, const std::string& 
     bad = scan_bad_ + decode_bad_.size();
   }
   DTRAIN_LOG(kWarn) << "skipping " << path << ": " << reason;
-  DTRAIN_USAGE_CHECK(bad <= allowed_bad_) << dir_ << ": " << bad << " of " << entries()
-                                          << " entries are bad (each logged above), more than max_bad_fraction "
-                                          << options_.max_bad_fraction << " allows (" << allowed_bad_ << "); the last was "
-                                          << path << " (" << reason << ")";
+  DTRAIN_USAGE_CHECK(bad <= allowed_bad_)
+      << dir_ << ": " << bad << " of " << entries()
+      << " entries are bad (each logged above), more than max_bad_fraction " << options_.max_bad_fraction << " allows ("
+      << allowed_bad_ << "); the last was " << path << " (" << reason << ")";
 }
 
 int32_t ImageFolderDataset::load(size_t index, std::mt19937_64& rng, uint8_t* out) const {

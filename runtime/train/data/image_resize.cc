@@ -100,8 +100,7 @@ auto horizontal_kernel(int taps) -> void (*)(const uint8_t*, const int*, const f
   }
 }
 
-void horizontal_row_any(const uint8_t* src, const ResampleTaps& t, int out_width, int channels, bool flip,
-                        float* dst) {
+void horizontal_row_any(const uint8_t* src, const ResampleTaps& t, int out_width, int channels, bool flip, float* dst) {
   for (int x = 0; x < out_width; ++x) {
     const float* w = t.weights.data() + static_cast<size_t>(x) * t.taps;
     const uint8_t* p = src + static_cast<long>(t.first[static_cast<size_t>(x)]) * channels;
@@ -189,8 +188,8 @@ void resize_region(const ImageView& source, const CropRegion& region, int out_wi
                    uint8_t* out) {
   DTRAIN_CHECK(region.width > 0 && region.height > 0 && region.x >= 0 && region.y >= 0 &&
                region.x + region.width <= source.width + 1e-6 && region.y + region.height <= source.height + 1e-6)
-      << "crop region " << region.x << "," << region.y << " " << region.width << "x" << region.height
-      << " outside the " << source.width << "x" << source.height << " image";
+      << "crop region " << region.x << "," << region.y << " " << region.width << "x" << region.height << " outside the "
+      << source.width << "x" << source.height << " image";
   thread_local ResizeScratch scratch;
   const int c = source.channels;
   const ResampleTaps& across = scratch.across.get(region.x, region.width, source.width, out_width);
@@ -213,7 +212,8 @@ void resize_region(const ImageView& source, const CropRegion& region, int out_wi
   }
   const auto fast_down = vertical_kernel(down.taps);
   for (int y = 0; y < out_height; ++y) {
-    const float* rows = scratch.rows.data() + static_cast<size_t>(down.first[static_cast<size_t>(y)] - row_lo) * row_floats;
+    const float* rows =
+        scratch.rows.data() + static_cast<size_t>(down.first[static_cast<size_t>(y)] - row_lo) * row_floats;
     const float* w = down.weights.data() + static_cast<size_t>(y) * down.taps;
     uint8_t* o = out + static_cast<size_t>(y) * row_floats;
     if (fast_down != nullptr) {

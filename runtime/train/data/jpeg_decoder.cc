@@ -1,13 +1,13 @@
 #include "runtime/train/data/jpeg_decoder.h"
 
+#include <jpeglib.h>
+#include <turbojpeg.h>
+
 #include <algorithm>
 #include <cmath>
 #include <csetjmp>
 #include <cstdio>  // before jpeglib.h, which needs FILE
 #include <memory>
-
-#include <jpeglib.h>
-#include <turbojpeg.h>
 
 #include "runtime/core/error.h"
 
@@ -63,7 +63,9 @@ struct JpegErrors {
   std::longjmp(errors->escape, 1);
 }
 
-void on_error(j_common_ptr c) { jump_out(c, ""); }
+void on_error(j_common_ptr c) {
+  jump_out(c, "");
+}
 void on_message(j_common_ptr c, int level) {
   if (level < 0) jump_out(c, "libjpeg-turbo warning: ");
 }
@@ -130,8 +132,7 @@ int scale_eighths(double region_width, double region_height, int min_width, int 
 
 }  // namespace
 
-bool read_jpeg_header(const uint8_t* data, size_t size, JpegHeader* header, std::string* error,
-                      int64_t max_pixels) {
+bool read_jpeg_header(const uint8_t* data, size_t size, JpegHeader* header, std::string* error, int64_t max_pixels) {
   ThreadDecompressor& d = thread_decompressor();
   jpeg_decompress_struct& cinfo = d.cinfo;
   if (setjmp(d.errors.escape)) {

@@ -38,7 +38,9 @@ std::vector<size_t> ShardedSampler::shuffled(int epoch) const {
   return order;
 }
 
-std::vector<size_t> ShardedSampler::indices(int epoch) const { return indices_from(epoch, 0, per_rank_); }
+std::vector<size_t> ShardedSampler::indices(int epoch) const {
+  return indices_from(epoch, 0, per_rank_);
+}
 
 std::vector<size_t> ShardedSampler::indices_from(int epoch, size_t first_entry, size_t count) const {
   const std::vector<size_t> order = shuffled(epoch);

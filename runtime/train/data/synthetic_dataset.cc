@@ -20,7 +20,8 @@ uint64_t mix(uint64_t x) {  // splitmix64's finalizer: a label per index without
 
 SyntheticDataset::SyntheticDataset(size_t size, ImageShape shape, int num_classes, uint64_t seed)
     : size_(size), shape_(shape), classes_(num_classes), seed_(seed) {
-  DTRAIN_USAGE_CHECK(size > 0 && shape.bytes() > 0 && num_classes > 0) << "synthetic data needs a size, a shape and classes";
+  DTRAIN_USAGE_CHECK(size > 0 && shape.bytes() > 0 && num_classes > 0)
+      << "synthetic data needs a size, a shape and classes";
   // The pixels are made here, once: load() only copies (a throughput benchmark must not measure a
   // random-number generator).
   const size_t images = std::min(size, kDistinctImages);
