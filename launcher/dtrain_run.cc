@@ -1,7 +1,7 @@
 // dtrain-run: starts a dtrain job with mpirun (hosts from -H or a hostfile, or one node), or with
 // srun / mpirun inside a Slurm allocation, then becomes that command (exec), so its exit status is
 // the job's. launch_plan.h has the rules.
-//   dtrain-run -np 8 -H node1:4,node2:4 [--] PROGRAM ARGS...
+//   dtrain-run -np 8 -H node1:4,node2:4 [-x NAME[=value]]... [--output-filename DIR] [--] PROGRAM ARGS...
 #include <stdio.h>
 #include <unistd.h>
 
@@ -61,16 +61,35 @@ bool srun_supports_pmix() {
   return pclose(pipe) == 0 && output.find("pmix") != std::string::npos;
 }
 
+// The option a flag word names, as the parser reads it: "--name[=value]", "-name[=value]" (mpirun's
+// single-dash long names, "-np"), or "-c[value]" for a one-letter option ("-n 4", "-n4", "-x FOO").
+// Null for a word no option takes; `value_attached` tells whether the word holds the value.
+const core::po::option_description* named_option(const std::string& word, const core::po::options_description& options,
+                                                 bool& value_attached) {
+  const bool double_dash = word.rfind("--", 0) == 0;
+  const std::string body = word.substr(double_dash ? 2 : 1);
+  const size_t eq = body.find('=');
+  value_attached = eq != std::string::npos;
+  const auto* option = options.find_nothrow(body.substr(0, eq), false);
+  if (option != nullptr || double_dash || word.size() < 2) return option;
+  value_attached = word.size() > 2;
+  return options.find_nothrow(word.substr(0, 2), false);
+}
+
 // Splits argv into dtrain-run's own flags and PROGRAM ARGS...: at "--", or at the first word that
 // is neither a flag nor the value of a flag that takes one (as `options` declares them).
 int program_start(int argc, char** argv, const core::po::options_description& options) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--") return i;
-    if (arg.empty() || arg[0] != '-') return i;
-    const std::string name = arg.substr(arg.find_first_not_of('-'));
-    const auto* option = options.find_nothrow(name, false);
-    if (option != nullptr && name.find('=') == std::string::npos && option->semantic()->max_tokens() > 0) ++i;
+    if (arg.size() < 2 || arg[0] != '-') return i;
+    bool value_attached = false;
+    const auto* option = named_option(arg, options, value_attached);
+    if (option != nullptr && !value_attached && option->semantic()->max_tokens() > 0) {
+      // Named as typed: Boost would call a missing -x value "--x".
+      DTRAIN_USAGE_CHECK(i + 1 < argc) << "dtrain-run: " << arg << " needs a value (run dtrain-run --help)";
+      ++i;
+    }
   }
   return argc;
 }
@@ -79,27 +98,41 @@ int program_start(int argc, char** argv, const core::po::options_description& op
 
 int run(int argc, char** argv) {
   core::po::options_description options("dtrain-run options (then [--] PROGRAM ARGS...)");
-  options.add_options()("np", core::po::value<int>(),
-                        "number of ranks (default: all slots, or SLURM_NTASKS in a Slurm job)")(
-      "H", core::po::value<std::string>(), "hosts and slots: node1:4,node2:4")(
+  options.add_options()("np,n", core::po::value<int>(),
+                        "number of ranks, as mpirun's -np or -n (default: all slots, or SLURM_NTASKS in a Slurm job)")(
+      "host,H", core::po::value<std::string>(), "hosts and slots, as mpirun's --host or -H: node1:4,node2:4")(
       "hostfile", core::po::value<std::string>(), "Open MPI hostfile: one 'host slots=N' per line")(
+      ",x", core::po::value<std::vector<std::string>>()->composing(),
+      "-x NAME or -x NAME=value: pass the variable (its value here, or the one given) to every rank, as mpirun's "
+      "-x, under srun too; repeatable (DTRAIN_*, NCCL_*, CUDA_VISIBLE_DEVICES, OMP_NUM_THREADS and "
+      "LD_LIBRARY_PATH are always passed)")(
+      "output-filename", core::po::value<std::string>(),
+      "per-rank logs under DIR (created if missing). mpirun: DIR/1/rank.N/stdout and DIR/1/rank.N/stderr "
+      "(Open MPI's layout; the output also stays on the terminal); srun: DIR/rank.N.out and "
+      "DIR/rank.N.err only. N is the rank")(
       "mpi-args", core::po::value<std::string>(),
       "extra mpirun options, split into words as a shell would (quotes honoured, no expansion)")(
       "as-task", "run PROGRAM as one srun task (dtrain-run adds it under srun; see task_wrapper.h)")(
-      "dry-run", "print the command instead of running it")("verbose", "print the command before running it");
+      "dry-run", "print the command instead of running it (PROGRAM need not exist)")(
+      "verbose", "print the command before running it");
   const int split = program_start(argc, argv, options);
-  const core::ParsedCommandLine cli = core::parse_command_line(
-      split, argv, options, nullptr,
-      core::po::command_line_style::default_style | core::po::command_line_style::allow_long_disguise);
+  // mpirun's spellings: single-dash long names (-np, -host, -hostfile) and no prefix guessing
+  // (with it, -n and --host were taken as prefixes of --np and --hostfile and failed).
+  const int style = (core::po::command_line_style::default_style & ~core::po::command_line_style::allow_guessing) |
+                    core::po::command_line_style::allow_long_disguise;
+  const core::ParsedCommandLine cli = core::parse_command_line(split, argv, options, nullptr, style);
   if (cli.help) {
     std::cout << core::usage("dtrain-run", options);
     return 0;
   }
+  const bool dry_run = cli.values.count("dry-run") > 0;
   LaunchRequest request;
   if (cli.values.count("np")) request.np = cli.values["np"].as<int>();
   DTRAIN_USAGE_CHECK(!cli.values.count("np") || request.np > 0)
-      << "dtrain-run: -np must be positive, got " << request.np;
-  if (cli.values.count("H")) request.hosts = cli.values["H"].as<std::string>();
+      << "dtrain-run: -np must be positive, got " << request.np << " (-np or -n: the number of ranks)";
+  if (cli.values.count("host")) request.hosts = cli.values["host"].as<std::string>();
+  DTRAIN_USAGE_CHECK(!cli.values.count("host") || !request.hosts.empty())
+      << "dtrain-run: --host (-H) is empty; expected host:slots[,host:slots...]";
   if (cli.values.count("hostfile")) {
     request.hostfile = cli.values["hostfile"].as<std::string>();
     std::ifstream in(request.hostfile);
@@ -108,12 +141,20 @@ int run(int argc, char** argv) {
     text << in.rdbuf();
     request.hostfile_contents = text.str();
   }
+  if (cli.values.count("-x")) request.exported = cli.values["-x"].as<std::vector<std::string>>();
+  if (cli.values.count("output-filename")) {
+    request.output_dir = cli.values["output-filename"].as<std::string>();
+    DTRAIN_USAGE_CHECK(!request.output_dir.empty()) << "dtrain-run: --output-filename needs a directory";
+  }
   if (cli.values.count("mpi-args")) {
     request.mpi_args = split_shell_words(cli.values["mpi-args"].as<std::string>(), "dtrain-run: --mpi-args");
   }
   const int first = split < argc && std::string(argv[split]) == "--" ? split + 1 : split;
   for (int i = first; i < argc; ++i) request.program.push_back(argv[i]);
-  if (!request.program.empty()) request.program[0] = resolve_program(request.program[0]);
+  // A dry run prints the command for another machine too, where PROGRAM may be the only one.
+  if (!request.program.empty() && (!dry_run || on_path(request.program[0]))) {
+    request.program[0] = resolve_program(request.program[0]);
+  }
   if (cli.values.count("as-task")) return run_as_task(request.program);
 
   LaunchEnvironment environment;
@@ -129,12 +170,19 @@ int run(int argc, char** argv) {
     environment.srun_supports_pmix = environment.srun_available && srun_supports_pmix();
   }
   const LaunchPlan plan = plan_launch(request, environment);
-  if (cli.values.count("dry-run")) {
-    std::cout << display_command(plan.argv) << "\n";
+  for (const std::string& warning : plan.warnings) std::cerr << warning << "\n";
+  if (dry_run) {
+    std::cout << display_plan(plan) << "\n";
     return 0;
   }
-  if (cli.values.count("verbose"))
-    std::cerr << "dtrain-run (" << plan.mode << "): " << display_command(plan.argv) << "\n";
+  if (cli.values.count("verbose")) std::cerr << "dtrain-run (" << plan.mode << "): " << display_plan(plan) << "\n";
+  if (!request.output_dir.empty()) {
+    std::error_code error;
+    fs::create_directories(request.output_dir, error);
+    DTRAIN_USAGE_CHECK(!error) << "dtrain-run: --output-filename " << request.output_dir
+                               << ": cannot create the directory: " << error.message();
+  }
+  for (const auto& [name, value] : plan.environment) setenv(name.c_str(), value.c_str(), 1);
   std::vector<char*> args;
   for (const std::string& a : plan.argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);

@@ -10,8 +10,15 @@
 //    allocation's tasks when srun supports PMIx, else mpirun, which reads the allocation itself;
 //    -np defaults to SLURM_NTASKS. Under srun each task runs as `dtrain-run --as-task -- PROGRAM`
 //    (task_wrapper.h: the job's exit status stays the failed rank's).
+//  - -x NAME[=value] (repeatable; the last one of a NAME wins): mpirun gets `-x NAME[=value]`;
+//    srun gets `--export=ALL,NAME,...` with each value set in srun's own environment (srun reads
+//    a ',' in --export as a separator, so values never go into that list). A NAME without a value
+//    that is not set here is not forwarded, with a warning (mpirun only warns too).
+//  - --output-filename DIR: mpirun's own option (DIR/1/rank.N/stdout and stderr); under srun
+//    --output=DIR/rank.%t.out --error=DIR/rank.%t.err (%t: the rank).
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "launcher/host_list.h"
@@ -24,7 +31,9 @@ struct LaunchRequest {
   std::string hostfile;           // --hostfile path
   std::string hostfile_contents;  // read by the caller
   std::vector<std::string> mpi_args;
-  std::vector<std::string> program;  // PROGRAM ARGS..., PROGRAM already resolved to a path
+  std::vector<std::string> exported;  // -x NAME or -x NAME=value, in the order given
+  std::string output_dir;             // --output-filename; empty: none
+  std::vector<std::string> program;   // PROGRAM ARGS..., PROGRAM resolved to a path where it exists
 };
 
 struct LaunchEnvironment {
@@ -38,13 +47,28 @@ struct LaunchEnvironment {
 struct LaunchPlan {
   std::string mode;  // "mpirun", "single-node", "slurm-srun" or "slurm-mpirun"
   std::vector<std::string> argv;
+  // Set in dtrain-run's own environment before it executes argv (srun passes them on).
+  std::vector<std::pair<std::string, std::string>> environment;
+  std::vector<std::string> warnings;  // for stderr; the launch goes on
 };
+
+// One -x argument: NAME, or NAME=value (has_value). UsageError naming -x when NAME is empty or not
+// a variable name (letters, digits and '_', not starting with a digit).
+struct ExportedVariable {
+  std::string name;
+  std::string value;
+  bool has_value = false;
+};
+ExportedVariable parse_exported_variable(const std::string& argument);
 
 // UsageError naming the flag on conflicting or impossible requests.
 LaunchPlan plan_launch(const LaunchRequest& request, const LaunchEnvironment& environment);
 
 // The argv as one line a shell would read back to the same argv (for --dry-run and --verbose).
 std::string display_command(const std::vector<std::string>& argv);
+
+// The plan as that line, preceded by its environment as NAME=value words (`NAME='a b' srun ...`).
+std::string display_plan(const LaunchPlan& plan);
 
 // Names of the environment variables a job gets from the launcher's environment.
 bool forwarded_variable(const std::string& name);

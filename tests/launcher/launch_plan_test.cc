@@ -169,5 +169,75 @@ TEST(LaunchPlan, ConflictsAndMissingPiecesAreUsageErrors) {
   EXPECT_NE(usage_error(too_many, {}).find("-np 3 is more than the 2 slots of -H a:2"), std::string::npos);
 }
 
+// Issue 16: -x NAME[=value] as mpirun has it; the last one of a name wins, and it replaces the
+// automatic forwarding of that name.
+TEST(LaunchPlan, ExportedVariablesGoToMpirunAsDashX) {
+  LaunchRequest r = program({"/bin/prog"});
+  r.np = 1;
+  r.exported = {"FOO=1", "HOME", "FOO=a,b c", "DTRAIN_LOG_LEVEL=debug", "NEVER_SET"};
+  LaunchEnvironment env;
+  env.variables = {{"HOME", "/root"}, {"DTRAIN_LOG_LEVEL", "info"}};
+  const LaunchPlan plan = plan_launch(r, env);
+  EXPECT_EQ(plan.argv, (Argv{"mpirun", "-np", "1", "--map-by", "slot", "--bind-to", "none", "-x", "FOO=a,b c", "-x",
+                             "HOME", "-x", "DTRAIN_LOG_LEVEL=debug", "-H", "localhost:1", "/bin/prog"}));
+  ASSERT_EQ(plan.warnings.size(), 1u);
+  EXPECT_NE(plan.warnings[0].find("-x NEVER_SET: NEVER_SET is not set"), std::string::npos) << plan.warnings[0];
+  EXPECT_TRUE(plan.environment.empty());
+}
+
+// Under srun the values travel in srun's own environment (srun's --export list splits at ',').
+TEST(LaunchPlan, ExportedVariablesUnderSrunGoThroughItsEnvironmentAndExportList) {
+  LaunchRequest r = program({"/bin/prog"});
+  r.exported = {"FOO=a,b c", "HOME", "NEVER_SET"};
+  LaunchEnvironment env;
+  env.variables = {{"SLURM_JOB_ID", "42"}, {"SLURM_NTASKS", "2"}, {"HOME", "/root"}};
+  env.srun_available = true;
+  env.srun_supports_pmix = true;
+  env.dtrain_run_path = "/bin/dtrain-run";
+  const LaunchPlan plan = plan_launch(r, env);
+  EXPECT_EQ(plan.argv, (Argv{"srun", "--mpi=pmix", "--ntasks", "2", "--kill-on-bad-exit=1", "--export=ALL,FOO,HOME",
+                             "/bin/dtrain-run", "--as-task", "--", "/bin/prog"}));
+  EXPECT_EQ(plan.environment, (std::vector<std::pair<std::string, std::string>>{{"FOO", "a,b c"}}));
+  EXPECT_EQ(plan.warnings.size(), 1u);
+  EXPECT_EQ(display_plan(plan),
+            "FOO='a,b c' srun --mpi=pmix --ntasks 2 --kill-on-bad-exit=1 --export=ALL,FOO,HOME /bin/dtrain-run "
+            "--as-task -- /bin/prog");
+}
+
+TEST(LaunchPlan, ExportedVariableNamesAreChecked) {
+  EXPECT_EQ(parse_exported_variable("A_1=x=y").value, "x=y");
+  EXPECT_TRUE(parse_exported_variable("A=").has_value);
+  EXPECT_FALSE(parse_exported_variable("_A").has_value);
+  for (const char* bad : {"", "=1", "1A", "A-B", "A B=1", "A;rm=1"}) {
+    try {
+      parse_exported_variable(bad);
+      ADD_FAILURE() << "'" << bad << "' accepted";
+    } catch (const core::UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("-x '") + bad + "'"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(LaunchPlan, OutputFilenameIsMpirunsOptionOrOneSrunFilePerRank) {
+  LaunchRequest r = program({"/bin/prog"});
+  r.np = 2;
+  r.output_dir = "logs";
+  r.mpi_args = {"--oversubscribe"};
+  EXPECT_EQ(plan_launch(r, {}).argv,
+            (Argv{"mpirun", "-np", "2", "--map-by", "slot", "--bind-to", "none", "-H", "localhost:2",
+                  "--output-filename", "logs", "--oversubscribe", "/bin/prog"}));
+  r.mpi_args.clear();
+  LaunchEnvironment env;
+  env.variables = {{"SLURM_JOB_ID", "42"}};
+  env.srun_available = true;
+  env.srun_supports_pmix = true;
+  env.dtrain_run_path = "/bin/dtrain-run";
+  EXPECT_EQ(plan_launch(r, env).argv,
+            (Argv{"srun", "--mpi=pmix", "--ntasks", "2", "--kill-on-bad-exit=1", "--output=logs/rank.%t.out",
+                  "--error=logs/rank.%t.err", "/bin/dtrain-run", "--as-task", "--", "/bin/prog"}));
+  r.output_dir = "logs%j";
+  EXPECT_NE(usage_error(r, env).find("--output-filename logs%j: srun would read its '%'"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace dtrain::launcher
