@@ -8,5 +8,7 @@ set -eu
 DIR=${1:?usage: bench/make_jpeg_tree.sh DIR [THREADS]}
 THREADS=${2:-$(nproc)}
 BIN=${BIN:-build/bin}
-exec "$BIN/dtrain-make-image-tree" "$DIR" --realistic --classes 100 --train-per-class 138 --val-per-class 10 \
+TOOL=$BIN/tests/dtrain-make-image-tree  # a test tool: in bin/tests of a build tree, or carried flat
+[ -x "$TOOL" ] || TOOL=$BIN/dtrain-make-image-tree
+exec "$TOOL" "$DIR" --realistic --classes 100 --train-per-class 138 --val-per-class 10 \
   --seed 1 --threads "$THREADS"

@@ -11,13 +11,15 @@ OUT=${OUT:-/tmp/out}
 NP=${NP:-2}
 PART=${PART:-all}
 mkdir -p "$OUT"
+TESTS=build/bin/tests  # the test binaries; carried flat, they are in build/bin
+[ -d "$TESTS" ] || TESTS=build/bin
 mpi() { local np=$1 limit=$2; shift 2; timeout "$limit" stdbuf -oL mpirun --allow-run-as-root -np "$np" -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE -x NCCL_DEBUG "$@"; echo "[exit $?: $*]"; }
 if [[ $PART != bench ]]; then
   {
     nvidia-smi -L
-    timeout 60 build/bin/dtrain-core-gpu-tests --gtest_brief=1
-    mpi 1 90 build/bin/dtrain-comm-gpu-mpi-tests
-    mpi "$NP" 120 build/bin/dtrain-comm-gpu-mpi-tests
+    timeout 60 $TESTS/dtrain-core-gpu-tests --gtest_brief=1
+    mpi 1 90 $TESTS/dtrain-comm-gpu-mpi-tests
+    mpi "$NP" 120 $TESTS/dtrain-comm-gpu-mpi-tests
   } 2>&1 | tee "$OUT/gpu_tests.log"
 fi
 if [[ $PART != tests ]]; then

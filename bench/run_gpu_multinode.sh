@@ -13,6 +13,8 @@
 #   BIN=build/bin OUT=/tmp/out bench/run_gpu_multinode.sh [tests|bench|all]
 set -uo pipefail
 BIN=${BIN:-build/bin}
+TESTS=$BIN/tests  # the test binaries; carried flat, they are in $BIN
+[ -d "$TESTS" ] || TESTS=$BIN
 OUT=${OUT:-/tmp/dtrain_multinode}
 PART=${1:-all}
 mkdir -p "$OUT"
@@ -41,14 +43,14 @@ step() {
 
 nvidia-smi -L > "$OUT/gpus.txt" 2>&1
 if [[ $PART != bench ]]; then
-  T=$BIN/dtrain-multinode-gpu-mpi-tests
+  T=$TESTS/dtrain-multinode-gpu-mpi-tests
   step train_steps_hierarchical 240 "${MPI[@]}" "$T" --gtest_filter='*/MultiNodeTraining.*/hierarchical'
   step train_steps_mpi_ring 240 "${MPI[@]}" "$T" --gtest_filter='*/MultiNodeTraining.*/mpi_ring'
   step train_fault_hierarchical 240 "${MPI[@]}" "$T" --gtest_filter='*/TrainingFaults.*/hierarchical'
   step train_fault_mpi_ring 240 "${MPI[@]}" "$T" --gtest_filter='*/TrainingFaults.*/mpi_ring'
   step rank_equivalence_backends 300 "${MPI[@]}" "$T" --gtest_filter='*/RankEquivalenceOnBackends.*'
-  step comm_robustness_np2 240 "${MPI[@]}" "$BIN/dtrain-comm-robustness-mpi-tests"
-  step comm_gpu_collectives_np2 300 "${MPI[@]}" "$BIN/dtrain-comm-gpu-mpi-tests"
+  step comm_robustness_np2 240 "${MPI[@]}" "$TESTS/dtrain-comm-robustness-mpi-tests"
+  step comm_gpu_collectives_np2 300 "${MPI[@]}" "$TESTS/dtrain-comm-gpu-mpi-tests"
   grep -h "simulated nodes, \|worst relative\|threw:" "$OUT"/train_*.log "$OUT"/rank_equivalence_backends.log \
     > "$OUT/test_lines.txt" 2>/dev/null
 fi

@@ -9,6 +9,8 @@ set -u
 OUT=${OUT:-/tmp/dtrain_real_data}
 DATA=${1:-/tmp/dtrain_jpeg_tree}
 mkdir -p "$OUT" build/bin
+TESTS=build/bin/tests  # the test binaries; carried flat, they are in build/bin
+[ -d "$TESTS" ] || TESTS=build/bin
 for f in .carry/bin/*.xz; do [ -e "$f" ] && xz -dc "$f" > "build/bin/$(basename "$f" .xz)" && chmod +x "build/bin/$(basename "$f" .xz)"; done
 SP=/opt/torch/.venv/lib/python3.12/site-packages
 export LD_LIBRARY_PATH=$SP/nvidia/cudnn/lib:$SP/nvidia/nccl/lib:$SP/nvidia/cu13/lib:${LD_LIBRARY_PATH:-}
@@ -76,12 +78,12 @@ if [ "${DATA_BENCH:-1}" = 1 ]; then
 fi
 if [ "${GPU_TESTS:-1}" = 1 ]; then
   step "GPU tests of this change"
-  timeout 300 build/bin/dtrain-models-gpu-tests --gtest_filter="${MODELS_FILTER:-*}" > "$OUT/models_gpu.log" 2>&1
+  timeout 300 $TESTS/dtrain-models-gpu-tests --gtest_filter="${MODELS_FILTER:-*}" > "$OUT/models_gpu.log" 2>&1
   echo "models GPU tests exit $? $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/models_gpu.log" | tr '\n' ' ')" | tee -a "$S"
-  timeout 120 build/bin/dtrain-train-gpu-tests > "$OUT/train_gpu.log" 2>&1
+  timeout 120 $TESTS/dtrain-train-gpu-tests > "$OUT/train_gpu.log" 2>&1
   echo "train GPU tests exit $? $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/train_gpu.log" | tr '\n' ' ')" | tee -a "$S"
-  if [ -x build/bin/dtrain-train-mpi-tests ] && [ "$GPUS" -ge 2 ]; then
-    timeout 200 $MPI -np "$GPUS" build/bin/dtrain-train-mpi-tests --gtest_filter='RankEquivalence.OnGpus*' > "$OUT/rank_equivalence.log" 2>&1
+  if [ -x $TESTS/dtrain-train-mpi-tests ] && [ "$GPUS" -ge 2 ]; then
+    timeout 200 $MPI -np "$GPUS" $TESTS/dtrain-train-mpi-tests --gtest_filter='RankEquivalence.OnGpus*' > "$OUT/rank_equivalence.log" 2>&1
     echo "GPU rank equivalence exit $? $(grep -h 'worst relative' "$OUT/rank_equivalence.log" | head -2 | tr '\n' ' ')" | tee -a "$S"
   fi
   FMNIST=${FMNIST:-.carry/fmnist}

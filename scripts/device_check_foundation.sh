@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Run on a lent GPU machine (see README "Running on a GPU host built elsewhere") with build/bin
-# carried there: dtrain-info tables and the GPU/MPI suites. Logs go to $OUT.
+# carried there: dtrain-info tables and the GPU/MPI suites. Logs go to $OUT. The test binaries are
+# in build/bin/tests (a build tree) or, carried flat, in build/bin.
 set -uo pipefail
 SP=/opt/torch/.venv/lib/python3.12/site-packages
 export LD_LIBRARY_PATH=$SP/nvidia/cudnn/lib:$SP/nvidia/nccl/lib:$SP/nvidia/cu13/lib:${LD_LIBRARY_PATH:-}
 export NCCL_NVLS_ENABLE=0
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
+TESTS=build/bin/tests
+[ -d "$TESTS" ] || TESTS=build/bin
 run() { echo "\$ $*"; "$@"; echo "[exit $?]"; echo; }
 {
   nvidia-smi -L
@@ -16,7 +19,7 @@ run() { echo "\$ $*"; "$@"; echo "[exit $?]"; echo; }
   run mpirun --allow-run-as-root --oversubscribe -np 4 build/bin/dtrain-info
   run mpirun --allow-run-as-root --oversubscribe -np 4 build/bin/dtrain-info --allow-gpu-sharing
   run env CUDA_VISIBLE_DEVICES=1 mpirun --allow-run-as-root -np 1 -x CUDA_VISIBLE_DEVICES build/bin/dtrain-info
-  run build/bin/dtrain-core-gpu-tests
-  run mpirun --allow-run-as-root -np 2 build/bin/dtrain-core-mpi-tests
-  run build/bin/dtrain-core-tests --gtest_brief=1
+  run $TESTS/dtrain-core-gpu-tests
+  run mpirun --allow-run-as-root -np 2 $TESTS/dtrain-core-mpi-tests
+  run $TESTS/dtrain-core-tests --gtest_brief=1
 } 2>&1 | tee "$OUT/foundation_device_check.log"

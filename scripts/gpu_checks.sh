@@ -1,10 +1,13 @@
 #!/bin/bash
 # The GPU tests on a GPU machine without cmake/ctest (the lent device machines): run from the
-# repository root with the binaries in $BIN (default build/bin, carried); logs under $OUT.
+# repository root with the binaries in $BIN (default build/bin, carried); logs under $OUT. The test
+# binaries are taken from $BIN/tests where it exists (a build tree), else from $BIN (carried flat).
 #   scripts/gpu_checks.sh [DATA_DIR]   # DATA_DIR: the Fashion-MNIST idx files (default Debian's)
 set -u
 OUT=${OUT:-/tmp/dtrain_gpu_checks}
 BIN=${BIN:-build/bin}
+TESTS=$BIN/tests
+[ -d "$TESTS" ] || TESTS=$BIN
 DATA=${1:-/usr/share/datasets/fashion-mnist}
 mkdir -p "$OUT"
 SP=/opt/torch/.venv/lib/python3.12/site-packages
@@ -36,29 +39,29 @@ check_within() {  # check_within SECONDS NAME COMMAND...: a command still runnin
 }
 # Three times over: stale reads after host copies (issue 14) showed only in some trials.
 for t in dtrain-models-gpu-tests dtrain-train-gpu-tests; do
-  [ -x $BIN/$t ] && check "$t" $BIN/$t --gtest_repeat=3
+  [ -x $TESTS/$t ] && check "$t" $TESTS/$t --gtest_repeat=3
 done
-if [ -x $BIN/dtrain-train-mpi-tests ] && [ "$GPUS" -ge 2 ]; then
-  check rank_equivalence_np$GPUS $MPI -np "$GPUS" $BIN/dtrain-train-mpi-tests --gtest_filter='RankEquivalence.OnGpus*'
+if [ -x $TESTS/dtrain-train-mpi-tests ] && [ "$GPUS" -ge 2 ]; then
+  check rank_equivalence_np$GPUS $MPI -np "$GPUS" $TESTS/dtrain-train-mpi-tests --gtest_filter='RankEquivalence.OnGpus*'
   grep -h "worst relative" "$OUT/rank_equivalence_np$GPUS.log"
 fi
 # Issue 13: the multi-node GPU path, 2 GPUs as 2 simulated nodes (DTRAIN_RANKS_PER_NODE=1), with
 # the cross-node ring staged through the host. Each training test in a process of its own (lazy
 # kernel loading, which the hang needed, happens once per process) and under a time limit.
-if [ -x $BIN/dtrain-multinode-gpu-mpi-tests ] && [ "$GPUS" -ge 2 ]; then
+if [ -x $TESTS/dtrain-multinode-gpu-mpi-tests ] && [ "$GPUS" -ge 2 ]; then
   MN="$MPI -np 2 -x DTRAIN_MPI_DEVICE_POINTERS=stage"
   for b in hierarchical mpi_ring; do
-    check_within 240 multinode_train_steps_$b $MN $BIN/dtrain-multinode-gpu-mpi-tests --gtest_filter="*/MultiNodeTraining.*/$b"
-    check_within 240 multinode_train_fault_$b $MN $BIN/dtrain-multinode-gpu-mpi-tests --gtest_filter="*/TrainingFaults.*/$b"
+    check_within 240 multinode_train_steps_$b $MN $TESTS/dtrain-multinode-gpu-mpi-tests --gtest_filter="*/MultiNodeTraining.*/$b"
+    check_within 240 multinode_train_fault_$b $MN $TESTS/dtrain-multinode-gpu-mpi-tests --gtest_filter="*/TrainingFaults.*/$b"
   done
-  check_within 300 rank_equivalence_backends $MN $BIN/dtrain-multinode-gpu-mpi-tests --gtest_filter='*/RankEquivalenceOnBackends.*'
-  check_within 300 cross_node_wire $MN $BIN/dtrain-multinode-gpu-mpi-tests --gtest_filter='*/CrossNodeWireTraining.*'
+  check_within 300 rank_equivalence_backends $MN $TESTS/dtrain-multinode-gpu-mpi-tests --gtest_filter='*/RankEquivalenceOnBackends.*'
+  check_within 300 cross_node_wire $MN $TESTS/dtrain-multinode-gpu-mpi-tests --gtest_filter='*/CrossNodeWireTraining.*'
   grep -h "simulated nodes, \|worst relative" "$OUT"/multinode_train_steps_*.log "$OUT/rank_equivalence_backends.log" \
     "$OUT/cross_node_wire.log"
 fi
-if [ -x $BIN/dtrain-comm-robustness-mpi-tests ] && [ "$GPUS" -ge 2 ]; then
-  check_within 240 comm_robustness_np2 $MPI -np 2 $BIN/dtrain-comm-robustness-mpi-tests
-  check_within 300 comm_gpu_collectives_np2 $MPI -np 2 $BIN/dtrain-comm-gpu-mpi-tests
+if [ -x $TESTS/dtrain-comm-robustness-mpi-tests ] && [ "$GPUS" -ge 2 ]; then
+  check_within 240 comm_robustness_np2 $MPI -np 2 $TESTS/dtrain-comm-robustness-mpi-tests
+  check_within 300 comm_gpu_collectives_np2 $MPI -np 2 $TESTS/dtrain-comm-gpu-mpi-tests
 fi
 if [ -x $BIN/dtrain-train ]; then
   # e2e.fashion_mnist.gpu: the CPU run's config and global batch on one GPU, top-1 >= 88% at epoch 2.

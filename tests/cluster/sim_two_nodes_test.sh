@@ -2,7 +2,7 @@
 # The simulated cluster, 2 nodes x 2 ranks (cluster/sim): dtrain-info sees 2 nodes, the
 # hierarchical all-reduce (real node layout) is exact across the TCP link and bytes really cross
 # it, and a short Fashion-MNIST run reaches the expected accuracy.
-# Usage: sim_two_nodes_test.sh BIN_DIR SOURCE_DIR. Exits 77 (ctest's skip) when this host cannot
+# Usage: sim_two_nodes_test.sh BIN_DIR SOURCE_DIR (test binaries in BIN_DIR/tests). Exits 77 (ctest's skip) when this host cannot
 # make network namespaces, saying why.
 set -euo pipefail
 bin=$1 src=$2
@@ -39,9 +39,9 @@ before=$(bytes_into_node2)
 # The matrix cases (3 dtypes x in/out of place x 3 collectives) and the behaviour tests: every one
 # the filter lists must run and pass (counted, so that a new test cannot make this fail or hide).
 filter='*/hierarchical_f*:*/hierarchical_bf*:*/hierarchical'
-expected=$("$bin/dtrain-comm-mpi-tests" --gtest_list_tests --gtest_filter="$filter" | grep -c '^  ')
+expected=$("$bin/tests/dtrain-comm-mpi-tests" --gtest_list_tests --gtest_filter="$filter" | grep -c '^  ')
 [ "$expected" -ge 21 ] || fail "only $expected hierarchical collective tests listed"
-out=$(DTRAIN_TEST_EXPECT_NODES=2 "${run[@]}" "$bin/dtrain-comm-mpi-tests" --gtest_color=no \
+out=$(DTRAIN_TEST_EXPECT_NODES=2 "${run[@]}" "$bin/tests/dtrain-comm-mpi-tests" --gtest_color=no \
   --gtest_filter="$filter" 2>&1) || fail "collective tests failed:"$'\n'"$out"
 echo "$out" | grep -E "^\[ +(OK|FAILED|PASSED) "
 grep -q "PASSED .* $expected tests" <<<"$out" || fail "not all $expected hierarchical collective tests ran and passed"

@@ -1,0 +1,20 @@
+# ctest helper (issue 16): the test-only executables stay out of the user tools' directory.
+# EXECUTABLES: NAME=DIR entries, one per executable target under tests/; TOOLS_DIR: where the user
+# tools are (dtrain-run's directory). Each DIR must be TOOLS_DIR/tests; fails naming every other.
+list(LENGTH EXECUTABLES count)
+if(count LESS 10)
+  message(FATAL_ERROR "only ${count} test executables found under tests/: ${EXECUTABLES}")
+endif()
+set(misplaced)
+foreach(entry IN LISTS EXECUTABLES)
+  string(REGEX REPLACE "=.*" "" name "${entry}")
+  string(REGEX REPLACE "^[^=]*=" "" dir "${entry}")
+  if(NOT dir STREQUAL "${TOOLS_DIR}/tests")
+    list(APPEND misplaced "${name} in ${dir}")
+  endif()
+endforeach()
+if(misplaced)
+  list(JOIN misplaced "\n  " text)
+  message(FATAL_ERROR "test executables outside ${TOOLS_DIR}/tests:\n  ${text}")
+endif()
+message(STATUS "${count} test executables, all in ${TOOLS_DIR}/tests")
