@@ -1,7 +1,17 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages dtrain builds and tests with. Fast when they are all present:
 # it asks dpkg first and runs apt-get only for what is missing.
+#   scripts/install_deps.sh          everything: build, demo and the whole test suite
+#   scripts/install_deps.sh --demo   what scripts/demo.sh needs: build and Fashion-MNIST, without the
+#                                    test suite's extras (clang-format-14, iproute2, the Slurm daemons)
 set -euo pipefail
+
+mode=all
+case ${1:-} in
+  "") ;;
+  --demo) mode=demo ;;
+  *) echo "usage: scripts/install_deps.sh [--demo]" >&2; exit 2 ;;
+esac
 
 packages=(
   cmake g++ make pkg-config
@@ -17,6 +27,16 @@ packages=(
   iproute2                                  # cluster/sim: network namespaces, bridge, tc
   munge slurmctld slurmd slurm-client       # the real-Slurm test (tests/cluster/slurm_test.sh)
 )
+# Only the test suite uses these (libgtest-dev stays: configuring the build needs it).
+test_only=(clang-format-14 iproute2 munge slurmctld slurmd slurm-client)
+
+if [[ $mode == demo ]]; then
+  demo=()
+  for p in "${packages[@]}"; do
+    [[ " ${test_only[*]} " == *" $p "* ]] || demo+=("$p")
+  done
+  packages=("${demo[@]}")
+fi
 
 missing=()
 for p in "${packages[@]}"; do
