@@ -22,8 +22,8 @@ rate() {  # rate JSON: the img/s of its first row
   python3 -c 'import json,sys; print("%.1f" % json.load(open(sys.argv[1]))["rows"][0]["img_per_sec"])' "$1" 2>/dev/null || echo nan
 }
 run_pinned() {  # run_pinned NAME CPU: one single-threaded loader on CPU, in the background
-  taskset -c "$2" "$BIN/dtrain-bench-data" --data_dir "$DATA" --threads 1 --batch 256 --batches "$BATCHES" \
-    --json "$OUT/$1.json" > "$OUT/$1.log" 2>&1 &
+  taskset -c "$2" "$BIN/dtrain-bench-data" --data-dir "$DATA" --loader-threads 1 --batch-per-rank 256 --batches "$BATCHES" \
+    --metrics-file "$OUT/$1.json" > "$OUT/$1.log" 2>&1 &
 }
 {
   echo "# bench/probe_cpu_scaling.sh $DATA $N on $(hostname), $(nproc) CPUs, $(date -u +%FT%TZ)"
@@ -38,7 +38,7 @@ run_pinned() {  # run_pinned NAME CPU: one single-threaded loader on CPU, in the
   total=$(for ((i = 0; i < N; i++)); do rate "$OUT/proc_$i.json"; done | awk '{s += $1} END {printf "%.1f", s}')
   echo "$N independent processes on CPUs 0-$((N - 1)): $total img/s in total, $(awk -v t="$total" -v s="$solo" -v n="$N" 'BEGIN {printf "%.1f", 100 * t / (n * s)}')% of $N x alone"
   for pin in none "0-$((N - 1))"; do
-    cmd=("$BIN/dtrain-bench-data" --data_dir "$DATA" --threads "$N" --batch 256 --batches $((BATCHES * 4)) --json "$OUT/threads_$pin.json")
+    cmd=("$BIN/dtrain-bench-data" --data-dir "$DATA" --loader-threads "$N" --batch-per-rank 256 --batches $((BATCHES * 4)) --metrics-file "$OUT/threads_$pin.json")
     if [ "$pin" = none ]; then "${cmd[@]}" > "$OUT/threads_$pin.log" 2>&1; else taskset -c "$pin" "${cmd[@]}" > "$OUT/threads_$pin.log" 2>&1; fi
     t=$(rate "$OUT/threads_$pin.json")
     echo "one process, $N threads, CPUs ${pin/none/unpinned}: $t img/s, $(awk -v t="$t" -v s="$solo" -v n="$N" 'BEGIN {printf "%.1f", 100 * t / (n * s)}')% of $N x alone"

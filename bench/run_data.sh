@@ -31,12 +31,12 @@ echo "== reading $SPLIT once into the page cache"
 find "$SPLIT" -type f -print0 | xargs -0 cat > /dev/null
 
 echo "== dtrain-bench-data"
-timeout 900 "$BIN/dtrain-bench-data" --data_dir "$DATA" --threads "$THREADS" --batch "$BATCH" --batches "$BATCHES" \
-  --rounds "$ROUNDS" --json "$OUT/dtrain_data.json" 2>&1 | tee "$OUT/dtrain_data.log"
+timeout 900 "$BIN/dtrain-bench-data" --data-dir "$DATA" --loader-threads "$THREADS" --batch-per-rank "$BATCH" --batches "$BATCHES" \
+  --rounds "$ROUNDS" --metrics-file "$OUT/dtrain_data.json" 2>&1 | tee "$OUT/dtrain_data.log"
 ours=$?
 echo "== torchvision DataLoader"
-timeout 1800 "$PY" bench/peers/torchvision_loader.py --data_dir "$DATA" --threads "$THREADS" --batch "$BATCH" \
-  --batches "$BATCHES" --rounds "$ROUNDS" --json "$OUT/torchvision_data.json" 2>&1 | grep -v "UserWarning\|warnings.warn" | tee "$OUT/torchvision_data.log"
+timeout 1800 "$PY" bench/peers/torchvision_loader.py --data_dir "$DATA" --threads "$THREADS" --batch-per-rank "$BATCH" \
+  --batches "$BATCHES" --rounds "$ROUNDS" --metrics-file "$OUT/torchvision_data.json" 2>&1 | grep -v "UserWarning\|warnings.warn" | tee "$OUT/torchvision_data.log"
 peer=$?
 if [ "$ours" != 0 ] || [ "$peer" != 0 ]; then
   echo "dtrain-bench-data exit $ours, peer exit $peer: no comparison" >&2

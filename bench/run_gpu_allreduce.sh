@@ -25,7 +25,7 @@ fi
 if [[ $PART != tests ]]; then
   {
     for backend in raw-nccl nccl; do
-      mpi "$NP" 120 build/bin/dtrain-bench-allreduce -b 8 -e 1G -f 4 -w 5 -n 20 --backend $backend --json "$OUT/allreduce_${backend}_fp32_np${NP}.json"
+      mpi "$NP" 120 build/bin/dtrain-bench-allreduce -b 8 -e 1G -f 4 -w 5 -n 20 --backend $backend --metrics-file "$OUT/allreduce_${backend}_fp32_np${NP}.json"
     done
     for backend in raw-nccl nccl; do
       mpi "$NP" 60 build/bin/dtrain-bench-allreduce -b 1M -e 1G -f 8 -w 5 -n 20 -d bf16 --backend $backend

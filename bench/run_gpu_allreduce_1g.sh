@@ -2,4 +2,4 @@ SP=/opt/torch/.venv/lib/python3.12/site-packages
 export LD_LIBRARY_PATH=$SP/nvidia/cudnn/lib:$SP/nvidia/nccl/lib:$SP/nvidia/cu13/lib:${LD_LIBRARY_PATH:-}
 export NCCL_NVLS_ENABLE=0
 m() { timeout 100 mpirun --allow-run-as-root -np 2 -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE "$@" 2>&1 | grep -v INFO; }
-for d in fp32 bf16; do for b in raw-nccl nccl raw-nccl nccl; do m build/bin/dtrain-bench-allreduce -b 256M -e 1G -f 2 -w 5 -n 20 -d $d --backend $b --json $OUT/allreduce_1g_${b}_${d}_$RANDOM.json; done; done
+for d in fp32 bf16; do for b in raw-nccl nccl raw-nccl nccl; do m build/bin/dtrain-bench-allreduce -b 256M -e 1G -f 2 -w 5 -n 20 -d $d --backend $b --metrics-file $OUT/allreduce_1g_${b}_${d}_$RANDOM.json; done; done

@@ -58,16 +58,16 @@ fi
 if [[ $PART != tests ]]; then
   for backend in hierarchical mpi-ring nccl; do
     step "bench_train_$backend" 200 "${MPI[@]}" "$BIN/dtrain-bench-train" --backend "$backend" --precision bf16 \
-      --batch 256 --warmup 10 --steps 30 --world-sizes 1,2 --json "$OUT/train_$backend.json"
+      --batch-per-rank 256 --timing-warmup-steps 10 --steps 30 --world-sizes 1,2 --metrics-file "$OUT/train_$backend.json"
   done
   A=(-b 64M -e 64M -w 5 -n 20)
   for piece in 1048576 4194304 16777216; do
     step "allreduce_mpi_ring_piece$piece" 120 "${MPI[@]}" -x DTRAIN_STAGING_PIECE_BYTES=$piece \
-      "$BIN/dtrain-bench-allreduce" "${A[@]}" --backend mpi-ring --json "$OUT/allreduce_mpi-ring_piece$piece.json"
+      "$BIN/dtrain-bench-allreduce" "${A[@]}" --backend mpi-ring --metrics-file "$OUT/allreduce_mpi-ring_piece$piece.json"
   done
   for backend in hierarchical nccl raw-mpi; do
     step "allreduce_$backend" 120 "${MPI[@]}" "$BIN/dtrain-bench-allreduce" "${A[@]}" --backend "$backend" \
-      --json "$OUT/allreduce_$backend.json"
+      --metrics-file "$OUT/allreduce_$backend.json"
   done
 fi
 

@@ -47,7 +47,7 @@ if [ "${CLASSES_CHECK:-0}" = 1 ] && [ -e .carry/old/dtrain-bench-train.xz ]; the
     step "dtrain-bench-train --classes $classes, before the aligned layout (773dbe5)"
     timeout 100 $MPI -np 1 /tmp/old-bench-train --classes $classes --warmup 2 --steps 3 2>&1 | grep -E "^ +1 " | tee -a "$S"
     step "dtrain-bench-train --classes $classes, after (this build)"
-    timeout 100 $MPI -np 1 build/bin/dtrain-bench-train --classes $classes --warmup 5 --steps 20 2>&1 | grep -E "^ +1 " | tee -a "$S"
+    timeout 100 $MPI -np 1 build/bin/dtrain-bench-train --classes $classes --timing-warmup-steps 5 --steps 20 2>&1 | grep -E "^ +1 " | tee -a "$S"
   done
 fi
 if [ "${OLD:-1}" = 1 ] && [ -e .carry/old/dtrain-train.xz ]; then
@@ -63,14 +63,14 @@ if [ "${OLD:-1}" = 1 ] && [ -e .carry/old/dtrain-train.xz ]; then
 fi
 
 step "dtrain-bench-train 1 GPU"
-[ "${BENCH:-1}" = 1 ] && timeout 120 $MPI -np 1 build/bin/dtrain-bench-train --precision bf16 --batch 256 --warmup 10 --steps 30 \
-  --json "$OUT/bench_train_1gpu.json" 2>&1 | grep -v " INFO " | tee -a "$S"
+[ "${BENCH:-1}" = 1 ] && timeout 120 $MPI -np 1 build/bin/dtrain-bench-train --precision bf16 --batch-per-rank 256 --timing-warmup-steps 10 --steps 30 \
+  --metrics-file "$OUT/bench_train_1gpu.json" 2>&1 | grep -v " INFO " | tee -a "$S"
 [ "${SYNTHETIC:-1}" = 1 ] && train synthetic_1gpu 1 $RN50 --dataset synthetic --synthetic_samples 20480 --epochs 1
 train jpeg_1gpu 1 $RN50 $IMAGENET --loader_threads 14 --epochs 2
 train jpeg_${GPUS}gpu "$GPUS" $RN50 $IMAGENET --loader_threads 14 --epochs 3
 step "PyTorch ResNet-50 training from $DATA, 14 workers"
-[ "${PEER:-1}" = 1 ] && timeout 200 $PY bench/peers/pytorch_imagefolder_train.py --data_dir "$DATA" --workers 14 --batch 256 \
-  --json "$OUT/pytorch_jpeg_1gpu.json" 2>&1 | grep -v "Warning\|warn" | tail -2 | tee -a "$S"
+[ "${PEER:-1}" = 1 ] && timeout 200 $PY bench/peers/pytorch_imagefolder_train.py --data_dir "$DATA" --workers 14 --batch-per-rank 256 \
+  --metrics-file "$OUT/pytorch_jpeg_1gpu.json" 2>&1 | grep -v "Warning\|warn" | tail -2 | tee -a "$S"
 if [ "${DATA_BENCH:-1}" = 1 ]; then
   step "loaders alone"
   BATCHES=${BATCHES:-12} OUT=$OUT timeout 300 bench/run_data.sh "$DATA" "${THREADS:-1,2,4,8,14}" > "$OUT/run_data.log" 2>&1

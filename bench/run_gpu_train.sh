@@ -19,29 +19,29 @@ ours() {  # ours NAME NP ARGS...
   shift 2
   echo "== dtrain $name: dtrain-bench-train $*" | tee -a "$OUT/summary.log"
   timeout 300 mpirun --allow-run-as-root -np "$np" -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE \
-    build/bin/dtrain-bench-train --json "$OUT/dtrain_$name.json" "$@" 2>&1 | grep -v " INFO " | tee "$OUT/dtrain_$name.log" | tee -a "$OUT/summary.log"
+    build/bin/dtrain-bench-train --metrics-file "$OUT/dtrain_$name.json" "$@" 2>&1 | grep -v " INFO " | tee "$OUT/dtrain_$name.log" | tee -a "$OUT/summary.log"
 }
 peer() {  # peer NAME NPROC ARGS...
   local name=$1 np=$2
   shift 2
   echo "== pytorch $name ($np GPU): $*" | tee -a "$OUT/summary.log"
   if [ "$np" = 1 ]; then
-    timeout 300 $PY bench/peers/pytorch_resnet50.py --json "$OUT/pytorch_$name.json" "$@" 2>&1 | tail -3 | tee -a "$OUT/summary.log"
+    timeout 300 $PY bench/peers/pytorch_resnet50.py --metrics-file "$OUT/pytorch_$name.json" "$@" 2>&1 | tail -3 | tee -a "$OUT/summary.log"
   else
-    timeout 300 $TORCHRUN --nproc_per_node "$np" bench/peers/pytorch_resnet50.py --json "$OUT/pytorch_$name.json" "$@" 2>&1 | tail -3 | tee -a "$OUT/summary.log"
+    timeout 300 $TORCHRUN --nproc_per_node "$np" bench/peers/pytorch_resnet50.py --metrics-file "$OUT/pytorch_$name.json" "$@" 2>&1 | tail -3 | tee -a "$OUT/summary.log"
   fi
 }
 case "${1:-single}" in
   single)
-    ours bf16_b256 1 --precision bf16 --batch 256 --warmup 15 --steps 40
-    peer eager_bf16_b256 1 --precision bf16 --batch 256 --mode eager
-    ours fp32_b128 1 --precision fp32 --batch 128 --warmup 10 --steps 30
-    peer eager_fp32_b128 1 --precision fp32 --batch 128 --mode eager
+    ours bf16_b256 1 --precision bf16 --batch-per-rank 256 --timing-warmup-steps 15 --steps 40
+    peer eager_bf16_b256 1 --precision bf16 --batch-per-rank 256 --mode eager
+    ours fp32_b128 1 --precision fp32 --batch-per-rank 128 --timing-warmup-steps 10 --steps 30
+    peer eager_fp32_b128 1 --precision fp32 --batch-per-rank 128 --mode eager
     ;;
   profile)
     if command -v nsys > /dev/null; then
       nsys profile -o "$OUT/bf16_b256" --force-overwrite true -t cuda,nvtx build/bin/dtrain-bench-train \
-        --precision bf16 --batch 256 --warmup 5 --steps 10 > "$OUT/profile_run.log" 2>&1
+        --precision bf16 --batch-per-rank 256 --timing-warmup-steps 5 --steps 10 > "$OUT/profile_run.log" 2>&1
       nsys stats --report cuda_gpu_kern_sum --format csv -o "$OUT/kernels" "$OUT/bf16_b256.nsys-rep" > /dev/null 2>&1
       rm -f "$OUT"/*.nsys-rep "$OUT"/*.sqlite
     else
@@ -50,16 +50,16 @@ case "${1:-single}" in
       # with the clocks and caches left alone.
       echo "no nsys; ncu on step 3" | tee -a "$OUT/summary.log"
       ncu --launch-skip "${SKIP:-1466}" --launch-count "${COUNT:-542}" --cache-control none --clock-control none \
-        --metrics gpu__time_duration.sum --csv build/bin/dtrain-bench-train --precision bf16 --batch 256 \
-        --warmup 2 --steps 2 > "$OUT/ncu_kernels.csv" 2> "$OUT/ncu.err"
+        --metrics gpu__time_duration.sum --csv build/bin/dtrain-bench-train --precision bf16 --batch-per-rank 256 \
+        --timing-warmup-steps 2 --steps 2 > "$OUT/ncu_kernels.csv" 2> "$OUT/ncu.err"
     fi
     ;;
   compile)
-    peer compile_bf16_b256 1 --precision bf16 --batch 256 --mode compile
+    peer compile_bf16_b256 1 --precision bf16 --batch-per-rank 256 --mode compile
     ;;
   scaling)
-    ours bf16_b256_scaling "$GPUS" --precision bf16 --batch 256 --warmup 15 --steps 40 --world-sizes "1,$GPUS"
-    peer ddp1_bf16_b256 1 --precision bf16 --batch 256 --mode eager
-    peer ddp${GPUS}_bf16_b256 "$GPUS" --precision bf16 --batch 256 --mode eager
+    ours bf16_b256_scaling "$GPUS" --precision bf16 --batch-per-rank 256 --timing-warmup-steps 15 --steps 40 --world-sizes "1,$GPUS"
+    peer ddp1_bf16_b256 1 --precision bf16 --batch-per-rank 256 --mode eager
+    peer ddp${GPUS}_bf16_b256 "$GPUS" --precision bf16 --batch-per-rank 256 --mode eager
     ;;
 esac

@@ -31,42 +31,42 @@ step() {  # step NAME LIMIT_S COMMAND...
   printf "%-40s rc %-4s %4d s\n" "$name" "$?" $((SECONDS - start)) >> "$OUT/steps.txt"
 }
 nvidia-smi -L > "$OUT/gpus.txt" 2>&1
-BT=(--precision bf16 --batch 256 --warmup 10 --steps 30)
+BT=(--precision bf16 --batch-per-rank 256 --timing-warmup-steps 10 --steps 30)
 for part in $PARTS; do case $part in
 train)
-  step bt_1gpu 200 "${MPI[@]}" -np 1 "$BIN/dtrain-bench-train" "${BT[@]}" --world-sizes 1 --json "$OUT/bt_1gpu.json"
+  step bt_1gpu 200 "${MPI[@]}" -np 1 "$BIN/dtrain-bench-train" "${BT[@]}" --world-sizes 1 --metrics-file "$OUT/bt_1gpu.json"
   for flag in ${FLAGS:-0}; do for wire in fp32 bf16; do
     DTRAIN_STREAM_FLAG_KERNELS=$flag step "bt_hier_${wire}_kernels$flag" 200 "${MPI[@]}" -np 2 "$BIN/dtrain-bench-train" \
-      "${BT[@]}" --backend hierarchical --gradient-wire-dtype $wire --world-sizes 2 --json "$OUT/bt_hier_${wire}_kernels$flag.json"
+      "${BT[@]}" --backend hierarchical --gradient-wire-dtype $wire --world-sizes 2 --metrics-file "$OUT/bt_hier_${wire}_kernels$flag.json"
   done; done
-  step bt_nccl 200 "${MPI[@]}" -np 2 "$BIN/dtrain-bench-train" "${BT[@]}" --backend nccl --world-sizes 2 --json "$OUT/bt_nccl.json" ;;
+  step bt_nccl 200 "${MPI[@]}" -np 2 "$BIN/dtrain-bench-train" "${BT[@]}" --backend nccl --world-sizes 2 --metrics-file "$OUT/bt_nccl.json" ;;
 trace)  # where a staged step's time goes: DTRAIN_STAGING_TRACE, fp32 and bf16 wire
   for wire in fp32 bf16; do
     step "trace_$wire" 200 "${MPI[@]}" -np 2 -x DTRAIN_STAGING_TRACE=$OUT/trace_$wire "$BIN/dtrain-bench-train" \
-      "${BT[@]}" --backend hierarchical --gradient-wire-dtype $wire --world-sizes 2 --json "$OUT/trace_$wire.json"
+      "${BT[@]}" --backend hierarchical --gradient-wire-dtype $wire --world-sizes 2 --metrics-file "$OUT/trace_$wire.json"
   done ;;
 lanes)  # rings side by side (DTRAIN_RING_LANES) on the staged all-reduce and the hierarchical step
   for lanes in 1 2 4 8; do
     step "ar_mpi-ring_lanes$lanes" 120 "${MPI[@]}" -np 2 -x DTRAIN_RING_LANES=$lanes "$BIN/dtrain-bench-allreduce" \
-      -b 64M -e 64M -w 5 -n 20 --backend mpi-ring --json "$OUT/ar_mpi-ring_lanes$lanes.json"
+      -b 64M -e 64M -w 5 -n 20 --backend mpi-ring --metrics-file "$OUT/ar_mpi-ring_lanes$lanes.json"
   done
   for lanes in 1 8; do for wire in fp32 bf16; do
     step "bt_hier_${wire}_lanes$lanes" 200 "${MPI[@]}" -np 2 -x DTRAIN_RING_LANES=$lanes "$BIN/dtrain-bench-train" \
-      "${BT[@]}" --backend hierarchical --gradient-wire-dtype $wire --world-sizes 2 --json "$OUT/bt_hier_${wire}_lanes$lanes.json"
+      "${BT[@]}" --backend hierarchical --gradient-wire-dtype $wire --world-sizes 2 --metrics-file "$OUT/bt_hier_${wire}_lanes$lanes.json"
   done; done ;;
 segments)  # the host ring's segment size on the staged 64 MiB all-reduce
   for seg in 65536 1048576 4194304; do
     step "ar_mpi-ring_segment$seg" 120 "${MPI[@]}" -np 2 -x DTRAIN_RING_SEGMENT_BYTES=$seg "$BIN/dtrain-bench-allreduce" \
-      -b 64M -e 64M -w 5 -n 20 --backend mpi-ring --json "$OUT/ar_mpi-ring_segment$seg.json"
+      -b 64M -e 64M -w 5 -n 20 --backend mpi-ring --metrics-file "$OUT/ar_mpi-ring_segment$seg.json"
   done ;;
 allreduce)
   A=(-b 64M -e 64M -w 5 -n 20)
   for flag in 0 1; do
     DTRAIN_STREAM_FLAG_KERNELS=$flag step "ar_mpi-ring_kernels$flag" 120 "${MPI[@]}" -np 2 "$BIN/dtrain-bench-allreduce" \
-      "${A[@]}" --backend mpi-ring --json "$OUT/ar_mpi-ring_kernels$flag.json"
+      "${A[@]}" --backend mpi-ring --metrics-file "$OUT/ar_mpi-ring_kernels$flag.json"
   done
   for backend in hierarchical nccl raw-mpi; do
-    step "ar_$backend" 120 "${MPI[@]}" -np 2 "$BIN/dtrain-bench-allreduce" "${A[@]}" --backend "$backend" --json "$OUT/ar_$backend.json"
+    step "ar_$backend" 120 "${MPI[@]}" -np 2 "$BIN/dtrain-bench-allreduce" "${A[@]}" --backend "$backend" --metrics-file "$OUT/ar_$backend.json"
   done ;;
 trainer)
   TR=(--dataset synthetic --batch_per_rank 256 --epochs 1 --log_every_steps 20 --max_validation_batches 2)

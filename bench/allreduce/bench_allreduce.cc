@@ -90,12 +90,12 @@ Options parse(int argc, char** argv, bool* help) {
                      "smallest size in bytes (K, M, G suffixes)")(
       "maxbytes,e", core::po::value(&max_b)->default_value("64M"), "largest size in bytes")(
       "stepfactor,f", core::po::value(&o.factor)->default_value(2), "multiply the size by this each row")(
-      "warmup_iters,w", core::po::value(&o.warmup)->default_value(5), "untimed iterations per size")(
+      "warmup-iters,w", core::po::value(&o.warmup)->default_value(5), "untimed iterations per size")(
       "iters,n", core::po::value(&o.iters)->default_value(20), "timed iterations per size")(
       "datatype,d", core::po::value(&dtype)->default_value("fp32"), "fp32, fp16 or bf16")(
       "backend", core::po::value(&o.backend)->default_value("auto"),
       "auto, mpi-ring, mpi, nccl, hierarchical, or the raw peers raw-mpi / raw-nccl")(
-      "op", core::po::value(&op)->default_value("sum"), "sum or avg")("json", core::po::value(&o.json),
+      "op", core::po::value(&op)->default_value("sum"), "sum or avg")("metrics-file", core::po::value(&o.json),
                                                                       "also write the results to this JSON file")(
       "check-calls", core::po::value(&o.check_calls)->default_value(false),
       "keep dtrain's per-call consistency check on (off: nccl-tests has none)")(
@@ -282,7 +282,7 @@ void write_json(const std::string& path, const Options& o, const std::string& ba
                                .text("command", command)
                                .raw("results", core::json_array(results, "    "))
                                .str("  ");
-  core::write_file_atomically(path, json + "\n", "--json file");
+  core::write_file_atomically(path, json + "\n", "--metrics-file");
 }
 
 int bench_main(int argc, char** argv) {

@@ -1,7 +1,7 @@
 // dtrain-bench-data: the loader alone, on a folder of JPEGs, from the file to the pinned uint8 batch
 // (read, decode at the smallest DCT scale that covers the crop, random-resized-crop, resize, flip,
 // write NHWC), as dtrain-train's training split uses it. One row per thread count:
-//   dtrain-bench-data --data_dir DIR --threads 1,2,4,14 --batch 256 --batches 20 --json FILE
+//   dtrain-bench-data --data-dir DIR --loader-threads 1,2,4,14 --batch-per-rank 256 --batches 20 --metrics-file FILE
 // reads DIR/train when it exists, else DIR. Each row builds a fresh loader, takes --warmup-batches
 // batches untimed (thread start, first reads), then times --batches batches; when an epoch runs dry
 // the next starts inside the timing, as in training. A plain process: no MPI, no GPU.
@@ -56,27 +56,18 @@ struct Options {
   std::string json;
 };
 
-// Every flag answers to both spellings, --data_dir and --data-dir, as dtrain-train's flags do.
+// Declares a flag (core/cli.h accepts --data_dir for --data-dir) and reads it back.
 class Flags {
  public:
   explicit Flags(po::options_description* d) : d_(d) {}
   template <typename T>
   void add(const std::string& dashed, const std::string& help) {
-    std::string underscored = dashed;
-    std::replace(underscored.begin(), underscored.end(), '-', '_');
     d_->add_options()(dashed.c_str(), po::value<T>(), help.c_str());
-    if (underscored != dashed) d_->add_options()(underscored.c_str(), po::value<T>(), "  (same)");
   }
-  // Stores the flag's value in *out when it was given in either spelling (not both).
+  // Stores the flag's value in *out when it was given.
   template <typename T>
   static void take(const po::variables_map& values, const std::string& dashed, T* out) {
-    std::string underscored = dashed;
-    std::replace(underscored.begin(), underscored.end(), '-', '_');
-    const bool has_dashed = values.count(dashed) > 0, has_underscored = values.count(underscored) > 0;
-    DTRAIN_USAGE_CHECK(!(has_dashed && has_underscored && dashed != underscored))
-        << "--" << dashed << " and --" << underscored << " are the same flag; give it once";
-    if (has_dashed) *out = values[dashed].as<T>();
-    if (has_underscored) *out = values[underscored].as<T>();
+    if (values.count(dashed) > 0) *out = values[dashed].as<T>();
   }
 
  private:
@@ -85,20 +76,21 @@ class Flags {
 
 Options parse(int argc, char** argv, bool* help) {
   Options o;
-  po::options_description d("dtrain-bench-data options (each also with underscores: --data_dir)");
+  po::options_description d("dtrain-bench-data options");
   Flags flags(&d);
   flags.add<std::string>("data-dir", "ImageNet-layout folder of JPEGs; its train/ split when there is one (required)");
-  flags.add<std::string>("threads", "comma-separated loader thread counts, one row each (default " + o.threads + ")");
-  flags.add<int>("batch", "images per batch (default " + std::to_string(o.batch) + ")");
+  flags.add<std::string>("loader-threads",
+                         "comma-separated loader thread counts, one row each (default " + o.threads + ")");
+  flags.add<int>("batch-per-rank", "images per batch (default " + std::to_string(o.batch) + ")");
   flags.add<int>("batches", "timed batches per row (default " + std::to_string(o.batches) + ")");
   flags.add<int>("warmup-batches",
                  "batches taken before timing, per row (default " + std::to_string(o.warmup_batches) + ")");
-  flags.add<int>("prefetch", "batches in flight (default " + std::to_string(o.prefetch) + ")");
+  flags.add<int>("prefetch-batches", "batches in flight (default " + std::to_string(o.prefetch) + ")");
   flags.add<int>("rounds", "passes over the thread counts, interleaved; each row is the median (default " +
                                std::to_string(o.rounds) + ")");
   flags.add<int>("crop", "side of the random-resized crop (default " + std::to_string(o.crop) + ")");
   flags.add<uint64_t>("seed", "sampler and augmentation seed (default " + std::to_string(o.seed) + ")");
-  flags.add<std::string>("json", "also write the results to this JSON file");
+  flags.add<std::string>("metrics-file", "also write the results to this JSON file");
   const core::ParsedCommandLine parsed = core::parse_command_line(argc, argv, d);
   if (parsed.help) {
     std::printf("%s", core::usage("dtrain-bench-data", d).c_str());
@@ -107,22 +99,22 @@ Options parse(int argc, char** argv, bool* help) {
   }
   const po::variables_map& v = parsed.values;
   Flags::take(v, "data-dir", &o.data_dir);
-  Flags::take(v, "threads", &o.threads);
-  Flags::take(v, "batch", &o.batch);
+  Flags::take(v, "loader-threads", &o.threads);
+  Flags::take(v, "batch-per-rank", &o.batch);
   Flags::take(v, "batches", &o.batches);
   Flags::take(v, "warmup-batches", &o.warmup_batches);
-  Flags::take(v, "prefetch", &o.prefetch);
+  Flags::take(v, "prefetch-batches", &o.prefetch);
   Flags::take(v, "rounds", &o.rounds);
   Flags::take(v, "crop", &o.crop);
   Flags::take(v, "seed", &o.seed);
-  Flags::take(v, "json", &o.json);
+  Flags::take(v, "metrics-file", &o.json);
   DTRAIN_USAGE_CHECK(!o.data_dir.empty())
-      << "--data_dir is required: a folder of JPEGs (run with --help for the flags)";
-  DTRAIN_USAGE_CHECK(o.batch > 0) << "--batch " << o.batch << ": must be positive";
+      << "--data-dir is required: a folder of JPEGs (run with --help for the flags)";
+  DTRAIN_USAGE_CHECK(o.batch > 0) << "--batch-per-rank " << o.batch << ": must be positive";
   DTRAIN_USAGE_CHECK(o.batches > 0) << "--batches " << o.batches << ": must be positive";
   DTRAIN_USAGE_CHECK(o.rounds > 0 && o.rounds <= 100) << "--rounds " << o.rounds << ": must be in 1..100";
   DTRAIN_USAGE_CHECK(o.warmup_batches >= 0) << "--warmup-batches " << o.warmup_batches << ": must not be negative";
-  DTRAIN_USAGE_CHECK(o.prefetch > 0) << "--prefetch " << o.prefetch << ": must be positive";
+  DTRAIN_USAGE_CHECK(o.prefetch > 0) << "--prefetch-batches " << o.prefetch << ": must be positive";
   DTRAIN_USAGE_CHECK(o.crop >= 8 && o.crop <= 4096) << "--crop " << o.crop << ": expected 8-4096";
   return o;
 }
@@ -132,10 +124,10 @@ std::vector<int> thread_counts(const std::string& text) {
   std::stringstream in(text);
   std::string item;
   while (std::getline(in, item, ',')) {
-    counts.push_back(static_cast<int>(core::parse_int_in_range(item, 1, 1024, "--threads " + text + ": count")));
+    counts.push_back(static_cast<int>(core::parse_int_in_range(item, 1, 1024, "--loader-threads " + text + ": count")));
   }
   DTRAIN_USAGE_CHECK(!counts.empty() && text.back() != ',')
-      << "--threads '" << text << "': expected a list like 1,2,4,14";
+      << "--loader-threads '" << text << "': expected a list like 1,2,4,14";
   return counts;
 }
 
@@ -285,7 +277,7 @@ void write_json(const Options& o, const std::string& command, const std::string&
                                .integer("seed", static_cast<int64_t>(o.seed))
                                .boolean("checksums_agree", checksums_agree)
                                .str("  ");
-  core::write_file_atomically(o.json, json + "\n", "--json file");
+  core::write_file_atomically(o.json, json + "\n", "--metrics-file");
 }
 
 int bench_main(int argc, char** argv) {
@@ -295,7 +287,7 @@ int bench_main(int argc, char** argv) {
   if (help) return 0;
   const std::vector<int> counts = thread_counts(o.threads);
   namespace fs = std::filesystem;
-  DTRAIN_USAGE_CHECK(fs::is_directory(o.data_dir)) << "--data_dir " << o.data_dir << ": not a directory";
+  DTRAIN_USAGE_CHECK(fs::is_directory(o.data_dir)) << "--data-dir " << o.data_dir << ": not a directory";
   const std::string split_dir =
       fs::is_directory(fs::path(o.data_dir) / "train") ? (fs::path(o.data_dir) / "train").string() : o.data_dir;
   train::ImageFolderOptions fo;
@@ -311,7 +303,7 @@ int bench_main(int argc, char** argv) {
   so.pad = true;
   const train::ShardedSampler sampler(dataset.size(), 1, 0, so);
   DTRAIN_USAGE_CHECK(sampler.per_rank() >= static_cast<size_t>(o.batch))
-      << "--batch " << o.batch << ": " << split_dir << " has only " << dataset.size() << " images";
+      << "--batch-per-rank " << o.batch << ": " << split_dir << " has only " << dataset.size() << " images";
 
   const Machine m = this_machine();
   const std::string date = utc_date();

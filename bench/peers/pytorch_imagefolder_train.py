@@ -6,7 +6,7 @@ and channels_last, SGD (momentum 0.9, weight decay 1e-4), cross-entropy. Wall-cl
 the measured steps (the host synchronizes once at the end), so data loading counts, as it does for
 dtrain-train; the share of wall time spent waiting for the DataLoader is reported too.
 
-  python bench/peers/pytorch_imagefolder_train.py --data_dir DIR --workers 14 --batch 256 --json out.json
+  python bench/peers/pytorch_imagefolder_train.py --data-dir DIR --workers 14 --batch-per-rank 256 --metrics-file out.json
 """
 import argparse
 import json
@@ -22,10 +22,10 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data_dir", "--data-dir", required=True, help="DIR/train when it exists, else DIR")
     p.add_argument("--workers", type=int, default=14)
-    p.add_argument("--batch", type=int, default=256)
-    p.add_argument("--warmup", type=int, default=10, help="untimed steps (worker start, cuDNN autotune)")
+    p.add_argument("--batch-per-rank", "--batch", dest="batch", type=int, default=256)
+    p.add_argument("--timing-warmup-steps", "--warmup", dest="warmup", type=int, default=10, help="untimed steps (worker start, cuDNN autotune)")
     p.add_argument("--steps", type=int, default=40, help="measured steps")
-    p.add_argument("--json")
+    p.add_argument("--metrics-file", "--json", dest="json")
     args = p.parse_args()
     root = os.path.join(args.data_dir, "train") if os.path.isdir(os.path.join(args.data_dir, "train")) else args.data_dir
     data = torchvision.datasets.ImageFolder(root, transforms.Compose([

@@ -24,13 +24,13 @@ import torchvision
 
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--batch", type=int, default=256, help="images per GPU per step")
+    p.add_argument("--batch-per-rank", "--batch", dest="batch", type=int, default=256, help="images per GPU per step")
     p.add_argument("--precision", choices=["bf16", "fp32"], default="bf16")
     p.add_argument("--mode", choices=["eager", "compile"], default="eager")
-    p.add_argument("--warmup", type=int, default=20, help="untimed steps (compile time included)")
+    p.add_argument("--timing-warmup-steps", "--warmup", dest="warmup", type=int, default=20, help="untimed steps (compile time included)")
     p.add_argument("--steps", type=int, default=50, help="measured steps")
     p.add_argument("--no-tf32", action="store_true", help="fp32: keep cuDNN and cuBLAS off TF32")
-    p.add_argument("--json", help="write the result here (rank 0)")
+    p.add_argument("--metrics-file", "--json", dest="json", help="write the result here (rank 0)")
     return p.parse_args()
 
 

@@ -31,18 +31,18 @@ def parse_args():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data-dir", "--data_dir", dest="data_dir", required=True,
                    help="ImageNet-layout folder of JPEGs; its train/ split when there is one")
-    p.add_argument("--threads", default="1,2,4,14", help="comma-separated DataLoader worker counts, one row each")
-    p.add_argument("--batch", type=int, default=256, help="images per batch")
+    p.add_argument("--loader-threads", "--threads", dest="threads", default="1,2,4,14", help="comma-separated DataLoader worker counts, one row each")
+    p.add_argument("--batch-per-rank", "--batch", dest="batch", type=int, default=256, help="images per batch")
     p.add_argument("--batches", type=int, default=20, help="timed batches per row (rounded up to whole rounds)")
     p.add_argument("--warmup-batches", "--warmup_batches", dest="warmup_batches", type=int, default=2,
                    help="untimed batches per row (rounded up to whole rounds)")
-    p.add_argument("--prefetch", type=int, default=None,
+    p.add_argument("--prefetch-batches", "--prefetch", dest="prefetch", type=int, default=None,
                    help="DataLoader prefetch_factor: batches in flight per worker (default: PyTorch's, 2)")
     p.add_argument("--crop", type=int, default=224, help="side of the random-resized crop")
     p.add_argument("--seed", type=int, default=1, help="torch seed (shuffle and augmentation)")
     p.add_argument("--rounds", type=int, default=3,
                    help="passes over the worker counts, interleaved; each row is the median (as dtrain-bench-data)")
-    p.add_argument("--json", help="also write the results to this JSON file")
+    p.add_argument("--metrics-file", "--json", dest="json", help="also write the results to this JSON file")
     args = p.parse_args()
     try:
         args.thread_counts = [int(t) for t in args.threads.split(",")]

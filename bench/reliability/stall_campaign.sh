@@ -38,7 +38,7 @@ for ((t = 1; t <= TRIALS; t++)); do
   wait_job "$launcher" "$BIN"
   code=$JOB_STATUS
   ended=$(awk -v a="$stopped" -v b="$(now)" 'BEGIN { printf "%.2f", b - a }')
-  warning=$(grep -E "^\[[^]]*:$other/2\] WARN  stall: .*waiting for world rank\(s\) $rank: rank $rank on " "$dir/run.log" | head -1)
+  warning=$(grep -E "\[[^]]*:$other/2\] WARN  stall: .*waiting for world rank\(s\) $rank: rank $rank on " "$dir/run.log" | head -1)
   named=no; waited=-; what=-
   if [ -n "$warning" ]; then
     named=yes

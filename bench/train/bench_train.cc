@@ -3,7 +3,7 @@
 // train together: warm-up steps, then measured steps timed by CUDA events on the compute stream
 // (the host never waits inside the loop). Prints images/sec per GPU and in total (median step,
 // warm-up excluded), step time, speedup and efficiency against the 1-GPU run, and peak GPU memory;
-// --json writes one object per world size.
+// --metrics-file writes one object per world size.
 #include <mpi.h>
 
 #include <algorithm>
@@ -59,24 +59,25 @@ struct Options {
 Options parse(int argc, char** argv, bool* help) {
   Options o;
   core::po::options_description d("dtrain-bench-train options");
-  d.add_options()("batch", core::po::value(&o.batch)->default_value(o.batch), "images per GPU per step")(
+  d.add_options()("batch-per-rank", core::po::value(&o.batch)->default_value(o.batch), "images per GPU per step")(
       "precision", core::po::value(&o.precision)->default_value(o.precision), "bf16 (fp32 master weights) or fp32")(
       "layout", core::po::value(&o.layout), "nhwc (with bf16) or nchw (with fp32); default follows --precision")(
       "image-size", core::po::value(&o.image_size)->default_value(o.image_size), "square input side")(
       "depth", core::po::value(&o.depth)->default_value(o.depth), "ResNet depth: 18, 34, 50, 101, 152")(
       "classes", core::po::value(&o.classes)->default_value(o.classes), "classifier outputs")(
-      "warmup", core::po::value(&o.warmup)->default_value(o.warmup), "steps run before measuring (excluded)")(
-      "steps", core::po::value(&o.steps)->default_value(o.steps), "measured steps")(
+      "timing-warmup-steps", core::po::value(&o.warmup)->default_value(o.warmup),
+      "steps run before measuring (excluded)")("steps", core::po::value(&o.steps)->default_value(o.steps),
+                                               "measured steps")(
       "world-sizes", core::po::value(&o.world_sizes),
       "comma-separated world sizes to run, e.g. 1,2 (default: 1 and all ranks)")(
-      "no-tf32", core::po::bool_switch(&o.no_tf32), "fp32: exact fp32 math, no TF32 tensor cores")(
-      "backend", core::po::value(&o.backend)->default_value(o.backend),
-      "gradient all-reduce backend (auto, nccl, ...)")(
+      "no-tf32", core::po::value(&o.no_tf32)->implicit_value(true)->default_value(false),
+      "fp32: exact fp32 math, no TF32 tensor cores")("backend", core::po::value(&o.backend)->default_value(o.backend),
+                                                     "gradient all-reduce backend (auto, nccl, ...)")(
       "gradient-wire-dtype", core::po::value(&o.gradient_wire_dtype)->default_value(o.gradient_wire_dtype),
       "fp32, bf16 or fp16: the hierarchical backend's cross-node format")(
       "bucket-mib", core::po::value(&o.bucket_mib)->default_value(o.bucket_mib), "gradient bucket size in MiB")(
-      "lr", core::po::value(&o.lr)->default_value(o.lr), "learning rate of the SGD steps")(
-      "json", core::po::value(&o.json), "also write the results to this JSON file");
+      "base-lr", core::po::value(&o.lr)->default_value(o.lr), "the lr for a global batch of 256 (linear scaling rule)")(
+      "metrics-file", core::po::value(&o.json), "also write the results to this JSON file");
   const core::ParsedCommandLine parsed = core::parse_command_line(argc, argv, d);
   if (parsed.help) {
     std::printf("%s", core::usage("dtrain-bench-train", d).c_str());
@@ -89,10 +90,10 @@ Options parse(int argc, char** argv, bool* help) {
   DTRAIN_USAGE_CHECK((o.precision == "bf16" && o.layout == "nhwc") || (o.precision == "fp32" && o.layout == "nchw"))
       << "--precision " << o.precision << " --layout " << o.layout
       << ": the supported paths are bf16 nhwc (fast) and fp32 nchw (reference)";
-  DTRAIN_USAGE_CHECK(o.batch > 0) << "--batch " << o.batch << ": must be positive";
+  DTRAIN_USAGE_CHECK(o.batch > 0) << "--batch-per-rank " << o.batch << ": must be positive";
   DTRAIN_USAGE_CHECK(o.image_size >= 32) << "--image-size " << o.image_size << ": must be at least 32";
   DTRAIN_USAGE_CHECK(o.classes > 0) << "--classes " << o.classes << ": must be positive";
-  DTRAIN_USAGE_CHECK(o.warmup >= 0) << "--warmup " << o.warmup << ": must not be negative";
+  DTRAIN_USAGE_CHECK(o.warmup >= 0) << "--timing-warmup-steps " << o.warmup << ": must not be negative";
   DTRAIN_USAGE_CHECK(o.steps > 0) << "--steps " << o.steps << ": must be positive";
   DTRAIN_USAGE_CHECK(o.bucket_mib > 0) << "--bucket-mib " << o.bucket_mib << ": must be positive";
   train::TrainConfig c = train::default_train_config();
@@ -186,9 +187,10 @@ Row run_world(const Options& o, int k, const core::RankContext& world_ctx, int d
     for (int i = 0; i <= o.warmup + o.steps; ++i) marks.emplace_back(true);
     const cudaStream_t stream = step.context().stream();
     marks[0].record(stream);
+    const double lr = o.lr * o.batch * k / 256.0;  // the linear scaling rule, as dtrain-train
     for (int i = 0; i < o.warmup + o.steps; ++i) {
       step.run(static_cast<const uint8_t*>(data.images[i % 2].data()),
-               static_cast<const int32_t*>(data.labels[i % 2].data()), static_cast<float>(o.lr));
+               static_cast<const int32_t*>(data.labels[i % 2].data()), static_cast<float>(lr));
       marks[i + 1].record(stream);
     }
     step.synchronize();

@@ -39,8 +39,12 @@ std::string compose(ErrorKind kind, const std::string& what_failed, const std::s
     if (!library_message.empty()) out << ": " << library_message;
     if (!detail.empty()) out << ": " << detail;
   }
-  out << " (at " << file << ":" << line << ", host " << id.host << ", rank " << id.world_rank << ", local rank "
-      << id.local_rank << ")";
+  // A usage error speaks to the user: the message names the flag, file or rank; where in our code
+  // it was raised is debug output (top_level_handler.cc logs it at DTRAIN_LOG_LEVEL=debug).
+  if (kind != ErrorKind::kUsage) {
+    out << " (at " << file << ":" << line << ", host " << id.host << ", rank " << id.world_rank << ", local rank "
+        << id.local_rank << ")";
+  }
   return one_line(out.str());
 }
 

@@ -3,7 +3,10 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <ctime>
 
 #include "runtime/core/error.h"
 #include "runtime/core/process_identity.h"
@@ -13,6 +16,24 @@ namespace {
 
 constexpr int kUnset = -1;
 std::atomic<int> g_level{kUnset};
+// Elapsed time is counted from the program's start (static initialization, before main).
+const std::chrono::steady_clock::time_point g_start = std::chrono::steady_clock::now();
+
+// "2026-11-23T12:40:01.123Z +12.345s": UTC wall time (to line up logs of several hosts) and the
+// time since this process started (to read durations without arithmetic).
+std::string time_prefix() {
+  const auto now = std::chrono::system_clock::now();
+  const std::time_t seconds = std::chrono::system_clock::to_time_t(now);
+  const long millis =
+      static_cast<long>(std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000);
+  std::tm utc{};
+  gmtime_r(&seconds, &utc);
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - g_start).count();
+  char text[64];
+  const size_t n = std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%S", &utc);
+  std::snprintf(text + n, sizeof text - n, ".%03ldZ +%.3fs", millis, elapsed);
+  return text;
+}
 
 const char* level_tag(LogLevel level) {
   switch (level) {
@@ -51,16 +72,14 @@ void set_log_level(LogLevel level) {
 
 std::string rank_prefix() {
   const ProcessIdentity& id = process_identity();
-  std::string prefix = "[" + id.host + ":";
-  prefix += id.world_rank >= 0 ? std::to_string(id.world_rank) : "?";
-  prefix += "/";
-  prefix += id.world_size >= 0 ? std::to_string(id.world_size) : "?";
-  prefix += "]";
-  return prefix;
+  if (id.world_rank < 0) return "[" + id.host + "]";  // before MPI: no rank yet
+  return "[" + id.host + ":" + std::to_string(id.world_rank) + "/" + std::to_string(id.world_size) + "]";
 }
 
 void write_log_line(LogLevel level, std::string_view message) {
-  std::string line = rank_prefix();
+  std::string line = time_prefix();
+  line += " ";
+  line += rank_prefix();
   line += " ";
   line += level_tag(level);
   line += " ";

@@ -1,7 +1,8 @@
 #pragma once
-// Leveled logging with a rank prefix, one whole line per write so ranks never interleave
+// Leveled logging with a time and rank prefix, one whole line per write so ranks never interleave
 // mid-line:
-//   [host:rank/size] INFO  message
+//   2026-11-23T12:40:01.123Z +12.345s [host:rank/size] INFO  message
+// (UTC time, seconds since the process started; "[host]" alone before MPI gives the rank.)
 // DTRAIN_LOG(kInfo) << ... logs on every rank; DTRAIN_LOG0(kInfo) << ... on world rank 0 only.
 // The level comes from DTRAIN_LOG_LEVEL (debug, info, warn, error; default info).
 #include <sstream>
@@ -19,7 +20,7 @@ LogLevel parse_log_level(std::string_view text, std::string_view source);
 LogLevel log_level();
 void set_log_level(LogLevel level);
 
-// "[host:rank/size]" for the current process identity.
+// "[host:rank/size]" for the current process identity, "[host]" before it has a rank.
 std::string rank_prefix();
 
 // Writes one complete line to stderr with a single write.

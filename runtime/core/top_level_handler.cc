@@ -61,6 +61,8 @@ int run_main_with(int argc, char** argv, const std::function<int(int, char**)>& 
   try {
     log_level();  // validates DTRAIN_LOG_LEVEL before anything else is logged
     return body(argc, argv);
+  } catch (const ExitRequested& e) {
+    return e.status;
   } catch (const UsageReportedElsewhere&) {
     // Another rank prints it (collective_usage_check.h); this one only ends.
     end_job(kExitUsage, true);
@@ -68,6 +70,10 @@ int run_main_with(int argc, char** argv, const std::function<int(int, char**)>& 
     usage_error = true;
     status = kExitUsage;
     report(e.what(), true);
+    if (prints(true) && log_enabled(LogLevel::kDebug)) {
+      write_log_line(LogLevel::kDebug,
+                     std::string("the usage error above was raised at ") + e.file() + ":" + std::to_string(e.line()));
+    }
   } catch (const std::exception& e) {
     report(e.what(), false);
   } catch (...) {

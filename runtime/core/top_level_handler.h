@@ -16,6 +16,12 @@ inline constexpr int kExitFailure = 1;
 // checkpoint: EX_TEMPFAIL, "try again". The sbatch script requeues the job on it.
 inline constexpr int kExitPreempted = 75;
 
+// Thrown to end the program early with `status` and no error (--version, say): the top-level
+// handler returns it from main, unwinding (and so finalizing MPI) on the way.
+struct ExitRequested {
+  int status = 0;
+};
+
 // How to end the whole job once the error is printed. Both null: there is no job beyond this
 // process.
 struct JobEnd {

@@ -13,6 +13,7 @@
 #include "runtime/core/cli.h"
 #include "runtime/core/error.h"
 #include "runtime/core/process_identity.h"
+#include "runtime/train/config_help.h"
 #include "runtime/train/resolved_config.h"
 
 namespace dtrain::train {
@@ -43,35 +44,20 @@ void set_field(TrainConfig* config, const pb::FieldDescriptor* field, const std:
   } else {
     items.push_back(value);
   }
-  for (const std::string& item : items) {
+  for (std::string item : items) {
+    if (field->cpp_type() == pb::FieldDescriptor::CPPTYPE_BOOL && (item == "yes" || item == "no")) {
+      item = item == "yes" ? "true" : "false";
+    }
     // Strings need quotes in text format; everything else parses as written. Merging the text
     // (rather than a parsed message) keeps explicit proto3 default values such as false or 0.
     const bool quote = field->cpp_type() == pb::FieldDescriptor::CPPTYPE_STRING;
     const std::string snippet = field->name() + ": " + (quote ? "\"" + item + "\"" : item);
-    CollectErrors errors("--" + field->name());
+    CollectErrors errors(core::flag_name(field->name()));
     pb::TextFormat::Parser parser;
     parser.RecordErrorsTo(&errors);
     DTRAIN_USAGE_CHECK(parser.MergeFromString(snippet, config))
-        << "--" << field->name() << "=" << value << ": " << errors.first();
+        << core::flag_name(field->name()) << "=" << value << ": " << errors.first();
   }
-}
-
-// "default 0.1": the field's value in the defaults, for --help.
-std::string default_text(const pb::FieldDescriptor* field) {
-  const TrainConfig defaults = default_train_config();
-  const pb::Reflection* r = defaults.GetReflection();
-  if (field->is_repeated()) {
-    std::string list;
-    for (int i = 0; i < r->FieldSize(defaults, field); ++i) {
-      std::string item;
-      pb::TextFormat::PrintFieldValueToString(defaults, field, i, &item);
-      list += (i ? "," : "") + item;
-    }
-    return list.empty() ? "(none)" : list;
-  }
-  std::string value;
-  pb::TextFormat::PrintFieldValueToString(defaults, field, -1, &value);
-  return value;
 }
 
 }  // namespace
@@ -114,29 +100,30 @@ TrainConfig default_train_config() {
 }
 
 bool load_train_config(int argc, char** argv, ResolvedConfig* resolved) {
+  // No arguments at all: the defaults would start a 90-epoch ResNet-50 run on synthetic data,
+  // which is never what a new user meant.
+  DTRAIN_USAGE_CHECK(argc > 1) << "dtrain-train: nothing to train. Give a config "
+                                  "(dtrain-train --config configs/fashion_mnist_resnet.pbtxt) or flags (--dataset, "
+                                  "--data-dir, ...; dtrain-train --help lists them)";
   TrainConfig loaded = default_train_config();
   TrainConfig* config = &loaded;
   const pb::Descriptor* descriptor = TrainConfig::descriptor();
   // One flag per TrainConfig field, generated from the message, so no flag list drifts from it.
-  core::po::options_description options(
-      "dtrain-train options (every TrainConfig field; repeated fields take a comma list)");
-  options.add_options()("config", core::po::value<std::string>(),
-                        "a text-format TrainConfig file, e.g. configs/fashion_mnist_resnet.pbtxt");
-  std::vector<std::string> help(static_cast<size_t>(descriptor->field_count()));
-  // Each field also answers to its hyphenated spelling (--metrics-file as well as --metrics_file).
-  std::vector<std::string> aliases(static_cast<size_t>(descriptor->field_count()));
+  // The help text is config_help.cc's; Boost only parses.
+  core::po::options_description options;
+  options.add_options()("config", core::po::value<std::string>());
   for (int f = 0; f < descriptor->field_count(); ++f) {
-    const std::string& name = descriptor->field(f)->name();
-    help[static_cast<size_t>(f)] = "default " + default_text(descriptor->field(f));
-    options.add_options()(name.c_str(), core::po::value<std::string>(), help[static_cast<size_t>(f)].c_str());
-    std::string& alias = aliases[static_cast<size_t>(f)];
-    alias = name;
-    std::replace(alias.begin(), alias.end(), '_', '-');
-    if (alias != name) options.add_options()(alias.c_str(), core::po::value<std::string>(), "  (same)");
+    const pb::FieldDescriptor* field = descriptor->field(f);
+    const std::string flag = core::flag_name(field->name()).substr(2);
+    if (field->cpp_type() == pb::FieldDescriptor::CPPTYPE_BOOL) {
+      options.add_options()(flag.c_str(), core::po::value<std::string>()->implicit_value("true"));
+    } else {
+      options.add_options()(flag.c_str(), core::po::value<std::string>());
+    }
   }
   const core::ParsedCommandLine cli = core::parse_command_line(argc, argv, options);
   if (cli.help) {
-    if (core::is_world_rank_zero()) std::cout << core::usage("dtrain-train", options);
+    if (core::is_world_rank_zero()) std::cout << train_help();
     return false;
   }
   if (cli.values.count("config")) {
@@ -165,15 +152,8 @@ bool load_train_config(int argc, char** argv, ResolvedConfig* resolved) {
   }
   for (int f = 0; f < descriptor->field_count(); ++f) {
     const pb::FieldDescriptor* field = descriptor->field(f);
-    const std::string& alias = aliases[static_cast<size_t>(f)];
-    // Both spellings given: neither wins silently.
-    DTRAIN_USAGE_CHECK(alias == field->name() || !cli.values.count(alias) || !cli.values.count(field->name()))
-        << "--" << alias << " " << cli.values[alias].as<std::string>() << " and --" << field->name() << " "
-        << cli.values[field->name()].as<std::string>() << " set the same field " << field->name() << ": give it once";
-    if (cli.values.count(field->name())) set_field(config, field, cli.values[field->name()].as<std::string>());
-    if (alias != field->name() && cli.values.count(alias)) {
-      set_field(config, field, cli.values[alias].as<std::string>());
-    }
+    const std::string flag = core::flag_name(field->name()).substr(2);
+    if (cli.values.count(flag)) set_field(config, field, cli.values[flag].as<std::string>());
   }
   *resolved = resolve(loaded);  // every problem reported now, before MPI starts
   return true;

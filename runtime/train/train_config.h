@@ -14,9 +14,11 @@ struct ResolvedConfig;  // resolved_config.h
 
 TrainConfig default_train_config();
 
-// argv: `--config FILE` and `--FIELD=VALUE` / `--FIELD VALUE` for any field (Boost.Program_options,
-// options generated from the message); repeated fields take a comma-separated list. Returns false
-// (help printed by rank 0) for --help. Checks the result (resolve(), resolved_config.h).
+// argv: `--config FILE` and `--field-name=VALUE` / `--field-name VALUE` for any field (options
+// generated from the message; core/cli.h's rules: underscores work, the last of a repeated flag
+// wins, a bool field is a switch); repeated fields take a comma-separated list. No arguments at
+// all is a UsageError. Returns false (help printed by rank 0) for --help. Checks the result
+// (resolve(), resolved_config.h).
 bool load_train_config(int argc, char** argv, ResolvedConfig* config);
 
 // One line, text format, for the log and checkpoints.

@@ -25,7 +25,7 @@ echo "status $status, job ended ${elapsed} s after the stall began"
 
 for ((r = 0; r < np; ++r)); do
   [[ $r -eq $stalled ]] && continue
-  line=$(grep -E "^\[[^]]*:$r/$np\] WARN  stall: $backend .*waiting for world rank\(s\) $stalled: rank $stalled on \S+ (has not begun it|did not answer)" "$log" | head -1)
+  line=$(grep -E "\[[^]]*:$r/$np\] WARN  stall: $backend .*waiting for world rank\(s\) $stalled: rank $stalled on \S+ (has not begun it|did not answer)" "$log" | head -1)
   [[ -n $line ]] || fail "rank $r logged no warning naming rank $stalled"
   waited=$(echo "$line" | sed -n 's/.*has waited \([0-9.]*\) s.*/\1/p')
   (( $(echo "$waited <= $warning + 1" | bc) )) || fail "rank $r warned after ${waited} s, warning time ${warning} s"

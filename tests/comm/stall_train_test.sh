@@ -35,12 +35,12 @@ ended=$(date +%s.%N)
 elapsed=$(echo "$ended - $stopped" | bc)
 echo "job ended ${elapsed} s after rank 1 stopped, exit status $status"
 [[ $status -ne 0 ]] || fail "exit status 0"
-line=$(grep -E '^\[[^]]*:0/2\] WARN  stall: '"$what"'.*waiting for world rank\(s\) 1: rank 1 on \S+ did not answer' "$log" | head -1)
+line=$(grep -E '\[[^]]*:0/2\] WARN  stall: '"$what"'.*waiting for world rank\(s\) 1: rank 1 on \S+ did not answer' "$log" | head -1)
 [[ -n $line ]] || fail "rank 0 logged no warning naming rank 1"
 echo "$line"
 waited=$(echo "$line" | sed -n 's/.*has waited \([0-9.]*\) s.*/\1/p')
 (( $(echo "$waited <= 2" | bc) )) || fail "rank 0 warned after ${waited} s, warning time 1 s"
-grep -E '^\[[^]]*:0/2\] ERROR stall: .*waiting for world rank\(s\) 1: .*aborting the job \(stall_abort_seconds 3\)' "$log" ||
+grep -E '\[[^]]*:0/2\] ERROR stall: .*waiting for world rank\(s\) 1: .*aborting the job \(stall_abort_seconds 3\)' "$log" ||
   fail "rank 0 logged no error naming rank 1 and the abort"
 (( $(echo "$elapsed <= 8" | bc) )) || fail "the job ended ${elapsed} s after the stop, abort time 3 s"
 echo PASS

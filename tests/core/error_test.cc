@@ -50,6 +50,10 @@ TEST(Error, UsageCheckThrowsUsageErrorWithTheUserMessage) {
   } catch (const UsageError& e) {
     EXPECT_EQ(e.kind(), ErrorKind::kUsage);
     EXPECT_NE(std::string(e.what()).find("--batch must be positive"), std::string::npos);
+    // The user sees the message, not our source location (kept in file() and line() for debug output).
+    EXPECT_EQ(std::string(e.what()).find("error_test.cc"), std::string::npos) << e.what();
+    EXPECT_EQ(std::string(e.what()).find("local rank"), std::string::npos) << e.what();
+    EXPECT_GT(e.line(), 0);
   }
 }
 

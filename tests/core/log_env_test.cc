@@ -38,7 +38,7 @@ TEST(Log, PrefixNamesHostRankAndSize) {
   set_process_identity(0, 16, 0);
   EXPECT_TRUE(log_enabled_on_rank_zero(LogLevel::kError));
   set_process_identity(-1, -1, -1);
-  EXPECT_EQ(rank_prefix(), "[" + process_identity().host + ":?/?]");
+  EXPECT_EQ(rank_prefix(), "[" + process_identity().host + "]");  // before MPI: no rank yet
 }
 
 TEST(Env, ParsesIntegersAndNamesTheVariableOnError) {

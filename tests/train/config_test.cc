@@ -1,4 +1,5 @@
 // TrainConfig loading: defaults, a text-format file, flag overrides, and errors that name the field.
+#include <google/protobuf/descriptor.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -7,7 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "runtime/core/cli.h"
 #include "runtime/core/error.h"
+#include "runtime/train/config_help.h"
 #include "runtime/train/resolved_config.h"
 #include "runtime/train/train_config.h"
 
@@ -62,7 +65,7 @@ std::string usage_error(std::vector<std::string> args) {
 TEST(TrainConfig, ErrorsNameTheFieldFileAndLine) {
   const auto message = usage_error;
   EXPECT_NE(message({"--nonsense=1"}).find("unrecognised option '--nonsense"), std::string::npos);
-  EXPECT_NE(message({"--batch_per_rank=many"}).find("--batch_per_rank"), std::string::npos);
+  EXPECT_NE(message({"--batch_per_rank=many"}).find("--batch-per-rank=many"), std::string::npos);
   EXPECT_NE(message({"--batch_per_rank=0"}).find("batch_per_rank must be positive"), std::string::npos);
   EXPECT_NE(message({"--lr_decay=linear"}).find("lr_decay 'linear'"), std::string::npos);
   EXPECT_NE(message({"--model=small-resnet", "--dataset=synthetic"}).find("blocks_per_stage"), std::string::npos);
@@ -92,6 +95,58 @@ TEST(TrainConfig, ImageFolderFieldsAreChecked) {
   EXPECT_NE(message({"--dataset=imagenet", "--data_dir=/x", "--image_size=300"}).find("val_resize 256 is smaller"),
             std::string::npos);
   EXPECT_NE(message({"--max_bad_fraction=2"}).find("max_bad_fraction 2 outside"), std::string::npos);
+}
+
+// Issue 16: flags as argparse and torchrun users expect.
+TEST(TrainConfig, TheLastOfARepeatedFlagWinsInEitherSpelling) {
+  TrainConfig c;
+  ASSERT_TRUE(load({"--batch-per-rank", "4", "--batch_per_rank", "2"}, &c));
+  EXPECT_EQ(c.batch_per_rank(), 2);
+  ASSERT_TRUE(load({"--batch_per_rank=2", "--batch-per-rank=4", "--epochs=3", "--epochs", "5"}, &c));
+  EXPECT_EQ(c.batch_per_rank(), 4);
+  EXPECT_EQ(c.epochs(), 5);
+  ASSERT_TRUE(load({"--lr-milestones=1,2", "--lr_milestones=7"}, &c));
+  ASSERT_EQ(c.lr_milestones_size(), 1);
+  EXPECT_EQ(c.lr_milestones(0), 7);
+}
+
+TEST(TrainConfig, ASwitchWorksBareOrWithAValue) {
+  TrainConfig c;
+  ASSERT_TRUE(load({"--nesterov", "--epochs", "2"}, &c));
+  EXPECT_TRUE(c.nesterov());
+  EXPECT_EQ(c.epochs(), 2);
+  ASSERT_TRUE(load({"--nesterov", "--nesterov=false"}, &c));
+  EXPECT_FALSE(c.nesterov());
+  ASSERT_TRUE(load({"--no-tf32", "false", "--nesterov", "true", "--zero_init_residual", "yes"}, &c));
+  EXPECT_FALSE(c.no_tf32());
+  EXPECT_TRUE(c.nesterov());
+  EXPECT_TRUE(c.zero_init_residual());
+  ASSERT_TRUE(load({"--no-tf32"}, &c));
+  EXPECT_TRUE(c.no_tf32());
+}
+
+// --help lists every field once, under its hyphenated flag, with the description from its comment
+// in train_config.proto and a section.
+TEST(TrainConfig, HelpDescribesEveryFieldOnce) {
+  const std::string help = train_help();
+  const google::protobuf::Descriptor* d = TrainConfig::descriptor();
+  for (int f = 0; f < d->field_count(); ++f) {
+    const google::protobuf::FieldDescriptor* field = d->field(f);
+    EXPECT_GE(field_description(field).size(), 10u) << field->name() << " has no comment in train_config.proto";
+    EXPECT_NE(field_section(field), "Other") << field->name() << ": number " << field->number() << " is in no section";
+    const std::string flag = "  " + core::flag_name(field->name()) + " ";
+    const size_t first = help.find(flag);
+    ASSERT_NE(first, std::string::npos) << flag << " missing from --help";
+    EXPECT_EQ(help.find(flag, first + 1), std::string::npos) << flag << " listed twice";
+    const size_t line_end = help.find('\n', first);
+    EXPECT_NE(help.substr(first, line_end - first).find(field_summary(field)), std::string::npos)
+        << flag << " line lacks its description";
+  }
+  for (size_t at = help.find("--"); at != std::string::npos; at = help.find("--", at + 2)) {
+    const size_t end = help.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_-", at + 2);
+    const std::string flag = help.substr(at, end - at);
+    EXPECT_EQ(flag.find('_'), std::string::npos) << flag << " in --help: flags are hyphenated";
+  }
 }
 
 }  // namespace
