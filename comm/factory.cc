@@ -2,10 +2,10 @@
 
 #include <string>
 
-#include "comm/hierarchical_communicator.h"
-#include "comm/mpi_communicator.h"
-#include "comm/mpi_features.h"
-#include "comm/mpi_ring_communicator.h"
+#include "comm/backends/hierarchical_communicator.h"
+#include "comm/backends/mpi_communicator.h"
+#include "comm/backends/mpi_ring_communicator.h"
+#include "comm/host/mpi_features.h"
 #include "runtime/core/error.h"
 #include "runtime/core/log.h"
 

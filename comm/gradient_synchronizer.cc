@@ -1,7 +1,7 @@
 #include "comm/gradient_synchronizer.h"
 
 #include "comm/fault_injection.h"
-#include "comm/host_reduce.h"
+#include "comm/host/host_reduce.h"
 #include "runtime/core/error.h"
 
 namespace dtrain::comm {

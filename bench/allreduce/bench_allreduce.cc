@@ -21,7 +21,7 @@
 
 #include "bench/allreduce/target.h"
 #include "bench/common/result_file.h"
-#include "comm/host_reduce.h"
+#include "comm/host/host_reduce.h"
 #include "runtime/core/atomic_file.h"
 #include "runtime/core/cli.h"
 #include "runtime/core/error.h"

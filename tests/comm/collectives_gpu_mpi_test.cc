@@ -10,9 +10,9 @@
 #include <memory>
 #include <string>
 
+#include "comm/backends/hierarchical_communicator.h"
+#include "comm/backends/mpi_ring_communicator.h"
 #include "comm/factory.h"
-#include "comm/hierarchical_communicator.h"
-#include "comm/mpi_ring_communicator.h"
 #include "runtime/core/buffer.h"
 #include "runtime/core/fingerprint.h"
 #include "runtime/core/gpu_binding.h"

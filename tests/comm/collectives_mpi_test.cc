@@ -10,10 +10,10 @@
 #include <string>
 #include <tuple>
 
+#include "comm/backends/hierarchical_communicator.h"
+#include "comm/backends/mpi_communicator.h"
+#include "comm/backends/mpi_ring_communicator.h"
 #include "comm/factory.h"
-#include "comm/hierarchical_communicator.h"
-#include "comm/mpi_communicator.h"
-#include "comm/mpi_ring_communicator.h"
 #include "runtime/core/error.h"
 #include "runtime/core/fingerprint.h"
 #include "runtime/core/mpi_agreement.h"

@@ -2,7 +2,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
-#include "comm/mpi_features.h"
+#include "comm/host/mpi_features.h"
 #include "runtime/core/error.h"
 
 namespace dtrain::comm {

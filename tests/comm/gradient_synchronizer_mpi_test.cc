@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <numeric>
 
+#include "comm/backends/mpi_ring_communicator.h"
 #include "comm/gradient_synchronizer.h"
-#include "comm/mpi_ring_communicator.h"
 #include "runtime/core/dtype.h"
 #include "runtime/core/error.h"
 #include "runtime/core/fingerprint.h"

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "comm/backends/mpi_ring_communicator.h"
 #include "comm/gradient_synchronizer.h"
-#include "comm/mpi_ring_communicator.h"
 #include "runtime/core/error.h"
 #include "tests/comm/test_backends.h"
 #include "tests/comm/watchdog.h"

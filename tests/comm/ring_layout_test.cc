@@ -4,8 +4,8 @@
 #include <cmath>
 #include <random>
 
-#include "comm/host_reduce.h"
-#include "comm/ring.h"
+#include "comm/host/host_reduce.h"
+#include "comm/host/ring.h"
 #include "runtime/core/error.h"
 #include "tests/support/test_seed.h"
 

@@ -19,9 +19,9 @@
 #include <thread>
 #include <vector>
 
-#include "comm/hierarchical_communicator.h"
-#include "comm/mpi_communicator.h"
-#include "comm/mpi_ring_communicator.h"
+#include "comm/backends/hierarchical_communicator.h"
+#include "comm/backends/mpi_communicator.h"
+#include "comm/backends/mpi_ring_communicator.h"
 #include "runtime/core/error.h"
 #include "runtime/core/main_guard.h"
 #include "runtime/core/mpi_scope.h"

@@ -7,10 +7,10 @@
 #include <memory>
 #include <string>
 
+#include "comm/backends/hierarchical_communicator.h"
+#include "comm/backends/mpi_communicator.h"
+#include "comm/backends/mpi_ring_communicator.h"
 #include "comm/factory.h"
-#include "comm/hierarchical_communicator.h"
-#include "comm/mpi_communicator.h"
-#include "comm/mpi_ring_communicator.h"
 #include "runtime/core/gpu_binding.h"
 #include "runtime/core/rank_context.h"
 #include "tests/support/mpi_world.h"

@@ -8,8 +8,8 @@
 #include <cstdio>
 #include <string>
 
-#include "comm/hierarchical_communicator.h"
-#include "comm/mpi_ring_communicator.h"
+#include "comm/backends/hierarchical_communicator.h"
+#include "comm/backends/mpi_ring_communicator.h"
 #include "runtime/core/error.h"
 #include "runtime/core/mpi_scope.h"
 #include "runtime/core/rank_context.h"

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
-#include "comm/device_gradient_synchronizer.h"
+#include "comm/cuda/device_gradient_synchronizer.h"
 #include "models/cuda/classification_metrics.h"
 #include "models/cuda/gpu_context.h"
 #include "models/cuda/gpu_resnet.h"

@@ -1,9 +1,9 @@
-#include "comm/mpi_communicator.h"
+#include "comm/backends/mpi_communicator.h"
 
 #include <algorithm>
 #include <cstring>
 
-#include "comm/host_reduce.h"
+#include "comm/host/host_reduce.h"
 #include "runtime/core/error.h"
 #include "runtime/core/mpi_check.h"
 

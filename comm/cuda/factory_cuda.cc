@@ -1,6 +1,6 @@
 // The nccl backend in CUDA builds.
+#include "comm/backends/cuda/nccl_communicator.h"
 #include "comm/factory.h"
-#include "comm/nccl_communicator.h"
 
 namespace dtrain::comm {
 

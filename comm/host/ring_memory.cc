@@ -1,9 +1,9 @@
-#include "comm/ring_memory.h"
+#include "comm/host/ring_memory.h"
 
 #include <cstring>
 #include <vector>
 
-#include "comm/host_reduce.h"
+#include "comm/host/host_reduce.h"
 
 namespace dtrain::comm {
 namespace {

@@ -17,10 +17,10 @@
 
 #include <memory>
 
-#include "comm/comm_worker.h"
 #include "comm/communicator.h"
-#include "comm/device_staging.h"
 #include "comm/fault_injection.h"
+#include "comm/host/comm_worker.h"
+#include "comm/host/device_staging.h"
 #include "comm/stall_inspector.h"
 #include "runtime/core/mpi_scope.h"
 

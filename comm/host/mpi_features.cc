@@ -1,4 +1,4 @@
-#include "comm/mpi_features.h"
+#include "comm/host/mpi_features.h"
 
 #include <mpi.h>
 

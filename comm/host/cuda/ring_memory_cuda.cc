@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "comm/cuda/convert_kernels.cuh"
-#include "comm/ring_memory.h"
+#include "comm/host/ring_memory.h"
 #include "runtime/core/cuda/cuda_check.h"
 #include "runtime/core/cuda/stream.h"
 

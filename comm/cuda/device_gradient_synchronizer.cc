@@ -1,4 +1,4 @@
-#include "comm/device_gradient_synchronizer.h"
+#include "comm/cuda/device_gradient_synchronizer.h"
 
 #include <exception>
 #include <string>

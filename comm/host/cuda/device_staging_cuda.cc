@@ -13,7 +13,7 @@
 #include "comm/communicator.h"
 #include "comm/cuda/convert_kernels.cuh"
 #include "comm/cuda/stream_flag.cuh"
-#include "comm/device_staging.h"
+#include "comm/host/device_staging.h"
 #include "runtime/core/buffer.h"
 #include "runtime/core/cuda/cuda_check.h"
 #include "runtime/core/cuda/stream.h"

@@ -1,12 +1,12 @@
-#include "comm/hierarchical_communicator.h"
+#include "comm/backends/hierarchical_communicator.h"
 
 #include <algorithm>
 #include <string>
 
+#include "comm/backends/mpi_ring_communicator.h"
 #include "comm/consistency_check.h"
 #include "comm/factory.h"
-#include "comm/memory_ops.h"
-#include "comm/mpi_ring_communicator.h"
+#include "comm/host/memory_ops.h"
 #include "runtime/core/error.h"
 #include "runtime/core/mpi_check.h"
 

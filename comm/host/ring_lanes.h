@@ -23,8 +23,8 @@
 #include <memory>
 #include <vector>
 
-#include "comm/comm_worker.h"
-#include "comm/ring.h"
+#include "comm/host/comm_worker.h"
+#include "comm/host/ring.h"
 #include "runtime/core/mpi_scope.h"
 
 namespace dtrain::comm {

@@ -1,8 +1,8 @@
-#include "comm/memory_ops.h"
+#include "comm/host/memory_ops.h"
 
 #include <cstring>
 
-#include "comm/host_reduce.h"
+#include "comm/host/host_reduce.h"
 
 namespace dtrain::comm {
 

@@ -1,4 +1,4 @@
-#include "comm/host_reduce.h"
+#include "comm/host/host_reduce.h"
 
 #include <bit>
 #include <cstdint>

@@ -1,4 +1,4 @@
-#include "comm/ring_lanes.h"
+#include "comm/host/ring_lanes.h"
 
 #include <exception>
 

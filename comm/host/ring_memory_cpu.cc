@@ -1,5 +1,5 @@
 // The device RingMemory in builds without CUDA: there are no device buffers to reduce.
-#include "comm/ring_memory.h"
+#include "comm/host/ring_memory.h"
 #include "runtime/core/error.h"
 
 namespace dtrain::comm {

@@ -1,4 +1,4 @@
-#include "comm/comm_worker.h"
+#include "comm/host/comm_worker.h"
 
 #include "runtime/core/error.h"
 

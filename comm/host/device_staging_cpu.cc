@@ -1,5 +1,5 @@
 // DeviceStaging in builds without CUDA: device buffers cannot exist.
-#include "comm/device_staging.h"
+#include "comm/host/device_staging.h"
 #include "runtime/core/error.h"
 
 namespace dtrain::comm {

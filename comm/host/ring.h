@@ -21,7 +21,7 @@
 #include <memory>
 #include <vector>
 
-#include "comm/ring_memory.h"
+#include "comm/host/ring_memory.h"
 #include "runtime/core/dtype.h"
 
 namespace dtrain::comm {

@@ -15,10 +15,10 @@
 #include <functional>
 #include <memory>
 
-#include "comm/host_communicator.h"
-#include "comm/mpi_features.h"
-#include "comm/ring.h"
-#include "comm/ring_lanes.h"
+#include "comm/backends/host_communicator.h"
+#include "comm/host/mpi_features.h"
+#include "comm/host/ring.h"
+#include "comm/host/ring_lanes.h"
 
 namespace dtrain::comm {
 

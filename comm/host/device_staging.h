@@ -28,7 +28,7 @@
 #include <memory>
 
 #include "comm/collective.h"
-#include "comm/comm_worker.h"
+#include "comm/host/comm_worker.h"
 
 namespace dtrain::comm {
 

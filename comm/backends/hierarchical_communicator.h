@@ -33,9 +33,9 @@
 #include <mutex>
 #include <vector>
 
-#include "comm/comm_worker.h"
 #include "comm/communicator.h"
-#include "comm/ring.h"
+#include "comm/host/comm_worker.h"
+#include "comm/host/ring.h"
 #include "comm/stall_inspector.h"
 #include "runtime/core/mpi_scope.h"
 #include "runtime/core/rank_context.h"

@@ -1,9 +1,9 @@
-#include "comm/mpi_ring_communicator.h"
+#include "comm/backends/mpi_ring_communicator.h"
 
 #include <string>
 
 #include "comm/consistency_check.h"
-#include "comm/memory_ops.h"
+#include "comm/host/memory_ops.h"
 #include "runtime/core/error.h"
 #include "runtime/core/mpi_check.h"
 

@@ -1,4 +1,4 @@
-#include "comm/ring.h"
+#include "comm/host/ring.h"
 
 #include <algorithm>
 #include <climits>
@@ -6,7 +6,7 @@
 #include <functional>
 
 #include "comm/consistency_check.h"
-#include "comm/host_reduce.h"
+#include "comm/host/host_reduce.h"
 #include "runtime/core/env.h"
 #include "runtime/core/error.h"
 #include "runtime/core/mpi_check.h"

@@ -1,9 +1,9 @@
-#include "comm/nccl_communicator.h"
+#include "comm/backends/cuda/nccl_communicator.h"
 
 #include <cuda_runtime_api.h>
 
 #include "comm/consistency_check.h"
-#include "comm/memory_ops.h"
+#include "comm/host/memory_ops.h"
 #include "runtime/core/cuda/cuda_check.h"
 #include "runtime/core/mpi_check.h"
 

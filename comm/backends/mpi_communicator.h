@@ -4,7 +4,7 @@
 // MPI call so it rounds once, like every other backend.
 #include <vector>
 
-#include "comm/host_communicator.h"
+#include "comm/backends/host_communicator.h"
 
 namespace dtrain::comm {
 

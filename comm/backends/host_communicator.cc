@@ -1,4 +1,4 @@
-#include "comm/host_communicator.h"
+#include "comm/backends/host_communicator.h"
 
 #include <algorithm>
 #include <cstdlib>
