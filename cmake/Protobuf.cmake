@@ -21,6 +21,7 @@ function(dtrain_proto_library)
     # dtrain::generated::<name>_descriptor_set() (cmake/EmbedFile.cmake).
     add_custom_command(
       OUTPUT ${_out}/${_name}_descriptor_set.cc
+      COMMAND ${CMAKE_COMMAND} -E make_directory ${_out}
       COMMAND protobuf::protoc --include_source_info --descriptor_set_out=${_out}/${_name}.desc -I ${PROJECT_SOURCE_DIR}
               ${PROJECT_SOURCE_DIR}/${ARG_PROTO}
       COMMAND ${CMAKE_COMMAND} -DINPUT=${_out}/${_name}.desc -DOUTPUT=${_out}/${_name}_descriptor_set.cc
