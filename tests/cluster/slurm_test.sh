@@ -15,7 +15,8 @@
 #   5. SIGUSR1 to the batch shell only (`scancel --batch`, as --signal=B:USR1@... sends it): the
 #      script must pass it on to the ranks, which stop with a checkpoint, and requeue the job; then
 #      scancel while attempt 2 trains: the job must stay CANCELLED (the ranks stop at a step with a
-#      checkpoint and exit 75 here too, and the script must not turn the cancel into a requeue).
+#      checkpoint and exit 75 here too, and the script must not turn the cancel into a requeue);
+#   6. cluster/slurm/smoke_test.sbatch: dtrain-info and 100 steps, a metrics file and a checkpoint.
 # Stops the daemons by their pids at the end, whatever happened.
 # Usage: slurm_test.sh BIN_DIR SOURCE_DIR. Exits 77 (ctest's skip), saying why, only when the
 # daemons are not installed or cannot start on this host.
@@ -152,4 +153,15 @@ if grep -Eq "stopped by a stop signal \((SIGTERM|on another rank)\) at step [0-9
 else
   echo "note: attempt 2 did not stop at a step on scancel's SIGTERM (ended without a checkpoint)"
 fi
+
+echo "== 6. cluster/slurm/smoke_test.sbatch inside an allocation: dtrain-info, then 100 steps"
+result=$(submit_and_wait smoke "#!/bin/bash
+DTRAIN_BIN=$bin DTRAIN_CONFIG=$src/cluster/slurm/smoke_test.pbtxt DTRAIN_RUN_DIR=$work/smoke \
+  DTRAIN_EXTRA_ARGS='--device cpu --backend mpi-ring' exec bash $src/cluster/slurm/smoke_test.sbatch")
+[[ $result == "COMPLETED 0:0" ]] || fail "smoke job ended '$result', expected 'COMPLETED 0:0'"
+grep -q "2 ranks on 1 node" "$work/smoke.out" || fail "the smoke job's dtrain-info did not report its 2 ranks"
+grep -q "epoch 0 step 100/" "$work/smoke.out" || fail "the smoke job did not train 100 steps"
+grep -q "smoke test passed" "$work/smoke.out" || fail "the smoke job did not say it passed"
+[[ -s $work/smoke/metrics.jsonl ]] && ls "$work"/smoke/ckpt-100-*.dtrain > /dev/null ||
+  fail "the smoke job left no metrics file or no step-100 checkpoint in its run directory"
 echo "PASS"
