@@ -7,6 +7,7 @@
 #include "comm/consistency_check.h"
 #include "comm/factory.h"
 #include "comm/host/memory_ops.h"
+#include "comm/host/wide_reduction.h"
 #include "runtime/core/error.h"
 #include "runtime/core/mpi_check.h"
 
@@ -120,11 +121,11 @@ std::vector<Work> HierarchicalCommunicator::all_reduce(const Collective& call) {
   }
   // Device scratch is tagged with the caller's stream; the staged cross-node step reads and writes
   // it on its own streams, but the caller's stream waits for them before any later use.
-  core::Buffer wide = scratch_buffer(call.count * sizeof(float), where);
-  auto* wide_f = static_cast<float*>(wide.data());
-  widen_to_f32(call.send, call.dtype, wide_f, call.count, where);
-  std::vector<Work> cross = all_reduce_f32(wide_f, call.count, where);
-  narrow_from_f32(wide_f, scale, call.recv, call.dtype, call.count, where);
+  std::vector<Work> cross;
+  reduce_widened({call.send, call.dtype, call.count, call.count, scale, where, nullptr}, [&](float* wide) {
+    cross = all_reduce_f32(wide, call.count, where);
+    return Rounding{wide, call.recv, call.count};
+  });
   return cross;
 }
 

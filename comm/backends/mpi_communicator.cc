@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "comm/host/host_reduce.h"
+#include "comm/host/wide_reduction.h"
 #include "runtime/core/error.h"
 #include "runtime/core/mpi_check.h"
 
@@ -45,20 +46,27 @@ void MpiCommunicator::run(const Collective& call) {
 
 void MpiCommunicator::all_reduce(const Collective& call) {
   const float scale = call.op == ReduceOp::kAverage ? 1.0f / static_cast<float>(size()) : 1.0f;
-  float* work = nullptr;
+  auto sum_in_place = [&](float* work) {
+    for (size_t at = 0; at < call.count; at += kPiece) {
+      const int n = static_cast<int>(std::min(kPiece, call.count - at));
+      DTRAIN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, work + at, n, MPI_FLOAT, MPI_SUM, mpi_comm()));
+    }
+  };
   if (call.dtype == DType::kF32) {
-    work = static_cast<float*>(call.recv);
+    auto* work = static_cast<float*>(call.recv);
     if (call.send != call.recv && call.count > 0) std::memcpy(work, call.send, call.count * sizeof(float));
-  } else {
-    scratch_.resize(call.count);
-    widen_to_f32(call.send, call.dtype, scratch_.data(), call.count);
-    work = scratch_.data();
+    sum_in_place(work);
+    scale_copy(work, work, call.count, scale);
+    return;
   }
-  for (size_t at = 0; at < call.count; at += kPiece) {
-    const int n = static_cast<int>(std::min(kPiece, call.count - at));
-    DTRAIN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, work + at, n, MPI_FLOAT, MPI_SUM, mpi_comm()));
-  }
-  narrow_from_f32(work, scale, call.recv, call.dtype, call.count);
+  // Host conversions even for device pointers given directly (DTRAIN_MPI_DEVICE_POINTERS): MPI
+  // reads them here, so they are host-addressable (managed memory).
+  scratch_.resize(call.count);
+  reduce_widened({call.send, call.dtype, call.count, call.count, scale, Location::host(), scratch_.data()},
+                 [&](float* wide) {
+                   sum_in_place(wide);
+                   return Rounding{wide, call.recv, call.count};
+                 });
 }
 
 void MpiCommunicator::reduce_scatter(const Collective& call) {
@@ -66,11 +74,12 @@ void MpiCommunicator::reduce_scatter(const Collective& call) {
   DTRAIN_CHECK(call.count <= kPiece) << describe(call) << ": the mpi backend scatters blocks of at most 2^30";
   const size_t total = call.count * static_cast<size_t>(size());
   scratch_.resize(total);
-  widen_to_f32(call.send, call.dtype, scratch_.data(), total);
   scratch_out_.resize(call.count);
-  DTRAIN_MPI_CHECK(MPI_Reduce_scatter_block(scratch_.data(), scratch_out_.data(), static_cast<int>(call.count),
-                                            MPI_FLOAT, MPI_SUM, mpi_comm()));
-  narrow_from_f32(scratch_out_.data(), scale, call.recv, call.dtype, call.count);
+  reduce_widened({call.send, call.dtype, total, total, scale, Location::host(), scratch_.data()}, [&](float* wide) {
+    DTRAIN_MPI_CHECK(MPI_Reduce_scatter_block(wide, scratch_out_.data(), static_cast<int>(call.count), MPI_FLOAT,
+                                              MPI_SUM, mpi_comm()));
+    return Rounding{scratch_out_.data(), call.recv, call.count};
+  });
 }
 
 }  // namespace dtrain::comm

@@ -3,14 +3,13 @@
 #include <string>
 
 #include "comm/consistency_check.h"
-#include "comm/host/memory_ops.h"
+#include "comm/host/wide_reduction.h"
 #include "runtime/core/error.h"
 #include "runtime/core/mpi_check.h"
 
 namespace dtrain::comm {
 namespace {
 
-constexpr int kWidenSlot = 3;  // RingMemory slot of the fp32 copy of 16-bit data (ring.cc uses 0-2)
 // A lane's part of a host all-reduce is at least this large: below it the lanes' hand-offs and
 // message latencies cost more than the copies they share out.
 constexpr size_t kMinLaneBytes = size_t{1} << 20;
@@ -88,20 +87,27 @@ void MpiRingCommunicator::all_reduce(Ring& ring, const Collective& call) {
              [&](Ring& r, size_t begin, size_t n) { r.all_reduce_16(data + begin * esize, n, call.dtype, scale); });
     return;
   }
-  float* wide = memory.scratch(kWidenSlot, call.count);
-  widen_to_f32(call.send, call.dtype, wide, call.count, memory.where());
-  memory.wait();
+  // The fp32 copy sits in the ring's widening slot; device ring memory converts on its own stream,
+  // which is synchronized before MPI reads the copy and before the result is handed on.
+  const Location where = memory.where();
+  float* slot = ring.scratch(RingScratch::kWiden, call.count);
   if (small || size() == 1) {
-    ring.all_reduce(wide, wide, call.count, 1.0f);
-    narrow_from_f32(wide, scale, call.recv, call.dtype, call.count, memory.where());
+    reduce_widened({call.send, call.dtype, call.count, call.count, scale, where, slot}, [&](float* wide) {
+      memory.wait();
+      ring.all_reduce(wide, wide, call.count, 1.0f);
+      return Rounding{wide, call.recv, call.count};
+    });
     memory.wait();
     return;
   }
   const std::vector<size_t> offsets = even_chunks(call.count, size());
-  ring.reduce_scatter(wide, wide, offsets, 1.0f);
   const size_t mine = offsets[static_cast<size_t>(rank())];
-  narrow_from_f32(wide + mine, scale, static_cast<unsigned char*>(call.recv) + mine * esize, call.dtype,
-                  offsets[static_cast<size_t>(rank()) + 1] - mine, memory.where());
+  reduce_widened({call.send, call.dtype, call.count, call.count, scale, where, slot}, [&](float* wide) {
+    memory.wait();
+    ring.reduce_scatter(wide, wide, offsets, 1.0f);
+    return Rounding{wide + mine, static_cast<unsigned char*>(call.recv) + mine * esize,
+                    offsets[static_cast<size_t>(rank()) + 1] - mine};
+  });
   memory.wait();
   ring.all_gather(call.recv, offsets, esize);
 }
@@ -112,12 +118,13 @@ void MpiRingCommunicator::reduce_scatter(Ring& ring, const Collective& call) {
   std::vector<size_t> offsets(n + 1);
   for (size_t i = 0; i <= n; ++i) offsets[i] = i * call.count;
   RingMemory& memory = ring.memory();
-  float* wide = memory.scratch(kWidenSlot, call.count * n);
-  widen_to_f32(call.send, call.dtype, wide, call.count * n, memory.where());
-  memory.wait();
-  ring.reduce_scatter(wide, wide, offsets, 1.0f);
-  narrow_from_f32(wide + offsets[static_cast<size_t>(rank())], scale, call.recv, call.dtype, call.count,
-                  memory.where());
+  const size_t total = call.count * n;
+  float* slot = ring.scratch(RingScratch::kWiden, total);
+  reduce_widened({call.send, call.dtype, total, total, scale, memory.where(), slot}, [&](float* wide) {
+    memory.wait();
+    ring.reduce_scatter(wide, wide, offsets, 1.0f);
+    return Rounding{wide + offsets[static_cast<size_t>(rank())], call.recv, call.count};
+  });
   memory.wait();
 }
 

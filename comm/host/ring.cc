@@ -50,13 +50,8 @@ std::vector<size_t> even_chunks(size_t count, int n) {
   return offsets;
 }
 
-// RingMemory scratch slots: two rotating receive segments, recursive doubling's receive buffer.
-// (Slot 3 belongs to the communicator: its fp32 copy of 16-bit data.)
-constexpr int kSegmentSlot[2] = {0, 1};
-constexpr int kIncomingSlot = 2;
-
 Ring::Ring(MPI_Comm comm, RingTuning tuning, std::unique_ptr<RingMemory> memory)
-    : comm_(comm), tuning_(tuning), memory_(std::move(memory)) {
+    : comm_(comm), tuning_(tuning), memory_(std::move(memory)), scratch_(*memory_) {
   DTRAIN_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
   DTRAIN_MPI_CHECK(MPI_Comm_size(comm_, &size_));
   left_ = mod(rank_ - 1, size_);
@@ -150,8 +145,8 @@ void Ring::exchange_segments(const void* send, size_t send_n, size_t recv_n, siz
                              const std::function<void(size_t, const void*, size_t)>& reduce) {
   const size_t seg = std::max<size_t>(1, tuning_.segment_bytes / element_bytes);  // elements per segment
   const size_t scratch_floats = (seg * element_bytes + sizeof(float) - 1) / sizeof(float);
-  void* segments[2] = {memory_->scratch(kSegmentSlot[0], scratch_floats),
-                       memory_->scratch(kSegmentSlot[1], scratch_floats)};
+  void* segments[2] = {scratch_.get(RingScratch::kSegment0, scratch_floats),
+                       scratch_.get(RingScratch::kSegment1, scratch_floats)};
   const auto* out = static_cast<const unsigned char*>(send);
   const size_t send_segments = (send_n + seg - 1) / seg;
   const size_t recv_segments = (recv_n + seg - 1) / seg;
@@ -200,7 +195,7 @@ void Ring::recursive_doubling(const float* send, float* recv, size_t count, floa
   const int n = size_;
   const int c = static_cast<int>(count);
   memory_->copy(recv, send, count * sizeof(float));
-  float* incoming = memory_->scratch(kIncomingSlot, count);
+  float* incoming = scratch_.get(RingScratch::kIncoming, count);
 
   // Fold the ranks beyond the largest power of two p onto the first ones, double among p, unfold.
   int p = 1;

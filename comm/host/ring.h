@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "comm/host/ring_memory.h"
+#include "comm/host/ring_scratch.h"
 #include "runtime/core/dtype.h"
 
 namespace dtrain::comm {
@@ -49,6 +50,8 @@ class Ring {
   Ring(MPI_Comm comm, RingTuning tuning, std::unique_ptr<RingMemory> memory = make_host_ring_memory());
 
   RingMemory& memory() { return *memory_; }
+  // The ring's scratch buffer for `slot`, at least `count` floats in memory()'s kind (ring_scratch.h).
+  float* scratch(RingScratch::Slot slot, size_t count) { return scratch_.get(slot, count); }
   int rank() const { return rank_; }
   int size() const { return size_; }
 
@@ -96,6 +99,7 @@ class Ring {
   int right_ = 0;
   RingTuning tuning_;
   std::unique_ptr<RingMemory> memory_;
+  RingScratch scratch_;  // after memory_: its buffers are returned to memory_ before memory_ goes
   std::vector<MPI_Request> requests_;
 };
 

@@ -1,7 +1,6 @@
 #include "comm/host/ring_memory.h"
 
 #include <cstring>
-#include <vector>
 
 #include "comm/host/host_reduce.h"
 
@@ -10,10 +9,8 @@ namespace {
 
 class HostRingMemory final : public RingMemory {
  public:
-  float* scratch(int slot, size_t count) override {
-    std::vector<float>& buffer = buffers_[static_cast<size_t>(slot)];
-    if (buffer.size() < count) buffer.resize(count);
-    return buffer.data();
+  Block allocate(size_t count) override {
+    return Block(std::make_unique<float[]>(count).release(), [](float* p) { delete[] p; });
   }
   void add_scaled(float* out, const float* a, const float* b, size_t n, float scale) override {
     comm::add_scaled(out, a, b, n, scale);
@@ -24,9 +21,6 @@ class HostRingMemory final : public RingMemory {
   }
   Location where() const override { return Location::host(); }
   void wait() override {}
-
- private:
-  std::vector<float> buffers_[4];
 };
 
 }  // namespace

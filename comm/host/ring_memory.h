@@ -1,7 +1,8 @@
 #pragma once
 // Where the ring's data lives and how it is combined: host memory with vectorized loops, or device
 // memory with kernels, for MPI libraries that accept device pointers (CUDA-aware MPI). The ring
-// algorithm (ring.h) is the same for both; only its scratch buffers and arithmetic differ.
+// algorithm (ring.h) is the same for both; only its scratch buffers (ring_scratch.h) and arithmetic
+// differ.
 // Every operation has finished when it returns: its result is handed to MPI next.
 // Used by one thread at a time (the communicator's worker).
 #include <cstddef>
@@ -14,9 +15,11 @@ namespace dtrain::comm {
 class RingMemory {
  public:
   virtual ~RingMemory() = default;
-  // Scratch of at least `count` floats in this memory, one buffer per slot, kept between calls.
-  // Growing a slot invalidates its earlier pointer.
-  virtual float* scratch(int slot, size_t count) = 0;
+  // A buffer of `count` floats (count >= 1) in this memory. Only RingScratch (ring_scratch.h), the
+  // owner of the ring's buffers, asks for them. Dropping the handle frees a host buffer; device
+  // buffers are freed when this RingMemory goes, since cudaFree synchronizes the whole device.
+  using Block = std::unique_ptr<float, void (*)(float*)>;
+  virtual Block allocate(size_t count) = 0;
   // out[i] = (a[i] + b[i]) * scale. `out` may be `a`; `b` must not overlap `out`.
   virtual void add_scaled(float* out, const float* a, const float* b, size_t n, float scale) = 0;
   // out[i] = in[i] * scale (in place allowed).

@@ -4,6 +4,7 @@
 
 #include "comm/consistency_check.h"
 #include "comm/host/memory_ops.h"
+#include "comm/host/wide_reduction.h"
 #include "runtime/core/cuda/cuda_check.h"
 #include "runtime/core/mpi_check.h"
 
@@ -120,21 +121,20 @@ void NcclCommunicator::all_reduce(const Collective& call) {
   const size_t n = static_cast<size_t>(size_);
   const size_t shard = (call.count + n - 1) / n;
   const size_t esize = core::dtype_size(call.dtype);
-  core::Buffer wide = scratch_buffer(shard * n * sizeof(float), call.where);
-  auto* wide_f = static_cast<float*>(wide.data());
-  widen_to_f32(call.send, call.dtype, wide_f, call.count, call.where);
-  zero_bytes(wide_f + call.count, (shard * n - call.count) * sizeof(float), call.where);
-  float* my_shard = wide_f + static_cast<size_t>(rank_) * shard;
-  checked(ncclReduceScatter(wide_f, my_shard, shard, ncclFloat32, nccl_op(call.op), nccl_, stream),
-          "ncclReduceScatter");
-  const bool exact = shard * n == call.count;
-  core::Buffer gathered = exact ? core::Buffer() : scratch_buffer(shard * n * esize, call.where);
-  auto* out = static_cast<unsigned char*>(exact ? call.recv : gathered.data());
-  narrow_from_f32(my_shard, 1.0f, out + static_cast<size_t>(rank_) * shard * esize, call.dtype, shard, call.where);
+  core::Buffer gathered;  // the 16-bit result when the padding does not fit in call.recv
+  unsigned char* out = nullptr;
+  reduce_widened({call.send, call.dtype, call.count, shard * n, 1.0f, call.where, nullptr}, [&](float* wide) {
+    float* my_shard = wide + static_cast<size_t>(rank_) * shard;
+    checked(ncclReduceScatter(wide, my_shard, shard, ncclFloat32, nccl_op(call.op), nccl_, stream),
+            "ncclReduceScatter");
+    if (shard * n != call.count) gathered = scratch_buffer(shard * n * esize, call.where);
+    out = static_cast<unsigned char*>(gathered.data() != nullptr ? gathered.data() : call.recv);
+    return Rounding{my_shard, out + static_cast<size_t>(rank_) * shard * esize, shard};
+  });
   checked(
       ncclAllGather(out + static_cast<size_t>(rank_) * shard * esize, out, shard, nccl_type(call.dtype), nccl_, stream),
       "ncclAllGather");
-  if (!exact) copy_bytes(call.recv, out, call.count * esize, call.where);
+  if (gathered.data() != nullptr) copy_bytes(call.recv, out, call.count * esize, call.where);
 }
 
 void NcclCommunicator::reduce_scatter(const Collective& call) {
@@ -146,13 +146,12 @@ void NcclCommunicator::reduce_scatter(const Collective& call) {
     return;
   }
   const size_t total = call.count * static_cast<size_t>(size_);
-  core::Buffer wide = scratch_buffer(total * sizeof(float), call.where);
-  auto* wide_f = static_cast<float*>(wide.data());
-  widen_to_f32(call.send, call.dtype, wide_f, total, call.where);
-  float* my_block = wide_f + static_cast<size_t>(rank_) * call.count;
-  checked(ncclReduceScatter(wide_f, my_block, call.count, ncclFloat32, nccl_op(call.op), nccl_, stream),
-          "ncclReduceScatter");
-  narrow_from_f32(my_block, 1.0f, call.recv, call.dtype, call.count, call.where);
+  reduce_widened({call.send, call.dtype, total, total, 1.0f, call.where, nullptr}, [&](float* wide) {
+    float* my_block = wide + static_cast<size_t>(rank_) * call.count;
+    checked(ncclReduceScatter(wide, my_block, call.count, ncclFloat32, nccl_op(call.op), nccl_, stream),
+            "ncclReduceScatter");
+    return Rounding{my_block, call.recv, call.count};
+  });
 }
 
 }  // namespace dtrain::comm

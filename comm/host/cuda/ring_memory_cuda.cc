@@ -2,6 +2,7 @@
 // synchronized after each operation, because MPI reads the result next.
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "comm/cuda/convert_kernels.cuh"
@@ -23,22 +24,18 @@ class DeviceRingMemory final : public RingMemory {
     for (void* p : allocations_) cudaFree(p);
   }
 
-  float* scratch(int slot, size_t count) override {
-    Slot& s = slots_[static_cast<size_t>(slot)];
-    if (s.count < count) {
-      // Outgrown buffers are not freed until the end: cudaFree synchronizes the whole device, and
-      // the caller's stream is held (DeviceStaging::run_direct) while this runs, so it would never return.
-      void* p = nullptr;
-      const size_t bytes = std::max<size_t>(count, 1) * sizeof(float);
-      if (managed_) {
-        DTRAIN_CUDA_CHECK(cudaMallocManaged(&p, bytes));
-      } else {
-        DTRAIN_CUDA_CHECK(cudaMalloc(&p, bytes));
-      }
-      allocations_.push_back(p);
-      s = {static_cast<float*>(p), count};
+  // Outgrown buffers are not freed until the end: cudaFree synchronizes the whole device, and the
+  // caller's stream is held (DeviceStaging::run_direct) while this runs, so it would never return.
+  Block allocate(size_t count) override {
+    void* p = nullptr;
+    const size_t bytes = std::max<size_t>(count, 1) * sizeof(float);
+    if (managed_) {
+      DTRAIN_CUDA_CHECK(cudaMallocManaged(&p, bytes));
+    } else {
+      DTRAIN_CUDA_CHECK(cudaMalloc(&p, bytes));
     }
-    return s.data;
+    allocations_.push_back(p);
+    return Block(static_cast<float*>(p), [](float*) {});
   }
   void add_scaled(float* out, const float* a, const float* b, size_t n, float scale) override {
     cuda::launch_add_scaled(out, a, b, n, scale, stream_->get());
@@ -57,13 +54,8 @@ class DeviceRingMemory final : public RingMemory {
   void wait() override { stream_->synchronize(); }
 
  private:
-  struct Slot {
-    float* data = nullptr;
-    size_t count = 0;
-  };
   bool managed_;
   std::unique_ptr<core::CudaStream> stream_;
-  Slot slots_[4];
   std::vector<void*> allocations_;
 };
 
