@@ -79,6 +79,7 @@ ResolvedConfig resolve(const TrainConfig& c) {
   DTRAIN_USAGE_CHECK((c.resume() != "latest" && c.resume() != "required") || !c.checkpoint_dir().empty())
       << "resume " << c.resume() << " needs checkpoint_dir";
   r.stop_signals = core::parse_signal_list(c.stop_signals(), "stop_signals");
+  r.run_dir = !c.run_dir().empty() ? c.run_dir() : c.checkpoint_dir();
   comm::validate_stall_settings({c.stall_warning_seconds(), c.stall_abort_seconds()}, "TrainConfig");
   DTRAIN_USAGE_CHECK(r.model != ModelKind::kSmallResNet || c.blocks_per_stage_size() > 0)
       << "small-resnet needs blocks_per_stage (e.g. --blocks_per_stage=1,1,1)";

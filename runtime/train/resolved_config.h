@@ -2,6 +2,7 @@
 // A TrainConfig resolved once: the fields that name a choice (model, dataset, device, precision,
 // backend, lr_decay, gradient_wire_dtype) parsed into types and every combination checked, here
 // only. Nothing else compares those strings; the Trainer and the step engines take this.
+#include <string>
 #include <vector>
 
 #include "comm/factory.h"
@@ -26,6 +27,11 @@ struct ResolvedConfig {
   DecayKind lr_decay = DecayKind::kStep;
   core::DType gradient_wire_dtype = core::DType::kF32;  // the hierarchical backend's cross-node format
   std::vector<int> stop_signals;                        // parsed stop_signals (stop_signals.h)
+  // Where rank 0 writes config.pbtxt and, without checkpoint_dir, the final weights: run_dir, else
+  // checkpoint_dir (so a requeued job keeps one directory), else what load_train_config chose
+  // (runs/<name>-<time>); empty (a Trainer built by a test): none.
+  std::string run_dir;
+  bool fresh_run_dir = false;  // run_dir is that default name: the run takes a directory of its own
 };
 
 // UsageError naming the field: an unknown choice, an impossible combination, or a size or number

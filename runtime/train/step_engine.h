@@ -28,6 +28,14 @@ struct EvalTotals {
   long top1 = 0, top5 = 0, images = 0;
 };
 
+// The device memory of an engine's caching allocator, for the progress line: the peak in use since
+// the engine started and what the allocator holds from the device (in use plus cached). Zero on the
+// CPU path, which reports none.
+struct DeviceMemory {
+  double peak_bytes = 0;
+  double reserved_bytes = 0;
+};
+
 class StepEngine {
  public:
   virtual ~StepEngine() = default;
@@ -60,6 +68,7 @@ class StepEngine {
   virtual void sync_to_host() = 0;
   virtual void load_from_host() = 0;
   virtual size_t gradient_buckets() const = 0;
+  virtual DeviceMemory device_memory() const { return {}; }
 };
 
 // Top-1 and top-5 of one row of logits: the classes scoring strictly above the label's logit

@@ -5,6 +5,7 @@
 #include <google/protobuf/text_format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -15,6 +16,7 @@
 #include "runtime/core/process_identity.h"
 #include "runtime/train/config_help.h"
 #include "runtime/train/resolved_config.h"
+#include "runtime/train/run_directory.h"
 
 namespace dtrain::train {
 namespace {
@@ -126,8 +128,8 @@ bool load_train_config(int argc, char** argv, ResolvedConfig* resolved) {
     if (core::is_world_rank_zero()) std::cout << train_help();
     return false;
   }
+  const std::string path = cli.values.count("config") ? cli.values["config"].as<std::string>() : std::string();
   if (cli.values.count("config")) {
-    const std::string path = cli.values["config"].as<std::string>();
     DTRAIN_USAGE_CHECK(!std::filesystem::is_directory(path))
         << "--config " << path << ": is a directory, not a config file";
     std::ifstream in(path);
@@ -155,16 +157,12 @@ bool load_train_config(int argc, char** argv, ResolvedConfig* resolved) {
     const std::string flag = core::flag_name(field->name()).substr(2);
     if (cli.values.count(flag)) set_field(config, field, cli.values[flag].as<std::string>());
   }
-  *resolved = resolve(loaded);  // every problem reported now, before MPI starts
+  *resolved = resolve(loaded);      // every problem reported now, before MPI starts
+  if (resolved->run_dir.empty()) {  // neither run_dir nor checkpoint_dir: a new directory of its own
+    resolved->run_dir = default_run_dir(path, std::chrono::system_clock::now());
+    resolved->fresh_run_dir = true;
+  }
   return true;
-}
-
-std::string describe(const TrainConfig& config) {
-  std::string text;
-  pb::TextFormat::Printer printer;
-  printer.SetSingleLineMode(true);
-  printer.PrintToString(config, &text);
-  return text;
 }
 
 }  // namespace dtrain::train

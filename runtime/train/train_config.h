@@ -21,7 +21,4 @@ TrainConfig default_train_config();
 // (resolve(), resolved_config.h).
 bool load_train_config(int argc, char** argv, ResolvedConfig* config);
 
-// One line, text format, for the log and checkpoints.
-std::string describe(const TrainConfig& config);
-
 }  // namespace dtrain::train

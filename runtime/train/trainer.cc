@@ -26,7 +26,10 @@
 #include "runtime/train/checkpoint_policy.h"
 #include "runtime/train/datasets.h"
 #include "runtime/train/metrics_log.h"
+#include "runtime/train/progress.h"
 #include "runtime/train/resume_changes.h"
+#include "runtime/train/run_directory.h"
+#include "runtime/train/run_report.h"
 
 namespace dtrain::train {
 namespace {
@@ -92,8 +95,11 @@ struct Trainer::Parts {
   // A resume on another world size or batch: the start epoch's shuffled list is dealt over the
   // ranks again from this entry (the images already trained on), starting at start_step_in_epoch.
   size_t start_entry = 0;
-  std::string run_id;        // rank 0: names this run's checkpoints
-  int nonfinite_streak = 0;  // consecutive loss checks with a non-finite loss on some rank
+  std::string run_id;                   // rank 0: names this run's checkpoints
+  RunOutputs outputs;                   // rank 0: where this run's config, weights and metrics go
+  RunTotals totals;                     // this run's steps, images, time and validation results
+  std::pair<int, long> position{0, 0};  // epoch and step in it after the latest step
+  int nonfinite_streak = 0;             // consecutive loss checks with a non-finite loss on some rank
   // Stop signals (stop_signals.h): each step posts this rank's flag in a non-blocking all-reduce
   // and completes the one posted a step earlier, so the ranks agree without waiting on each other.
   MPI_Request stop_request = MPI_REQUEST_NULL;
@@ -160,15 +166,19 @@ Trainer::Trainer(const ResolvedConfig& config, const core::RankContext& ctx, int
   lr.total_epochs = config_.fields.epochs();
   p.schedule = std::make_unique<LinearScalingSchedule>(lr, steps_per_epoch());
   p.metrics = std::make_unique<MetricsLog>(t.world_rank == 0 ? config_.fields.metrics_file() : std::string());
+  p.outputs.metrics_file = config_.fields.metrics_file();
 
   // The engine gave every rank rank 0's initial values; prove every replica agrees.
   verify_replicas();
   if (t.world_rank == 0) {
     p.run_id = new_run_id();
     if (!config_.fields.checkpoint_dir().empty()) prepare_checkpoint_dir();
+    // Before training, so an unwritable run_dir stops the job at once, naming it.
+    if (!config_.run_dir.empty()) p.outputs.run_dir = prepare_run_dir(config_.run_dir, config_.fresh_run_dir);
   }
   if (!config_.fields.resume().empty()) resume_from(config_.fields.resume());
-  DTRAIN_LOG0(kInfo) << "config: " << describe(config_.fields);
+  // Collective (the hosts are gathered); rank 0 writes config.pbtxt and the metrics "run" record.
+  start_run_record(config_, ctx_, p.run_id, p.global_step, p.outputs, *p.metrics);
   DTRAIN_LOG0(kInfo) << "steps on " << p.engine->describe() << "; " << threads << " loader threads, " << prefetch
                      << " batches in flight";
   DTRAIN_LOG0(kInfo) << p.schedule->describe(t.world_size, config_.fields.batch_per_rank()) << "; "
@@ -306,11 +316,21 @@ EpochResult Trainer::train_epoch(int epoch) {
     const bool report = config_.fields.log_every_steps() > 0 && (step + 1) % config_.fields.log_every_steps() == 0;
     const bool read = report || p.engine->loss_is_free() || step + 1 == steps || step_limit_reached();
     const double loss = read ? p.engine->last_loss() : 0.0;
-    std::vector<double> losses(static_cast<size_t>(ctx_.topology().world_size));
+    const int world = ctx_.topology().world_size;
+    std::vector<double> losses(static_cast<size_t>(world));
+    DeviceMemory memory;  // the largest over the ranks
     if (read) {
-      // Every rank's loss, for the divergence guard and the reported mean.
+      // Every rank's loss, for the divergence guard and the reported mean, with its device memory.
+      const DeviceMemory mine = p.engine->device_memory();
+      const double sent[3] = {loss, mine.peak_bytes, mine.reserved_bytes};
+      std::vector<double> all(3 * static_cast<size_t>(world));
       TrainerCollective watched(*p.stall, p.faults, "trainer: loss all-gather");
-      DTRAIN_MPI_CHECK(MPI_Allgather(&loss, 1, MPI_DOUBLE, losses.data(), 1, MPI_DOUBLE, ctx_.world()));
+      DTRAIN_MPI_CHECK(MPI_Allgather(sent, 3, MPI_DOUBLE, all.data(), 3, MPI_DOUBLE, ctx_.world()));
+      for (size_t r = 0; r < losses.size(); ++r) {
+        losses[r] = all[3 * r];
+        memory.peak_bytes = std::max(memory.peak_bytes, all[3 * r + 1]);
+        memory.reserved_bytes = std::max(memory.reserved_bytes, all[3 * r + 2]);
+      }
       check_losses(losses, epoch, step, steps);
       if (std::isfinite(loss)) {  // a tolerated bad step does not make the epoch's mean NaN
         loss_sum += loss;
@@ -318,37 +338,65 @@ EpochResult Trainer::train_epoch(int epoch) {
       }
     }
     step_seconds.push_back(std::chrono::duration<double>(Clock::now() - step_start).count());
+    ++p.totals.steps;
+    p.totals.images += static_cast<double>(batch) * world;
     if (report) {
       double mean_loss = 0;
       for (double l : losses) mean_loss += l;
-      mean_loss /= ctx_.topology().world_size;
+      mean_loss /= world;
       const auto now = Clock::now();
       const double seconds = std::chrono::duration<double>(now - interval_start).count();
-      const double rate = config_.fields.log_every_steps() * batch * ctx_.topology().world_size / seconds;
+      // images/s as progress.h defines it: all ranks' images over rank 0's wall time.
+      const double rate = config_.fields.log_every_steps() * batch * world / seconds;
       const double wait = interval_wait / seconds;
       interval_start = now;
       interval_wait = 0;
+      long left = steps - (step + 1);
+      if (config_.fields.max_total_steps() > 0) left = std::min(left, config_.fields.max_total_steps() - p.global_step);
+      const double eta =
+          eta_seconds(std::chrono::duration<double>(now - start).count(), static_cast<long>(step_seconds.size()), left);
+      std::ostringstream gpu;
+      if (memory.peak_bytes > 0) {
+        gpu << ", GPU memory " << format_gib(memory.peak_bytes) << " peak, " << format_gib(memory.reserved_bytes)
+            << " reserved";
+      }
+      // "epoch E step S/T": S counts the epoch's steps; the records' "step" is the global step.
       DTRAIN_LOG0(kInfo) << "epoch " << epoch << " step " << step + 1 << "/" << steps << " loss " << mean_loss << " lr "
-                         << lr << " " << rate << " img/s, data wait " << 100 * wait << "%";
-      p.metrics->write("train", {{"epoch", epoch},
-                                 {"step", static_cast<double>(p.global_step)},
-                                 {"loss", mean_loss},
-                                 {"lr", lr},
-                                 {"img_per_sec", rate},
-                                 {"data_wait_fraction", wait}});
+                         << lr << ", " << static_cast<long>(rate) << " images/s (" << static_cast<long>(rate / world)
+                         << " per rank), data wait " << std::round(1000 * wait) / 10 << "%, epoch ETA "
+                         << format_duration(eta) << gpu.str() << " (global step " << p.global_step << ")";
+      std::vector<std::pair<std::string, double>> record = {{"epoch", epoch},
+                                                            {"step", static_cast<double>(p.global_step)},
+                                                            {"epoch_step", static_cast<double>(step + 1)},
+                                                            {"epoch_steps", static_cast<double>(steps)},
+                                                            {"loss", mean_loss},
+                                                            {"lr", lr},
+                                                            {"img_per_sec", rate},
+                                                            {"img_per_sec_per_rank", rate / world},
+                                                            {"data_wait_fraction", wait},
+                                                            {"epoch_eta_seconds", eta}};
+      if (memory.peak_bytes > 0) {
+        record.insert(record.end(),
+                      {{"gpu_peak_bytes", memory.peak_bytes}, {"gpu_reserved_bytes", memory.reserved_bytes}});
+      }
+      p.metrics->write("train", record);
     }
     const bool stop = stop_agreed();
     const bool last = step + 1 == steps || step_limit_reached();
     if (stop) release_finished(*p.engine, *p.train_loader, true);
+    p.position = {epoch, step + 1};
     if (checkpoint_due(config_.fields, p.global_step, last, stop)) save_checkpoint(epoch, step + 1);
     if (stop) {
+      const bool saved = !config_.fields.checkpoint_dir().empty();
       DTRAIN_LOG0(kWarn) << "stopped by a stop signal ("
                          << (p.stop_mine ? core::signal_name(p.stop_mine) : "on another rank") << ") at step "
                          << p.global_step << " (epoch " << epoch << ", step " << step + 1 << " of " << steps << ")"
-                         << (config_.fields.checkpoint_dir().empty() ? "; no checkpoint_dir, so nothing was saved"
-                                                                     : "; checkpoint written")
+                         << (saved                     ? "; checkpoint written"
+                             : config_.run_dir.empty() ? "; no checkpoint_dir, so nothing was saved"
+                                                       : "; no checkpoint_dir: the weights go to the run directory")
                          << ", exiting with status " << core::kExitPreempted << " (requeue and --resume latest)";
       p.stopped = true;
+      p.totals.train_seconds += std::chrono::duration<double>(Clock::now() - start).count();
       EpochResult stopped;
       stopped.epoch = epoch;
       return stopped;
@@ -358,6 +406,7 @@ EpochResult Trainer::train_epoch(int epoch) {
   // Steps this call ran: fewer than `steps` when resuming mid-epoch or stopping at max_total_steps.
   const long steps_run = std::max<long>(static_cast<long>(step_seconds.size()), 1);
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  p.totals.train_seconds += seconds;
   EpochResult result;
   result.epoch = epoch;
   double totals[2] = {loss_sum, static_cast<double>(losses_read)};
@@ -387,17 +436,23 @@ EpochResult Trainer::train_epoch(int epoch) {
   }
   evaluate(result);
   report_bad_files();
+  p.totals.validations.push_back({epoch, result.top1, result.top5});
+  const int world = ctx_.topology().world_size;
   DTRAIN_LOG0(kInfo) << "epoch " << epoch << ": train loss " << result.train_loss << ", validation loss "
                      << result.test_loss << " top-1 " << 100 * result.top1 << "% top-5 " << 100 * result.top5 << "% ("
-                     << result.validation_images << " images), " << result.median_images_per_second
-                     << " img/s (median step), data wait " << 100 * result.data_wait_fraction << "%";
-  p.metrics->write("eval", {{"epoch", epoch},
-                            {"step", static_cast<double>(p.global_step)},
-                            {"test_loss", result.test_loss},
-                            {"test_top1", result.top1},
-                            {"test_top5", result.top5},
-                            {"img_per_sec", result.median_images_per_second},
-                            {"data_wait_fraction", result.data_wait_fraction}});
+                     << result.validation_images << " images), " << static_cast<long>(result.median_images_per_second)
+                     << " images/s (" << static_cast<long>(result.median_images_per_second / world)
+                     << " per rank) at the median step, data wait " << 100 * result.data_wait_fraction << "%";
+  p.metrics->write("validation", {{"epoch", epoch},
+                                  {"step", static_cast<double>(p.global_step)},
+                                  {"train_loss", result.train_loss},
+                                  {"loss", result.test_loss},
+                                  {"top1", result.top1},
+                                  {"top5", result.top5},
+                                  {"images", static_cast<double>(result.validation_images)},
+                                  {"img_per_sec", result.median_images_per_second},
+                                  {"img_per_sec_per_rank", result.median_images_per_second / world},
+                                  {"data_wait_fraction", result.data_wait_fraction}});
   return result;
 }
 
@@ -517,7 +572,7 @@ void Trainer::prepare_checkpoint_dir() {
   }
 }
 
-void Trainer::save_checkpoint(int epoch, long step_in_epoch) {
+void Trainer::save_checkpoint(int epoch, long step_in_epoch, bool final_weights) {
   if (ctx_.topology().world_rank != 0) return;
   parts_->engine->sync_to_host();
   // The GPU path reads its loss only now and then: a diverged model is caught here at the latest.
@@ -541,9 +596,13 @@ void Trainer::save_checkpoint(int epoch, long step_in_epoch) {
   header.set_data_seed(config_.fields.seed());
   header.set_world_size(ctx_.topology().world_size);
   header.set_run_id(parts_->run_id);
-  const std::string path = write_checkpoint(config_.fields.checkpoint_dir(), header, checkpoint_tensors(),
-                                            config_.fields.keep_checkpoints());
-  DTRAIN_LOG(kInfo) << "checkpoint " << path << " (step " << parts_->global_step << ")";
+  // The final weights of a run without checkpoint_dir go to its run directory, in the same format.
+  const std::string path = final_weights ? write_checkpoint(parts_->outputs.run_dir, header, checkpoint_tensors(), 1)
+                                         : write_checkpoint(config_.fields.checkpoint_dir(), header,
+                                                            checkpoint_tensors(), config_.fields.keep_checkpoints());
+  parts_->outputs.final_weights = path;
+  DTRAIN_LOG(kInfo) << (final_weights ? "final weights " : "checkpoint ") << path << " (step " << parts_->global_step
+                    << ")";
 }
 
 void Trainer::resume_from(const std::string& spec) {
@@ -655,12 +714,17 @@ bool Trainer::stopped_before_training() {
 }
 
 void Trainer::run() {
+  Parts& p = *parts_;
   if (stopped_before_training()) return;
-  for (int epoch = parts_->start_epoch; epoch < config_.fields.epochs() && !step_limit_reached() && !parts_->stopped;
-       ++epoch) {
+  for (int epoch = p.start_epoch; epoch < config_.fields.epochs() && !step_limit_reached() && !p.stopped; ++epoch) {
     train_epoch(epoch);
   }
   finish_stop_poll();
+  // Nothing trained is lost by default: without checkpoint_dir the weights go to the run directory.
+  if (config_.fields.checkpoint_dir().empty() && !config_.run_dir.empty() && p.totals.steps > 0) {
+    save_checkpoint(p.position.first, p.position.second, true);
+  }
+  log_run_summary(config_, ctx_, p.outputs, p.totals, p.stopped, *p.metrics);
 }
 
 }  // namespace dtrain::train

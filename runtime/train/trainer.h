@@ -39,6 +39,8 @@ class Trainer {
 
   // Stops early, after writing a checkpoint, when a stop signal arrived on any rank.
   EpochResult train_epoch(int epoch);
+  // The epochs, then (rank 0) the final weights to the run directory when there is no
+  // checkpoint_dir, and the closing summary (run_report.h).
   void run();
   // Whether the run ended at a stop signal (config stop_signals) rather than at its end; the
   // program then exits with core::kExitPreempted.
@@ -71,8 +73,9 @@ class Trainer {
   // temporaries of checkpoint writes that were killed.
   void prepare_checkpoint_dir();
   void resume_from(const std::string& spec);
-  // Rank 0 writes the checkpoint; non-finite parameters stop the run instead (never saved).
-  void save_checkpoint(int epoch, long step_in_epoch);
+  // Rank 0 writes the checkpoint (final_weights: the one file of a run without checkpoint_dir, to its
+  // run directory); non-finite parameters stop the run instead (never saved).
+  void save_checkpoint(int epoch, long step_in_epoch, bool final_weights = false);
   // Steps in an epoch: the loader's batches, capped by max_steps_per_epoch.
   long steps_per_epoch() const;
   // Entries of `epoch`'s shuffled list trained on before its step `step` (this run's geometry).

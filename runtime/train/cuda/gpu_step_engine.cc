@@ -11,6 +11,7 @@
 #include "comm/factory.h"
 #include "comm/gradient_buckets.h"
 #include "comm/stall_inspector.h"
+#include "runtime/core/cuda/device_allocator.h"
 #include "runtime/core/error.h"
 #include "runtime/core/gpu_binding.h"
 #include "runtime/train/cuda/gpu_train_step.h"
@@ -21,7 +22,7 @@ namespace {
 
 class GpuStepEngine final : public StepEngine {
  public:
-  GpuStepEngine(const EngineSetup& setup, const core::RankContext& ctx, int gpu) {
+  GpuStepEngine(const EngineSetup& setup, const core::RankContext& ctx, int gpu) : gpu_(gpu) {
     const ResolvedConfig& config = setup.config;
     const cuda::GpuStepOptions o =
         cuda::gpu_step_options(config, setup.model, setup.image.height, setup.image.width, setup.mean, setup.std);
@@ -93,6 +94,10 @@ class GpuStepEngine final : public StepEngine {
     const int64_t count = step_->model().parameters().flat_size();
     return comm::GradientBuckets(static_cast<size_t>(count), step_->options().bucket_bytes).size();
   }
+  DeviceMemory device_memory() const override {
+    const core::AllocatorStats s = core::device_caching_allocator(gpu_).stats();
+    return {static_cast<double>(s.peak_bytes_in_use), static_cast<double>(s.bytes_in_use + s.bytes_cached)};
+  }
 
  private:
   struct Held {
@@ -111,6 +116,7 @@ class GpuStepEngine final : public StepEngine {
     held_.pop_front();
   }
 
+  int gpu_;
   std::unique_ptr<comm::Communicator> comm_;
   std::unique_ptr<cuda::GpuTrainStep> step_;
   std::vector<float> momentum_;
