@@ -66,8 +66,11 @@ fi
 if [ -x $BIN/dtrain-train ]; then
   # e2e.fashion_mnist.gpu: the CPU run's config and global batch on one GPU, top-1 >= 88% at epoch 2.
   check fashion_mnist_gpu $MPI -np 1 $BIN/dtrain-train --config configs/fashion_mnist_resnet.pbtxt \
-    --data_dir "$DATA" --device gpu --batch_per_rank 64 --log_every_steps 0
-  grep -h "epoch .*top-1\|steps on" "$OUT/fashion_mnist_gpu.log"
+    --data_dir "$DATA" --device gpu --batch_per_rank 64 --log_every_steps 400
+  grep -h "epoch .*top-1\|steps on\|GPU memory\|summary:" "$OUT/fashion_mnist_gpu.log"
   grep -q "epoch 2: .*top-1 \(8[89]\|9[0-9]\)\." "$OUT/fashion_mnist_gpu.log" || { echo "FAIL fashion_mnist_gpu accuracy"; status=1; }
+  # Issue 16: the progress line gives the GPU memory (the caching allocator's peak and reserved).
+  grep -Eq "epoch 0 step 400/[0-9]+ .*, GPU memory [0-9.]+ GiB peak, [0-9.]+ GiB reserved" "$OUT/fashion_mnist_gpu.log" ||
+    { echo "FAIL fashion_mnist_gpu: no GPU memory in the progress line"; status=1; }
 fi
 exit $status
