@@ -116,7 +116,8 @@ std::string field_summary(const pb::FieldDescriptor* field) {
   const std::string text = field_description(field);
   // A sentence ends at ". " before a capital ("e.g. base_lr" does not end one).
   for (size_t end = text.find(". "); end != std::string::npos; end = text.find(". ", end + 1)) {
-    if (end + 2 < text.size() && std::isupper(static_cast<unsigned char>(text[end + 2]))) return text.substr(0, end + 1);
+    if (end + 2 < text.size() && std::isupper(static_cast<unsigned char>(text[end + 2])))
+      return text.substr(0, end + 1);
   }
   return text;
 }
