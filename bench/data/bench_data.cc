@@ -10,6 +10,13 @@
 // quarter from one minute to the next (bench/results/2026-11-23_h200x2/wire_ab/probe), and a single
 // pass in count order charges that drift to the scaling.
 //
+// The machine's own ceiling, measured beside each row (--clock-probe-seconds, default 0.5): the same
+// number of threads each run a fixed integer loop that touches no memory (four independent
+// multiply-xorshift chains); its rate per thread at N threads against 1 thread is how far the cores'
+// clock (all-core turbo, a host's SMT siblings, other tenants) lets any compute-bound work scale.
+// A loader that keeps up with that column loses nothing of its own; the gap between the two
+// columns is what the loader itself costs (shared memory bandwidth, locks, cache misses).
+//
 // What it checks: no batch is all zeros, every label is a class of the folder, and the last batch
 // (the same batch number in every row) has the same checksum at every thread count, since a
 // sample's augmentation depends only on (seed, epoch, index). Any failure exits non-zero.
@@ -53,6 +60,7 @@ struct Options {
   int prefetch = 4;
   int crop = 224;
   uint64_t seed = 1;
+  double clock_probe_seconds = 0.5;
   std::string json;
 };
 
@@ -90,6 +98,7 @@ Options parse(int argc, char** argv, bool* help) {
                                std::to_string(o.rounds) + ")");
   flags.add<int>("crop", "side of the random-resized crop (default " + std::to_string(o.crop) + ")");
   flags.add<uint64_t>("seed", "sampler and augmentation seed (default " + std::to_string(o.seed) + ")");
+  flags.add<double>("clock-probe-seconds", "length of the CPU clock probe run beside each row, 0 for none (default 0.5)");
   flags.add<std::string>("metrics-file", "also write the results to this JSON file");
   const core::ParsedCommandLine parsed = core::parse_command_line(argc, argv, d);
   if (parsed.help) {
@@ -107,6 +116,7 @@ Options parse(int argc, char** argv, bool* help) {
   Flags::take(v, "rounds", &o.rounds);
   Flags::take(v, "crop", &o.crop);
   Flags::take(v, "seed", &o.seed);
+  Flags::take(v, "clock-probe-seconds", &o.clock_probe_seconds);
   Flags::take(v, "metrics-file", &o.json);
   DTRAIN_USAGE_CHECK(!o.data_dir.empty())
       << "--data-dir is required: a folder of JPEGs (run with --help for the flags)";
@@ -116,6 +126,8 @@ Options parse(int argc, char** argv, bool* help) {
   DTRAIN_USAGE_CHECK(o.warmup_batches >= 0) << "--warmup-batches " << o.warmup_batches << ": must not be negative";
   DTRAIN_USAGE_CHECK(o.prefetch > 0) << "--prefetch-batches " << o.prefetch << ": must be positive";
   DTRAIN_USAGE_CHECK(o.crop >= 8 && o.crop <= 4096) << "--crop " << o.crop << ": expected 8-4096";
+  DTRAIN_USAGE_CHECK(o.clock_probe_seconds >= 0 && o.clock_probe_seconds <= 60)
+      << "--clock-probe-seconds " << o.clock_probe_seconds << ": expected 0-60";
   return o;
 }
 
@@ -160,6 +172,9 @@ struct Row {
   double img_per_sec = 0;
   double img_per_sec_per_thread = 0;
   double linear_percent = 0;        // per-thread rate against the first row's
+  double clock_per_thread = 0;      // the clock probe's loops/s per thread (median of the rounds)
+  double clock_linear_percent = 0;  // the same against the first row's
+  std::vector<double> round_clock;  // the clock probe's loops/s per thread, each round
   int epochs_started = 0;           // inside the timed batches
   uint64_t checksum = 0;            // of the last batch: pixels and labels
   std::vector<double> round_rates;  // img/s of each round; img_per_sec is their median
@@ -229,6 +244,45 @@ Row measure(const Options& o, const train::ImageFolderDataset& dataset, const tr
   return row;
 }
 
+// The clock probe: `threads` threads run four independent multiply-xorshift chains (no memory, no
+// shared state) for `seconds`; returns the loop iterations per second of one thread (the mean).
+double clock_probe(int threads, double seconds) {
+  std::vector<double> rates(static_cast<size_t>(threads), 0.0);
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&rates, t, seconds] {
+      uint64_t a = 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(t), b = a ^ 0xD1B54A32D192ED03ull, c = a * 3,
+               d = a * 7;
+      const auto start = std::chrono::steady_clock::now();
+      const auto until = start + std::chrono::duration<double>(seconds);
+      uint64_t loops = 0;
+      for (auto now = start; now < until; now = std::chrono::steady_clock::now()) {
+        for (int i = 0; i < 4096; ++i) {
+          a = (a ^ (a >> 29)) * 0xBF58476D1CE4E5B9ull;
+          b = (b ^ (b >> 31)) * 0x94D049BB133111EBull;
+          c = (c ^ (c >> 27)) * 0xBF58476D1CE4E5B9ull;
+          d = (d ^ (d >> 30)) * 0x94D049BB133111EBull;
+        }
+        loops += 4096;
+      }
+      const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      // The chains' end values go into the result, so the loop cannot be dropped.
+      rates[static_cast<size_t>(t)] = static_cast<double>(loops + ((a ^ b ^ c ^ d) & 1)) / elapsed;
+    });
+  }
+  for (std::thread& th : pool) th.join();
+  double sum = 0;
+  for (double r : rates) sum += r;
+  return sum / threads;
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t k = values.size();
+  if (k == 0) return 0;
+  return k % 2 ? values[k / 2] : 0.5 * (values[k / 2 - 1] + values[k / 2]);
+}
+
 std::string hex(uint64_t v) {
   char text[24];
   std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(v));
@@ -247,6 +301,8 @@ void write_json(const Options& o, const std::string& command, const std::string&
                               .number("img_per_sec", r.img_per_sec, "%.1f")
                               .number("img_per_sec_per_thread", r.img_per_sec_per_thread, "%.1f")
                               .number("linear_percent", r.linear_percent, "%.1f")
+                              .number("clock_loops_per_sec_per_thread", r.clock_per_thread, "%.4g")
+                              .number("clock_linear_percent", r.clock_linear_percent, "%.1f")
                               .number("seconds", r.seconds, "%.3f")
                               .integer("epochs_started", r.epochs_started)
                               .text("last_batch_checksum", hex(r.checksum))
@@ -275,6 +331,7 @@ void write_json(const Options& o, const std::string& command, const std::string&
                                .integer("prefetch", o.prefetch)
                                .integer("crop", o.crop)
                                .integer("seed", static_cast<int64_t>(o.seed))
+                               .number("clock_probe_seconds", o.clock_probe_seconds, "%.2f")
                                .boolean("checksums_agree", checksums_agree)
                                .str("  ");
   core::write_file_atomically(o.json, json + "\n", "--metrics-file");
@@ -315,8 +372,8 @@ int bench_main(int argc, char** argv) {
       o.crop, command.c_str(), date.c_str(), m.host.c_str(), m.cpu_model.c_str(), m.online_cores, m.usable_cores,
       split_dir.c_str(), dataset.size(), dataset.num_classes(), o.batch, o.prefetch, o.warmup_batches, o.batches,
       static_cast<unsigned long long>(o.seed));
-  std::printf("# %7s %12s %14s %12s %9s %7s %18s\n", "threads", "img/s", "img/s/thread", "% of linear", "seconds",
-              "epochs", "last batch fnv1a");
+  std::printf("# %7s %12s %14s %12s %14s %9s %7s %18s\n", "threads", "img/s", "img/s/thread", "% of linear",
+              "clock % linear", "seconds", "epochs", "last batch fnv1a");
   std::fflush(stdout);
   std::vector<Row> rows(counts.size());
   for (int round = 0; round < o.rounds; ++round) {
@@ -325,19 +382,21 @@ int bench_main(int argc, char** argv) {
       std::fprintf(stderr, "round %d: %d thread(s) %.1f img/s\n", round + 1, r.threads, r.img_per_sec);
       r.round_rates = rows[i].round_rates;
       r.round_rates.push_back(r.img_per_sec);
+      r.round_clock = rows[i].round_clock;
+      if (o.clock_probe_seconds > 0) r.round_clock.push_back(clock_probe(counts[i], o.clock_probe_seconds));
       DTRAIN_CHECK(round == 0 || r.checksum == rows[i].checksum) << "the last batch differs between rounds";
       rows[i] = r;
     }
   }
   for (Row& r : rows) {
-    std::vector<double> sorted = r.round_rates;
-    std::sort(sorted.begin(), sorted.end());
-    const size_t k = sorted.size();
-    r.img_per_sec = k % 2 ? sorted[k / 2] : 0.5 * (sorted[k / 2 - 1] + sorted[k / 2]);
+    r.img_per_sec = median(r.round_rates);
     r.img_per_sec_per_thread = r.img_per_sec / r.threads;
     r.linear_percent = 100.0 * r.img_per_sec_per_thread / rows.front().img_per_sec_per_thread;
-    std::printf("  %7d %12.1f %14.1f %11.1f%% %9.3f %7d %18s\n", r.threads, r.img_per_sec, r.img_per_sec_per_thread,
-                r.linear_percent, r.seconds, r.epochs_started, hex(r.checksum).c_str());
+    r.clock_per_thread = median(r.round_clock);
+    if (o.clock_probe_seconds > 0) r.clock_linear_percent = 100.0 * r.clock_per_thread / rows.front().clock_per_thread;
+    std::printf("  %7d %12.1f %14.1f %11.1f%% %13.1f%% %9.3f %7d %18s\n", r.threads, r.img_per_sec,
+                r.img_per_sec_per_thread, r.linear_percent, r.clock_linear_percent, r.seconds, r.epochs_started,
+                hex(r.checksum).c_str());
   }
   std::fflush(stdout);
   const bool agree =
@@ -345,7 +404,8 @@ int bench_main(int argc, char** argv) {
   const train::BadFiles bad = dataset.bad_files();
   std::printf(
       "#\n# img/s: the median of %d rounds (the counts interleaved); seconds and epochs: the last round. %% of "
-      "linear: img/s per thread against the first row's. The last batch is batch %d of every row: "
+      "linear: img/s per thread against the first row's; clock %% linear: the same for a loop that touches no memory, "
+      "run with as many threads right after each row (the machine's own ceiling). The last batch is batch %d of every row: "
       "its checksums %s.\n# bad files: %zu found by the scan, %zu unreadable\n",
       o.rounds, o.warmup_batches + o.batches - 1, agree ? "agree" : "DIFFER", bad.found_by_scan, bad.unreadable.size());
   if (!o.json.empty()) write_json(o, command, date, m, split_dir, dataset.size(), dataset.num_classes(), rows, agree);
