@@ -98,7 +98,8 @@ Options parse(int argc, char** argv, bool* help) {
                                std::to_string(o.rounds) + ")");
   flags.add<int>("crop", "side of the random-resized crop (default " + std::to_string(o.crop) + ")");
   flags.add<uint64_t>("seed", "sampler and augmentation seed (default " + std::to_string(o.seed) + ")");
-  flags.add<double>("clock-probe-seconds", "length of the CPU clock probe run beside each row, 0 for none (default 0.5)");
+  flags.add<double>("clock-probe-seconds",
+                    "length of the CPU clock probe run beside each row, 0 for none (default 0.5)");
   flags.add<std::string>("metrics-file", "also write the results to this JSON file");
   const core::ParsedCommandLine parsed = core::parse_command_line(argc, argv, d);
   if (parsed.help) {
@@ -405,7 +406,8 @@ int bench_main(int argc, char** argv) {
   std::printf(
       "#\n# img/s: the median of %d rounds (the counts interleaved); seconds and epochs: the last round. %% of "
       "linear: img/s per thread against the first row's; clock %% linear: the same for a loop that touches no memory, "
-      "run with as many threads right after each row (the machine's own ceiling). The last batch is batch %d of every row: "
+      "run with as many threads right after each row (the machine's own ceiling). The last batch is batch %d of every "
+      "row: "
       "its checksums %s.\n# bad files: %zu found by the scan, %zu unreadable\n",
       o.rounds, o.warmup_batches + o.batches - 1, agree ? "agree" : "DIFFER", bad.found_by_scan, bad.unreadable.size());
   if (!o.json.empty()) write_json(o, command, date, m, split_dir, dataset.size(), dataset.num_classes(), rows, agree);
