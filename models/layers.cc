@@ -27,8 +27,7 @@ void expect_rank(const core::Tensor& x, size_t rank, const char* layer) {
 
 Conv2d::Conv2d(ParameterSet& params, const std::string& name, int in_channels, int out_channels, int kernel, int stride,
                int pad)
-    : params_(params),
-      weight_(params.add(name + ".weight", {out_channels, in_channels, kernel, kernel}, ParamKind::kWeight)) {
+    : params_(params), weight_(declare(params, name, in_channels, out_channels, kernel)) {
   shape_.in_channels = in_channels;
   shape_.out_channels = out_channels;
   shape_.kernel_h = shape_.kernel_w = kernel;
@@ -60,21 +59,25 @@ const core::Tensor& Conv2d::backward(const core::Tensor& dy) {
 }
 
 void Conv2d::initialize(ParameterSet& params, std::mt19937_64& rng) {
-  const double fan_out = double(shape_.out_channels) * shape_.kernel_h * shape_.kernel_w;
+  initialize_weight(params, weight_, rng);
+}
+
+int Conv2d::declare(ParameterSet& params, const std::string& name, int in_channels, int out_channels, int kernel) {
+  return params.add(name + ".weight", {out_channels, in_channels, kernel, kernel}, ParamKind::kWeight);
+}
+
+void Conv2d::initialize_weight(ParameterSet& params, int weight, std::mt19937_64& rng) {
+  const core::Shape& shape = params.slot(weight).shape;  // [out, in, kh, kw]
+  const double fan_out = double(shape[0]) * double(shape[2]) * double(shape[3]);
   std::normal_distribution<double> dist(0.0, std::sqrt(2.0 / fan_out));
-  float* w = params.param(weight_);
-  for (int64_t i = 0; i < params.slot(weight_).numel; ++i) w[i] = static_cast<float>(dist(rng));
+  float* w = params.param(weight);
+  for (int64_t i = 0; i < params.slot(weight).numel; ++i) w[i] = static_cast<float>(dist(rng));
 }
 
 // --- BatchNorm2d -----------------------------------------------------------------------------
 
 BatchNorm2d::BatchNorm2d(ParameterSet& params, const std::string& name, int channels)
-    : params_(params),
-      channels_(channels),
-      gamma_(params.add(name + ".weight", {channels}, ParamKind::kNormScale)),
-      beta_(params.add(name + ".bias", {channels}, ParamKind::kBias)),
-      running_mean_(params.add_state(name + ".running_mean", channels)),
-      running_var_(params.add_state(name + ".running_var", channels)) {}
+    : params_(params), channels_(channels), slots_(declare(params, name, channels)) {}
 
 const core::Tensor& BatchNorm2d::forward(const core::Tensor& x, bool training) {
   expect_rank(x, 4, "batch norm");
@@ -86,12 +89,13 @@ const core::Tensor& BatchNorm2d::forward(const core::Tensor& x, bool training) {
   if (training) {
     saved_mean_.resize(static_cast<size_t>(channels_));
     saved_inv_std_.resize(static_cast<size_t>(channels_));
-    cpu::batch_norm_forward_train(s, x.data<float>(), params_.param(gamma_), params_.param(beta_),
+    cpu::batch_norm_forward_train(s, x.data<float>(), params_.param(slots_.gamma), params_.param(slots_.beta),
                                   output_.data<float>(), saved_mean_.data(), saved_inv_std_.data(),
-                                  params_.state(running_mean_), params_.state(running_var_));
+                                  params_.state(slots_.running_mean), params_.state(slots_.running_var));
   } else {
-    cpu::batch_norm_forward_eval(s, x.data<float>(), params_.param(gamma_), params_.param(beta_),
-                                 params_.state(running_mean_), params_.state(running_var_), output_.data<float>());
+    cpu::batch_norm_forward_eval(s, x.data<float>(), params_.param(slots_.gamma), params_.param(slots_.beta),
+                                 params_.state(slots_.running_mean), params_.state(slots_.running_var),
+                                 output_.data<float>());
   }
   return output_;
 }
@@ -100,18 +104,38 @@ const core::Tensor& BatchNorm2d::backward(const core::Tensor& dy) {
   const core::Shape& shape = input_->shape();
   const cpu::BatchNormShape s{static_cast<int>(shape[0]), channels_, shape[2] * shape[3]};
   ensure_shape(dx_, shape);
-  cpu::batch_norm_backward(s, input_->data<float>(), dy.data<float>(), params_.param(gamma_), saved_mean_.data(),
-                           saved_inv_std_.data(), dx_.data<float>(), params_.grad(gamma_), params_.grad(beta_));
-  params_.gradient_ready(beta_);  // beta was registered after gamma, so it sits first in the buffer
-  params_.gradient_ready(gamma_);
+  cpu::batch_norm_backward(s, input_->data<float>(), dy.data<float>(), params_.param(slots_.gamma), saved_mean_.data(),
+                           saved_inv_std_.data(), dx_.data<float>(), params_.grad(slots_.gamma),
+                           params_.grad(slots_.beta));
+  params_.gradient_ready(slots_.beta);  // beta was registered after gamma, so it sits first in the buffer
+  params_.gradient_ready(slots_.gamma);
   return dx_;
 }
 
 void BatchNorm2d::initialize(ParameterSet& params, std::mt19937_64&) {
-  std::fill(params.param(gamma_), params.param(gamma_) + channels_, zero_gamma_ ? 0.0f : 1.0f);
-  std::fill(params.param(beta_), params.param(beta_) + channels_, 0.0f);
-  std::fill(params.state(running_mean_), params.state(running_mean_) + channels_, 0.0f);
-  std::fill(params.state(running_var_), params.state(running_var_) + channels_, 1.0f);
+  initialize_slots(params, slots_, false);
+}
+
+BatchNorm2d::Slots BatchNorm2d::declare(ParameterSet& params, const std::string& name, int channels) {
+  Slots s{};
+  s.gamma = params.add(name + ".weight", {channels}, ParamKind::kNormScale);
+  s.beta = params.add(name + ".bias", {channels}, ParamKind::kBias);
+  s.running_mean = params.add_state(name + ".running_mean", channels);
+  s.running_var = params.add_state(name + ".running_var", channels);
+  return s;
+}
+
+BatchNorm2d::Slots BatchNorm2d::find(const ParameterSet& params, const std::string& name) {
+  return Slots{params.find(name + ".weight"), params.find(name + ".bias"), params.find_state(name + ".running_mean"),
+               params.find_state(name + ".running_var")};
+}
+
+void BatchNorm2d::initialize_slots(ParameterSet& params, const Slots& slots, bool zero_gamma) {
+  const int64_t channels = params.slot(slots.gamma).numel;
+  std::fill(params.param(slots.gamma), params.param(slots.gamma) + channels, zero_gamma ? 0.0f : 1.0f);
+  std::fill(params.param(slots.beta), params.param(slots.beta) + channels, 0.0f);
+  std::fill(params.state(slots.running_mean), params.state(slots.running_mean) + channels, 0.0f);
+  std::fill(params.state(slots.running_var), params.state(slots.running_var) + channels, 1.0f);
 }
 
 // --- ReLU, pooling -----------------------------------------------------------------------------
@@ -168,11 +192,7 @@ const core::Tensor& GlobalAvgPool::backward(const core::Tensor& dy) {
 // --- Linear ------------------------------------------------------------------------------------
 
 Linear::Linear(ParameterSet& params, const std::string& name, int in_features, int out_features)
-    : params_(params),
-      in_(in_features),
-      out_(out_features),
-      weight_(params.add(name + ".weight", {out_features, in_features}, ParamKind::kWeight)),
-      bias_(params.add(name + ".bias", {out_features}, ParamKind::kBias)) {}
+    : params_(params), in_(in_features), out_(out_features), slots_(declare(params, name, in_features, out_features)) {}
 
 const core::Tensor& Linear::forward(const core::Tensor& x, bool) {
   expect_rank(x, 2, "linear");
@@ -180,7 +200,7 @@ const core::Tensor& Linear::forward(const core::Tensor& x, bool) {
   input_ = &x;
   const int batch = static_cast<int>(x.shape()[0]);
   ensure_shape(output_, {batch, out_});
-  cpu::linear_forward(batch, in_, out_, x.data<float>(), params_.param(weight_), params_.param(bias_),
+  cpu::linear_forward(batch, in_, out_, x.data<float>(), params_.param(slots_.weight), params_.param(slots_.bias),
                       output_.data<float>());
   return output_;
 }
@@ -188,18 +208,35 @@ const core::Tensor& Linear::forward(const core::Tensor& x, bool) {
 const core::Tensor& Linear::backward(const core::Tensor& dy) {
   const int batch = static_cast<int>(input_->shape()[0]);
   ensure_shape(dx_, input_->shape());
-  cpu::linear_backward(batch, in_, out_, input_->data<float>(), params_.param(weight_), dy.data<float>(),
-                       dx_.data<float>(), params_.grad(weight_), params_.grad(bias_));
-  params_.gradient_ready(bias_);
-  params_.gradient_ready(weight_);
+  cpu::linear_backward(batch, in_, out_, input_->data<float>(), params_.param(slots_.weight), dy.data<float>(),
+                       dx_.data<float>(), params_.grad(slots_.weight), params_.grad(slots_.bias));
+  params_.gradient_ready(slots_.bias);
+  params_.gradient_ready(slots_.weight);
   return dx_;
 }
 
 void Linear::initialize(ParameterSet& params, std::mt19937_64& rng) {
-  const double bound = 1.0 / std::sqrt(static_cast<double>(in_));
+  initialize_slots(params, slots_, rng);
+}
+
+Linear::Slots Linear::declare(ParameterSet& params, const std::string& name, int in_features, int out_features) {
+  Slots s{};
+  s.weight = params.add(name + ".weight", {out_features, in_features}, ParamKind::kWeight);
+  s.bias = params.add(name + ".bias", {out_features}, ParamKind::kBias);
+  return s;
+}
+
+Linear::Slots Linear::find(const ParameterSet& params, const std::string& name) {
+  return Slots{params.find(name + ".weight"), params.find(name + ".bias")};
+}
+
+void Linear::initialize_slots(ParameterSet& params, const Slots& slots, std::mt19937_64& rng) {
+  const double bound = 1.0 / std::sqrt(static_cast<double>(params.slot(slots.weight).shape[1]));
   std::uniform_real_distribution<double> dist(-bound, bound);
-  for (int64_t i = 0; i < params.slot(weight_).numel; ++i) params.param(weight_)[i] = static_cast<float>(dist(rng));
-  for (int i = 0; i < out_; ++i) params.param(bias_)[i] = static_cast<float>(dist(rng));
+  float* weight = params.param(slots.weight);
+  for (int64_t i = 0; i < params.slot(slots.weight).numel; ++i) weight[i] = static_cast<float>(dist(rng));
+  float* bias = params.param(slots.bias);
+  for (int64_t i = 0; i < params.slot(slots.bias).numel; ++i) bias[i] = static_cast<float>(dist(rng));
 }
 
 // --- Sequential --------------------------------------------------------------------------------

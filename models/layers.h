@@ -16,8 +16,12 @@ class Conv2d final : public Module {
          int pad);
   const core::Tensor& forward(const core::Tensor& x, bool training) override;
   const core::Tensor& backward(const core::Tensor& dy) override;
-  // Kaiming normal, fan-out mode (torchvision's ResNet initialization).
   void initialize(ParameterSet& params, std::mt19937_64& rng) override;
+
+  // Registers "<name>.weight" [out, in, kernel, kernel]; returns its id.
+  static int declare(ParameterSet& params, const std::string& name, int in_channels, int out_channels, int kernel);
+  // Kaiming normal, fan-out mode (torchvision's ResNet initialization).
+  static void initialize_weight(ParameterSet& params, int weight, std::mt19937_64& rng);
 
  private:
   ParameterSet& params_;
@@ -34,14 +38,21 @@ class BatchNorm2d final : public Module {
   const core::Tensor& forward(const core::Tensor& x, bool training) override;
   const core::Tensor& backward(const core::Tensor& dy) override;
   void initialize(ParameterSet& params, std::mt19937_64& rng) override;
-  // Zero gamma: the residual branch starts as identity (Goyal et al.).
-  void zero_gamma() { zero_gamma_ = true; }
+
+  struct Slots {
+    int gamma, beta, running_mean, running_var;
+  };
+  // Registers "<name>.weight" (gamma), "<name>.bias" (beta) and the running statistics.
+  static Slots declare(ParameterSet& params, const std::string& name, int channels);
+  static Slots find(const ParameterSet& params, const std::string& name);
+  // gamma 1 (0 with zero_gamma: a residual branch then starts as the identity, Goyal et al.),
+  // beta 0, running mean 0, running variance 1.
+  static void initialize_slots(ParameterSet& params, const Slots& slots, bool zero_gamma);
 
  private:
   ParameterSet& params_;
   int channels_;
-  int gamma_, beta_, running_mean_, running_var_;
-  bool zero_gamma_ = false;
+  Slots slots_;
   const core::Tensor* input_ = nullptr;
   core::Tensor output_, dx_;
   std::vector<float> saved_mean_, saved_inv_std_;
@@ -88,13 +99,21 @@ class Linear final : public Module {
   Linear(ParameterSet& params, const std::string& name, int in_features, int out_features);
   const core::Tensor& forward(const core::Tensor& x, bool training) override;
   const core::Tensor& backward(const core::Tensor& dy) override;
-  // PyTorch's default: uniform(-1/sqrt(in), 1/sqrt(in)) for weight and bias.
   void initialize(ParameterSet& params, std::mt19937_64& rng) override;
+
+  struct Slots {
+    int weight, bias;
+  };
+  // Registers "<name>.weight" [out, in] and "<name>.bias" [out].
+  static Slots declare(ParameterSet& params, const std::string& name, int in_features, int out_features);
+  static Slots find(const ParameterSet& params, const std::string& name);
+  // PyTorch's default: uniform(-1/sqrt(in), 1/sqrt(in)) for weight, then bias.
+  static void initialize_slots(ParameterSet& params, const Slots& slots, std::mt19937_64& rng);
 
  private:
   ParameterSet& params_;
   int in_, out_;
-  int weight_, bias_;
+  Slots slots_;
   const core::Tensor* input_ = nullptr;
   core::Tensor output_, dx_;
 };

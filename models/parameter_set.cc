@@ -34,10 +34,8 @@ void ParameterSet::finalize() {
   }
   total_ = offset;
   params_ = core::Tensor(core::DType::kF32, {total_});
-  grads_ = core::Tensor(core::DType::kF32, {total_});
   state_ = core::Tensor(core::DType::kF32, {state_total_});
   std::fill(params_.data<float>(), params_.data<float>() + total_, 0.0f);
-  std::fill(grads_.data<float>(), grads_.data<float>() + total_, 0.0f);
   std::fill(state_.data<float>(), state_.data<float>() + state_total_, 0.0f);
   finalized_ = true;
 }
@@ -66,9 +64,17 @@ float* ParameterSet::param(int id) {
   return params_.data<float>() + slot(id).offset;
 }
 
-float* ParameterSet::grad(int id) {
+float* ParameterSet::grads_flat() {
   DTRAIN_CHECK(finalized_) << "gradients used before finalize()";
-  return grads_.data<float>() + slot(id).offset;
+  if (grads_.numel() == 0 && total_ > 0) {
+    grads_ = core::Tensor(core::DType::kF32, {total_});
+    std::fill(grads_.data<float>(), grads_.data<float>() + total_, 0.0f);
+  }
+  return grads_.data<float>();
+}
+
+float* ParameterSet::grad(int id) {
+  return grads_flat() + slot(id).offset;
 }
 
 float* ParameterSet::state(int id) {

@@ -69,7 +69,10 @@ class ParameterSet {
   int64_t flat_size() const { return total_; }
   int64_t state_count() const { return state_total_; }
   float* params_flat() { return params_.data<float>(); }
-  float* grads_flat() { return grads_.data<float>(); }
+  // The host gradients are allocated (zeroed) on first use: the GPU path keeps its gradients on the
+  // device and never needs these (about 100 MB for ResNet-50) unless a test or check asks.
+  float* grads_flat();
+  bool has_host_gradients() const { return grads_.numel() > 0; }
   float* state_flat() { return state_.data<float>(); }
 
  private:

@@ -59,61 +59,45 @@ class GpuResNet::Block {
 
 namespace {
 
-// Builds blocks with models::ResNet's names, so the GPU layers find their slots in its layout.
-struct GpuBuilder {
-  GpuContext& context;
-  DeviceParameters& params;
-  bool batch_norm;
+// One plan entry: the convolution, and its norm-act (BN and/or ReLU) when it has either.
+GpuResNet::Block::Stage gpu_stage(GpuContext& context, DeviceParameters& params, const ConvNormSpec& s) {
+  GpuResNet::Block::Stage stage;
+  stage.conv =
+      std::make_unique<GpuConv2d>(context, params, s.conv, s.in_channels, s.out_channels, s.kernel, s.stride, s.pad);
+  if (!s.norm.empty() || s.relu)
+    stage.norm = std::make_unique<GpuNormAct>(context, params, s.norm, s.out_channels, s.relu);
+  return stage;
+}
 
-  GpuResNet::Block::Stage stage(const std::string& conv, const std::string& bn, int in, int out, int kernel, int stride,
-                                int pad, bool relu) {
-    GpuResNet::Block::Stage s;
-    s.conv = std::make_unique<GpuConv2d>(context, params, conv, in, out, kernel, stride, pad);
-    if (batch_norm || relu) s.norm = std::make_unique<GpuNormAct>(context, params, batch_norm ? bn : "", out, relu);
-    return s;
-  }
-};
+// The host copy of the plan's parameters, initialized.
+ParameterSet initialized_parameters(const ResNetPlan& plan) {
+  ParameterSet params;
+  declare_parameters(plan, params);
+  initialize_parameters(plan, params);
+  return params;
+}
 
 }  // namespace
 
 GpuResNet::GpuResNet(const ResNetConfig& config, GpuContext& context)
-    : context_(context), host_(config), device_params_(host_.parameters(), context) {
+    : context_(context),
+      plan_(resnet_plan(config)),
+      host_params_(initialized_parameters(plan_)),
+      device_params_(host_params_, context) {
   core::DeviceGuard on(context.device());
-  bool bottleneck = false;
-  const std::vector<int> stages = resnet_stage_blocks(config, &bottleneck);
-  GpuBuilder build{context, device_params_, config.batch_norm};
-  const int w = config.width;
-  auto stem = config.small_input ? build.stage("conv1", "bn1", config.in_channels, w, 3, 1, 1, true)
-                                 : build.stage("conv1", "bn1", config.in_channels, w, 7, 2, 3, true);
+  auto stem = gpu_stage(context, device_params_, plan_.stem);
   stem_conv_ = std::move(stem.conv);
   stem_norm_ = std::move(stem.norm);
-  if (!config.small_input) stem_pool_ = std::make_unique<GpuMaxPool2d>(context, 3, 2, 1);
-  int in = w;
-  for (size_t s = 0; s < stages.size(); ++s) {
-    const int planes = w << s;
-    const int out = planes * (bottleneck ? 4 : 1);
-    for (int b = 0; b < stages[s]; ++b) {
-      const int stride = (s > 0 && b == 0) ? 2 : 1;
-      const std::string name = "layer" + std::to_string(s + 1) + "." + std::to_string(b);
-      std::vector<Block::Stage> branch;
-      if (bottleneck) {
-        branch.push_back(build.stage(name + ".conv1", name + ".bn1", in, planes, 1, 1, 0, true));
-        branch.push_back(build.stage(name + ".conv2", name + ".bn2", planes, planes, 3, stride, 1, true));
-        branch.push_back(build.stage(name + ".conv3", name + ".bn3", planes, out, 1, 1, 0, true));
-      } else {
-        branch.push_back(build.stage(name + ".conv1", name + ".bn1", in, planes, 3, stride, 1, true));
-        branch.push_back(build.stage(name + ".conv2", name + ".bn2", planes, planes, 3, 1, 1, true));
-      }
-      Block::Stage shortcut;
-      if (stride != 1 || in != out) {
-        shortcut = build.stage(name + ".downsample.0", name + ".downsample.1", in, out, 1, stride, 0, false);
-      }
-      blocks_.push_back(std::make_unique<Block>(std::move(branch), std::move(shortcut)));
-      in = out;
-    }
+  if (plan_.stem_max_pool) stem_pool_ = std::make_unique<GpuMaxPool2d>(context, 3, 2, 1);
+  for (const ResidualBlockSpec& spec : plan_.blocks) {
+    std::vector<Block::Stage> branch;
+    for (const ConvNormSpec& s : spec.branch) branch.push_back(gpu_stage(context, device_params_, s));
+    Block::Stage shortcut;
+    if (spec.shortcut) shortcut = gpu_stage(context, device_params_, *spec.shortcut);
+    blocks_.push_back(std::make_unique<Block>(std::move(branch), std::move(shortcut)));
   }
   pool_ = std::make_unique<GpuGlobalAvgPool>(context);
-  fc_ = std::make_unique<GpuLinear>(context, device_params_, "fc", in, config.num_classes);
+  fc_ = std::make_unique<GpuLinear>(context, device_params_, plan_.classifier, plan_.features, plan_.num_classes);
   device_params_.upload();
 }
 
@@ -137,7 +121,8 @@ const core::Tensor& GpuResNet::backward(const core::Tensor& dlogits) {
 }
 
 void GpuResNet::initialize(ParameterSet& params, std::mt19937_64& rng) {
-  host_.initialize(params, rng);
+  DTRAIN_CHECK(&params == &host_params_) << "GpuResNet::initialize takes its own host copy (parameters())";
+  initialize_parameters(plan_, params, rng);
   device_params_.upload();
 }
 

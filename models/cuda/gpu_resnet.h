@@ -1,10 +1,11 @@
 #pragma once
-// The ResNet family on one GPU: models::ResNet's architecture and parameter layout, run by the GPU
-// layers (gpu_layers.h) in the context's numerics.
+// The ResNet family on one GPU: the layers of resnet_plan.h run by the GPU layers (gpu_layers.h) in
+// the context's numerics.
 //
-// The host ResNet of the same config is kept as the layout and the host mirror: it initializes
-// the parameters (deterministic for a seed, so CPU and GPU replicas start identical), and
-// checkpoints and tests read the device values through it (sync_to_host()).
+// The parameters live on the device (DeviceParameters). Their host copy is a ParameterSet of the
+// plan's layout, initialized from the plan (deterministic for a seed, so CPU and GPU replicas start
+// identical) and then only a snapshot: checkpoints and tests fill it when they need it
+// (sync_to_host()). It holds no host gradients unless a caller asks for them.
 //
 // forward() takes the normalized input batch as a device tensor [N, C, H, W] in the context's
 // element type and layout and returns the logits [N, classes]. backward() takes dL/dlogits and
@@ -18,7 +19,7 @@
 #include "models/cuda/gpu_context.h"
 #include "models/cuda/gpu_layers.h"
 #include "models/module.h"
-#include "models/resnet.h"
+#include "models/resnet_plan.h"
 
 namespace dtrain::models::cuda {
 
@@ -29,10 +30,11 @@ class GpuResNet final : public Module {
 
   const core::Tensor& forward(const core::Tensor& x, bool training) override;
   const core::Tensor& backward(const core::Tensor& dlogits) override;
-  // Re-initializes the host mirror from `rng` and uploads it.
+  // Re-initializes `params` (this model's host copy) from `rng` and uploads it.
   void initialize(ParameterSet& params, std::mt19937_64& rng) override;
 
-  ParameterSet& parameters() { return host_.parameters(); }
+  // The host copy: as initialized, or as of the last sync_to_host().
+  ParameterSet& parameters() { return host_params_; }
   DeviceParameters& device_parameters() { return device_params_; }
   GpuContext& context() { return context_; }
   // Device parameters, state (and gradients when asked) into the host mirror. Synchronizes.
@@ -43,7 +45,8 @@ class GpuResNet final : public Module {
 
  private:
   GpuContext& context_;
-  ResNet host_;
+  ResNetPlan plan_;
+  ParameterSet host_params_;
   DeviceParameters device_params_;
   std::unique_ptr<GpuConv2d> stem_conv_;
   std::unique_ptr<GpuNormAct> stem_norm_;

@@ -8,6 +8,7 @@
 #include "comm/gradient_synchronizer.h"
 #include "comm/stall_inspector.h"
 #include "models/cpu/softmax_cross_entropy.h"
+#include "models/resnet.h"
 #include "runtime/core/dtype.h"
 #include "runtime/train/sgd.h"
 #include "runtime/train/step_engine.h"

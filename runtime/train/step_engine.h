@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "models/parameter_set.h"
-#include "models/resnet.h"
+#include "models/resnet_plan.h"
 #include "runtime/core/rank_context.h"
 #include "runtime/train/data/data_loader.h"
 #include "runtime/train/resolved_config.h"

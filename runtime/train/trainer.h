@@ -6,7 +6,7 @@
 
 #include "comm/communicator.h"
 #include "comm/gradient_synchronizer.h"
-#include "models/resnet.h"
+#include "models/resnet_plan.h"
 #include "runtime/core/rank_context.h"
 #include "runtime/train/checkpoint.h"
 #include "runtime/train/data/data_loader.h"

@@ -133,6 +133,8 @@ StepOutcome gpu_step(const ResNetConfig& config, cuda::ConvNumerics numerics, co
   std::vector<unsigned char> raw(logits.bytes());
   DTRAIN_CUDA_CHECK(cudaMemcpy(raw.data(), logits.raw(), raw.size(), cudaMemcpyDeviceToHost));
   out.logits = bf16 ? to_floats<core::bfloat16>(raw) : to_floats<float>(raw);
+  // The GPU path keeps gradients on the device: no host gradient buffer until one is asked for.
+  EXPECT_FALSE(model.parameters().has_host_gradients());
   model.sync_to_host(/*gradients=*/true);
   ParameterSet& p = model.parameters();
   out.grad_norms = slot_norms(p);

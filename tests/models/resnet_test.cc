@@ -5,9 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "models/cpu/softmax_cross_entropy.h"
 #include "runtime/core/error.h"
@@ -24,6 +26,52 @@ TEST(ResNet, ParameterCountsMatchTorchvision) {
     config.depth = depth;
     ResNet net(config);
     EXPECT_EQ(net.parameters().parameter_count(), count) << "ResNet-" << depth;
+  }
+}
+
+// The plan alone (what the GPU ResNet uses) gives the CPU ResNet's layout and initial values, bit
+// for bit, for every kind of config: both networks start from one description.
+TEST(ResNetPlan, DeclaredParametersMatchTheCpuResNet) {
+  std::vector<ResNetConfig> configs(6);
+  configs[0].depth = 18;
+  configs[1].depth = 50;
+  configs[1].zero_init_residual = true;
+  configs[2].blocks_per_stage = {1, 2};
+  configs[2].bottleneck = false;
+  configs[2].small_input = true;
+  configs[2].num_classes = 10;
+  configs[2].width = 8;
+  configs[3] = configs[2];
+  configs[3].batch_norm = false;
+  configs[4].depth = 34;
+  configs[4].in_channels = 1;
+  configs[5].blocks_per_stage = {1, 1, 1};
+  configs[5].width = 16;
+  configs[5].zero_init_residual = true;
+  const uint64_t seed = test::random_seed();
+  for (size_t i = 0; i < configs.size(); ++i) {
+    configs[i].seed = seed + i;
+    ResNet cpu(configs[i]);
+    ParameterSet planned;
+    declare_parameters(cpu.plan(), planned);
+    initialize_parameters(cpu.plan(), planned);
+    ParameterSet& reference = cpu.parameters();
+    ASSERT_EQ(planned.slots().size(), reference.slots().size()) << "config " << i;
+    for (size_t k = 0; k < planned.slots().size(); ++k) {
+      const ParamSlot& a = planned.slots()[k];
+      const ParamSlot& b = reference.slots()[k];
+      EXPECT_EQ(a.name, b.name) << "config " << i;
+      EXPECT_EQ(a.shape, b.shape) << a.name;
+      EXPECT_EQ(a.kind, b.kind) << a.name;
+      EXPECT_EQ(a.offset, b.offset) << a.name;
+    }
+    ASSERT_EQ(planned.flat_size(), reference.flat_size());
+    ASSERT_EQ(planned.state_count(), reference.state_count());
+    EXPECT_TRUE(std::equal(planned.params_flat(), planned.params_flat() + planned.flat_size(), reference.params_flat()))
+        << "config " << i << ": initial values differ";
+    EXPECT_TRUE(std::equal(planned.state_flat(), planned.state_flat() + planned.state_count(), reference.state_flat()))
+        << "config " << i << ": initial state differs";
+    EXPECT_FALSE(planned.has_host_gradients()) << "declaring must not allocate host gradients";
   }
 }
 

@@ -19,7 +19,7 @@
 #include "models/cuda/classification_metrics.h"
 #include "models/cuda/gpu_context.h"
 #include "models/cuda/gpu_resnet.h"
-#include "models/resnet.h"
+#include "models/resnet_plan.h"
 #include "runtime/core/buffer.h"
 #include "runtime/core/cuda/stream.h"
 #include "runtime/train/resolved_config.h"
