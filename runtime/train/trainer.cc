@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <optional>
@@ -276,6 +275,46 @@ void Trainer::verify_replicas() {
                                      << " (every rank must run the same binary, config and flags)";
 }
 
+void Trainer::report_progress(int epoch, long step, long steps, double lr, const std::vector<double>& losses,
+                              const DeviceMemory& memory, StepTimer& timer) {
+  Parts& p = *parts_;
+  const int world = ctx_.topology().world_size;
+  double mean_loss = 0;
+  for (double l : losses) mean_loss += l;
+  mean_loss /= world;
+  const StepTimer::Interval interval = timer.take_interval();
+  // images/s as progress.h defines it: all ranks' images over rank 0's wall time.
+  const double rate = config_.fields.log_every_steps() * config_.fields.batch_per_rank() * world / interval.seconds;
+  const double wait = interval.wait_fraction;
+  long left = steps - (step + 1);
+  if (config_.fields.max_total_steps() > 0) left = std::min(left, config_.fields.max_total_steps() - p.global_step);
+  const double eta = timer.eta(left);
+  std::ostringstream gpu;
+  if (memory.peak_bytes > 0) {
+    gpu << ", GPU memory " << format_gib(memory.peak_bytes) << " peak, " << format_gib(memory.reserved_bytes)
+        << " reserved";
+  }
+  // "epoch E step S/T": S counts the epoch's steps; the records' "step" is the global step.
+  DTRAIN_LOG0(kInfo) << "epoch " << epoch << " step " << step + 1 << "/" << steps << " loss " << mean_loss << " lr "
+                     << lr << ", " << static_cast<long>(rate) << " images/s (" << static_cast<long>(rate / world)
+                     << " per rank), data wait " << std::round(1000 * wait) / 10 << "%, epoch ETA "
+                     << format_duration(eta) << gpu.str() << " (global step " << p.global_step << ")";
+  std::vector<std::pair<std::string, double>> record = {{"epoch", epoch},
+                                                        {"step", static_cast<double>(p.global_step)},
+                                                        {"epoch_step", static_cast<double>(step + 1)},
+                                                        {"epoch_steps", static_cast<double>(steps)},
+                                                        {"loss", mean_loss},
+                                                        {"lr", lr},
+                                                        {"img_per_sec", rate},
+                                                        {"img_per_sec_per_rank", rate / world},
+                                                        {"data_wait_fraction", wait},
+                                                        {"epoch_eta_seconds", eta}};
+  if (memory.peak_bytes > 0) {
+    record.insert(record.end(), {{"gpu_peak_bytes", memory.peak_bytes}, {"gpu_reserved_bytes", memory.reserved_bytes}});
+  }
+  p.metrics->write("train", record);
+}
+
 EpochResult Trainer::train_epoch(int epoch) {
   Parts& p = *parts_;
   const int batch = config_.fields.batch_per_rank();
@@ -288,20 +327,13 @@ EpochResult Trainer::train_epoch(int epoch) {
   const long steps = steps_per_epoch();
   const double epoch_images = static_cast<double>(images_before(epoch, steps));  // this epoch's, in all
 
-  using Clock = std::chrono::steady_clock;
   double loss_sum = 0;  // over the steps whose loss was read
   long losses_read = 0;
-  const auto start = Clock::now();
-  auto interval_start = start;
-  double interval_wait = 0;  // seconds spent waiting for the loader in this logging interval
-  std::vector<double> step_seconds;
-  double epoch_wait = 0;
+  StepTimer timer;
   for (long step = first_step; step < steps && !step_limit_reached(); ++step) {
-    const auto step_start = Clock::now();
+    timer.begin_step();
     const Batch* b = p.train_loader->next();
-    const double waited = std::chrono::duration<double>(Clock::now() - step_start).count();
-    interval_wait += waited;
-    epoch_wait += waited;
+    timer.batch_arrived();
     DTRAIN_CHECK(b != nullptr) << "loader ran dry at step " << step;
     // The schedule's position by images seen: epoch x steps + step exactly without a change of
     // world size or batch; after one, the share of the epoch's images seen, in steps.
@@ -337,50 +369,10 @@ EpochResult Trainer::train_epoch(int epoch) {
         ++losses_read;
       }
     }
-    step_seconds.push_back(std::chrono::duration<double>(Clock::now() - step_start).count());
+    timer.end_step();
     ++p.totals.steps;
     p.totals.images += static_cast<double>(batch) * world;
-    if (report) {
-      double mean_loss = 0;
-      for (double l : losses) mean_loss += l;
-      mean_loss /= world;
-      const auto now = Clock::now();
-      const double seconds = std::chrono::duration<double>(now - interval_start).count();
-      // images/s as progress.h defines it: all ranks' images over rank 0's wall time.
-      const double rate = config_.fields.log_every_steps() * batch * world / seconds;
-      const double wait = interval_wait / seconds;
-      interval_start = now;
-      interval_wait = 0;
-      long left = steps - (step + 1);
-      if (config_.fields.max_total_steps() > 0) left = std::min(left, config_.fields.max_total_steps() - p.global_step);
-      const double eta =
-          eta_seconds(std::chrono::duration<double>(now - start).count(), static_cast<long>(step_seconds.size()), left);
-      std::ostringstream gpu;
-      if (memory.peak_bytes > 0) {
-        gpu << ", GPU memory " << format_gib(memory.peak_bytes) << " peak, " << format_gib(memory.reserved_bytes)
-            << " reserved";
-      }
-      // "epoch E step S/T": S counts the epoch's steps; the records' "step" is the global step.
-      DTRAIN_LOG0(kInfo) << "epoch " << epoch << " step " << step + 1 << "/" << steps << " loss " << mean_loss << " lr "
-                         << lr << ", " << static_cast<long>(rate) << " images/s (" << static_cast<long>(rate / world)
-                         << " per rank), data wait " << std::round(1000 * wait) / 10 << "%, epoch ETA "
-                         << format_duration(eta) << gpu.str() << " (global step " << p.global_step << ")";
-      std::vector<std::pair<std::string, double>> record = {{"epoch", epoch},
-                                                            {"step", static_cast<double>(p.global_step)},
-                                                            {"epoch_step", static_cast<double>(step + 1)},
-                                                            {"epoch_steps", static_cast<double>(steps)},
-                                                            {"loss", mean_loss},
-                                                            {"lr", lr},
-                                                            {"img_per_sec", rate},
-                                                            {"img_per_sec_per_rank", rate / world},
-                                                            {"data_wait_fraction", wait},
-                                                            {"epoch_eta_seconds", eta}};
-      if (memory.peak_bytes > 0) {
-        record.insert(record.end(),
-                      {{"gpu_peak_bytes", memory.peak_bytes}, {"gpu_reserved_bytes", memory.reserved_bytes}});
-      }
-      p.metrics->write("train", record);
-    }
+    if (report) report_progress(epoch, step, steps, lr, losses, memory, timer);
     const bool stop = stop_agreed();
     const bool last = step + 1 == steps || step_limit_reached();
     if (stop) release_finished(*p.engine, *p.train_loader, true);
@@ -396,7 +388,7 @@ EpochResult Trainer::train_epoch(int epoch) {
                                                        : "; no checkpoint_dir: the weights go to the run directory")
                          << ", exiting with status " << core::kExitPreempted << " (requeue and --resume latest)";
       p.stopped = true;
-      p.totals.train_seconds += std::chrono::duration<double>(Clock::now() - start).count();
+      p.totals.train_seconds += timer.elapsed();
       EpochResult stopped;
       stopped.epoch = epoch;
       return stopped;
@@ -404,8 +396,9 @@ EpochResult Trainer::train_epoch(int epoch) {
   }
   release_finished(*p.engine, *p.train_loader, true);
   // Steps this call ran: fewer than `steps` when resuming mid-epoch or stopping at max_total_steps.
-  const long steps_run = std::max<long>(static_cast<long>(step_seconds.size()), 1);
-  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  const long steps_run = std::max<long>(timer.steps(), 1);
+  const double seconds = timer.elapsed();
+  const double wait_fraction = timer.wait_fraction();
   p.totals.train_seconds += seconds;
   EpochResult result;
   result.epoch = epoch;
@@ -415,16 +408,10 @@ EpochResult Trainer::train_epoch(int epoch) {
   result.train_loss = totals[1] > 0 ? totals[0] / totals[1] : 0;
   result.images_per_second = static_cast<double>(steps_run) * batch * ctx_.topology().world_size / seconds;
   // The slowest rank's share of the epoch spent blocked on its loader.
-  result.data_wait_fraction = epoch_wait / seconds;
+  result.data_wait_fraction = wait_fraction;
   DTRAIN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &result.data_wait_fraction, 1, MPI_DOUBLE, MPI_MAX, ctx_.world()));
   // The median step after the warm-up steps, and the slowest rank's median sets the pace.
-  std::vector<double> timed(step_seconds.begin() + std::min<long>(config_.fields.timing_warmup_steps(), steps_run / 2),
-                            step_seconds.end());
-  double median = 0;
-  if (!timed.empty()) {
-    std::nth_element(timed.begin(), timed.begin() + static_cast<long>(timed.size() / 2), timed.end());
-    median = timed[timed.size() / 2];
-  }
+  double median = timer.median_step_seconds(config_.fields.timing_warmup_steps());
   DTRAIN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &median, 1, MPI_DOUBLE, MPI_MAX, ctx_.world()));
   watched.reset();
   result.median_images_per_second = median > 0 ? batch * ctx_.topology().world_size / median : 0;

@@ -3,6 +3,7 @@
 // the rank's GPU), the shared-seed sharded data, gradients averaged while backward runs, one fused
 // SGD update per step, and top-1/top-5 accuracy all-reduced over the ranks at every epoch's end.
 #include <memory>
+#include <vector>
 
 #include "comm/communicator.h"
 #include "comm/gradient_synchronizer.h"
@@ -14,6 +15,7 @@
 #include "runtime/train/resolved_config.h"
 #include "runtime/train/sgd.h"
 #include "runtime/train/step_engine.h"
+#include "runtime/train/step_timer.h"
 
 namespace dtrain::train {
 
@@ -61,6 +63,10 @@ class Trainer {
   // loaded) ends the run at once, on every rank: one blocking agreement.
   bool stopped_before_training();
   void finish_stop_poll();
+  // The progress line and the "train" metrics record for the logging interval that ends at `step`,
+  // with every rank's loss and the largest device memory.
+  void report_progress(int epoch, long step, long steps, double lr, const std::vector<double>& losses,
+                       const DeviceMemory& memory, StepTimer& timer);
   void evaluate(EpochResult& result);
   // Rank 0 counts the distinct bad files all ranks skipped so far and logs them; past the limit it
   // stops the job.

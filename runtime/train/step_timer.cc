@@ -1,0 +1,58 @@
+#include "runtime/train/step_timer.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "runtime/train/progress.h"
+
+namespace dtrain::train {
+
+StepTimer::StepTimer(std::function<double()> now) : now_(std::move(now)) {
+  if (!now_) {
+    now_ = [] { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); };
+  }
+  start_ = interval_start_ = step_start_ = now_();
+}
+
+void StepTimer::begin_step() {
+  step_start_ = now_();
+}
+
+void StepTimer::batch_arrived() {
+  const double waited = now_() - step_start_;
+  interval_wait_ += waited;
+  epoch_wait_ += waited;
+}
+
+void StepTimer::end_step() {
+  step_seconds_.push_back(now_() - step_start_);
+}
+
+StepTimer::Interval StepTimer::take_interval() {
+  const double now = now_();
+  Interval interval;
+  interval.seconds = now - interval_start_;
+  interval.wait_fraction = interval.seconds > 0 ? interval_wait_ / interval.seconds : 0;
+  interval_start_ = now;
+  interval_wait_ = 0;
+  return interval;
+}
+
+double StepTimer::eta(long steps_left) const {
+  return eta_seconds(elapsed(), steps(), steps_left);
+}
+
+double StepTimer::wait_fraction() const {
+  const double seconds = elapsed();
+  return seconds > 0 ? epoch_wait_ / seconds : 0;
+}
+
+double StepTimer::median_step_seconds(long warmup) const {
+  const long skip = std::min(warmup, steps() / 2);
+  std::vector<double> timed(step_seconds_.begin() + skip, step_seconds_.end());
+  if (timed.empty()) return 0;
+  std::nth_element(timed.begin(), timed.begin() + static_cast<long>(timed.size() / 2), timed.end());
+  return timed[timed.size() / 2];
+}
+
+}  // namespace dtrain::train

@@ -1,0 +1,47 @@
+#pragma once
+// The training loop's clocks, kept apart from the loop: each step's wall time, the time blocked on
+// the loader, per logging interval and per epoch, and what the log derives from them (ETA, median
+// step). One rank's view; the trainer reduces over the ranks where it reports.
+#include <functional>
+#include <vector>
+
+namespace dtrain::train {
+
+class StepTimer {
+ public:
+  // `now` gives seconds on a monotonic clock (steady_clock by default; tests pass their own).
+  // The epoch, and the first logging interval, start at construction.
+  explicit StepTimer(std::function<double()> now = {});
+
+  void begin_step();
+  // Call when the loader handed over the step's batch: the time since begin_step() was a wait.
+  void batch_arrived();
+  void end_step();
+
+  struct Interval {
+    double seconds = 0;
+    double wait_fraction = 0;  // of `seconds`, blocked on the loader
+  };
+  // The logging interval since the previous call (or the start), and a new one starts.
+  Interval take_interval();
+
+  long steps() const { return static_cast<long>(step_seconds_.size()); }
+  double elapsed() const { return now_() - start_; }
+  // Seconds still to go for `steps_left` more steps at this epoch's pace so far.
+  double eta(long steps_left) const;
+  // The epoch's share of elapsed() blocked on the loader.
+  double wait_fraction() const;
+  // The median step time after min(warmup, steps() / 2) warm-up steps; 0 before any step.
+  double median_step_seconds(long warmup) const;
+
+ private:
+  std::function<double()> now_;
+  double start_ = 0;
+  double step_start_ = 0;
+  double interval_start_ = 0;
+  double interval_wait_ = 0;
+  double epoch_wait_ = 0;
+  std::vector<double> step_seconds_;
+};
+
+}  // namespace dtrain::train

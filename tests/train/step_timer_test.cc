@@ -1,0 +1,64 @@
+// StepTimer on a clock the test moves: step times, loader waits per interval and per epoch, the
+// median after warm-up, and the ETA.
+#include "runtime/train/step_timer.h"
+
+#include <gtest/gtest.h>
+
+namespace dtrain::train {
+namespace {
+
+struct FakeClock {
+  double now = 100.0;
+  std::function<double()> fn() {
+    return [this] { return now; };
+  }
+};
+
+TEST(StepTimer, IntervalsWaitsMedianAndEta) {
+  FakeClock clock;
+  StepTimer timer(clock.fn());
+  // Four steps: waits 0.5, 0, 0, 0.25 s on the loader; the steps take 2, 1, 3, 1 s in all.
+  const double waits[] = {0.5, 0.0, 0.0, 0.25};
+  const double totals[] = {2.0, 1.0, 3.0, 1.0};
+  for (int i = 0; i < 4; ++i) {
+    timer.begin_step();
+    clock.now += waits[i];
+    timer.batch_arrived();
+    clock.now += totals[i] - waits[i];
+    timer.end_step();
+    if (i == 1) {
+      const StepTimer::Interval first = timer.take_interval();
+      EXPECT_DOUBLE_EQ(first.seconds, 3.0);
+      EXPECT_DOUBLE_EQ(first.wait_fraction, 0.5 / 3.0);
+    }
+  }
+  const StepTimer::Interval second = timer.take_interval();
+  EXPECT_DOUBLE_EQ(second.seconds, 4.0);
+  EXPECT_DOUBLE_EQ(second.wait_fraction, 0.25 / 4.0);
+  EXPECT_EQ(timer.steps(), 4);
+  EXPECT_DOUBLE_EQ(timer.elapsed(), 7.0);
+  EXPECT_DOUBLE_EQ(timer.wait_fraction(), 0.75 / 7.0);
+  // 7 s for 4 steps: 6 more take 10.5 s.
+  EXPECT_DOUBLE_EQ(timer.eta(6), 10.5);
+  EXPECT_DOUBLE_EQ(timer.eta(0), 0.0);
+  // No warm-up: the upper median of {2, 1, 3, 1} is 2. Warm-up is capped at half the steps, so
+  // 1 and 100 both drop the first step ({1, 3, 1}: 1) and the first two ({3, 1}: 3).
+  EXPECT_DOUBLE_EQ(timer.median_step_seconds(0), 2.0);
+  EXPECT_DOUBLE_EQ(timer.median_step_seconds(1), 1.0);
+  EXPECT_DOUBLE_EQ(timer.median_step_seconds(100), 3.0);
+}
+
+TEST(StepTimer, NoStepsYet) {
+  FakeClock clock;
+  StepTimer timer(clock.fn());
+  EXPECT_EQ(timer.steps(), 0);
+  EXPECT_DOUBLE_EQ(timer.median_step_seconds(5), 0.0);
+  EXPECT_DOUBLE_EQ(timer.eta(10), 0.0);
+  EXPECT_DOUBLE_EQ(timer.wait_fraction(), 0.0);
+  const StepTimer::Interval empty = timer.take_interval();
+  EXPECT_DOUBLE_EQ(empty.seconds, 0.0);
+  EXPECT_DOUBLE_EQ(empty.wait_fraction, 0.0);
+}
+
+}  // namespace
+}  // namespace dtrain::train
