@@ -42,7 +42,7 @@ const core::Tensor& Conv2d::forward(const core::Tensor& x, bool) {
   shape_.batch = static_cast<int>(x.shape()[0]);
   shape_.in_h = static_cast<int>(x.shape()[2]);
   shape_.in_w = static_cast<int>(x.shape()[3]);
-  cpu::validate(shape_);
+  validate(shape_);
   input_ = &x;
   columns_.resize(static_cast<size_t>(shape_.column_size()));
   ensure_shape(output_, {shape_.batch, shape_.out_channels, shape_.out_h(), shape_.out_w()});

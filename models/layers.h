@@ -26,7 +26,7 @@ class Conv2d final : public Module {
  private:
   ParameterSet& params_;
   int weight_;
-  cpu::Conv2dShape shape_;
+  Conv2dShape shape_;
   const core::Tensor* input_ = nullptr;
   core::Tensor output_, dx_;
   std::vector<float> columns_;

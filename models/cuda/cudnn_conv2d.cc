@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
-#include <sstream>
 #include <tuple>
 
 #include "runtime/core/cuda/cuda_check.h"
@@ -16,7 +15,7 @@ namespace {
 
 // What makes two convolutions choose the same algorithm: shape, numerics and TF32 permission.
 // (Device type is fixed for a process: one rank drives one GPU.)
-using CacheKey = std::tuple<int, int, int, int, int, int, int, int, int, bool, int>;  // ..., pass
+using CacheKey = std::tuple<int, int, int, int, int, int, int, int, int, int, int, int, bool, int>;  // ..., pass
 
 struct CachedChoice {
   int algorithm;
@@ -32,18 +31,10 @@ std::map<CacheKey, CachedChoice>& algorithm_cache() {
   return cache;
 }
 
-CacheKey key_of(const ConvGeometry& g, ConvNumerics numerics, bool allow_tf32, int pass) {
-  return {g.batch,
-          g.in_channels,
-          g.height,
-          g.width,
-          g.out_channels,
-          g.kernel,
-          g.stride,
-          g.pad,
-          static_cast<int>(numerics),
-          allow_tf32,
-          pass};
+CacheKey key_of(const Conv2dShape& g, ConvNumerics numerics, bool allow_tf32, int pass) {
+  return {g.batch,    g.in_channels, g.in_h,     g.in_w,  g.out_channels, g.kernel_h,
+          g.kernel_w, g.stride_h,    g.stride_w, g.pad_h, g.pad_w,        static_cast<int>(numerics),
+          allow_tf32, pass};
 }
 
 // The most workspace a measured algorithm may ask for: algorithms wanting more are not considered.
@@ -56,7 +47,7 @@ size_t workspace_limit() {
 
 // The fastest successful result of a cudnnFind, or an error naming the layer.
 template <typename Perf>
-const Perf& fastest(const Perf* results, int count, const ConvGeometry& g, const char* pass) {
+const Perf& fastest(const Perf* results, int count, const Conv2dShape& g, const char* pass) {
   for (int i = 0; i < count; ++i) {
     if (results[i].status == CUDNN_STATUS_SUCCESS) return results[i];  // cuDNN sorts by time
   }
@@ -70,36 +61,26 @@ size_t CudnnConv2d::measurements_made() {
   return measurement_count;
 }
 
-std::string ConvGeometry::describe() const {
-  std::ostringstream s;
-  s << "N=" << batch << " C=" << in_channels << " HxW=" << height << "x" << width << " -> K=" << out_channels
-    << " RxS=" << kernel << "x" << kernel << " stride " << stride << " pad " << pad;
-  return s.str();
-}
-
-CudnnConv2d::CudnnConv2d(cudnnHandle_t handle, const ConvGeometry& geometry, ConvNumerics numerics, bool allow_tf32)
+CudnnConv2d::CudnnConv2d(cudnnHandle_t handle, const Conv2dShape& geometry, ConvNumerics numerics, bool allow_tf32)
     : handle_(handle), geometry_(geometry), numerics_(numerics), allow_tf32_(allow_tf32) {
-  const ConvGeometry& g = geometry_;
-  DTRAIN_CHECK(g.batch > 0 && g.in_channels > 0 && g.height > 0 && g.width > 0 && g.out_channels > 0 && g.kernel > 0 &&
-               g.stride > 0 && g.pad >= 0 && g.out_height() > 0 && g.out_width() > 0)
-      << "invalid convolution " << g.describe();
+  const Conv2dShape& g = geometry_;
+  validate(g);
   const bool bf16 = numerics == ConvNumerics::kBf16Nhwc;
   const cudnnDataType_t data = bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
   const cudnnTensorFormat_t format = bf16 ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
   DTRAIN_CUDNN_CHECK(cudnnCreateTensorDescriptor(&x_desc_));
   DTRAIN_CUDNN_CHECK(cudnnCreateTensorDescriptor(&y_desc_));
   DTRAIN_CUDNN_CHECK(cudnnCreateFilterDescriptor(&w_desc_));
-  DTRAIN_CUDNN_CHECK(cudnnSetTensor4dDescriptor(x_desc_, format, data, g.batch, g.in_channels, g.height, g.width));
+  DTRAIN_CUDNN_CHECK(cudnnSetTensor4dDescriptor(x_desc_, format, data, g.batch, g.in_channels, g.in_h, g.in_w));
+  DTRAIN_CUDNN_CHECK(cudnnSetTensor4dDescriptor(y_desc_, format, data, g.batch, g.out_channels, g.out_h(), g.out_w()));
   DTRAIN_CUDNN_CHECK(
-      cudnnSetTensor4dDescriptor(y_desc_, format, data, g.batch, g.out_channels, g.out_height(), g.out_width()));
-  DTRAIN_CUDNN_CHECK(
-      cudnnSetFilter4dDescriptor(w_desc_, data, format, g.out_channels, g.in_channels, g.kernel, g.kernel));
+      cudnnSetFilter4dDescriptor(w_desc_, data, format, g.out_channels, g.in_channels, g.kernel_h, g.kernel_w));
   // Cross-correlation, as every framework's "convolution"; accumulation in fp32 for both numerics.
   // FMA math excludes tensor-core (TF32) kernels for fp32; bf16 needs tensor cores.
   const cudnnMathType_t math = bf16 ? CUDNN_TENSOR_OP_MATH : (allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH);
   for (cudnnConvolutionDescriptor_t* desc : {&forward_desc_, &backward_data_desc_, &backward_filter_desc_}) {
     DTRAIN_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(desc));
-    DTRAIN_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(*desc, g.pad, g.pad, g.stride, g.stride, 1, 1,
+    DTRAIN_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(*desc, g.pad_h, g.pad_w, g.stride_h, g.stride_w, 1, 1,
                                                        CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
     DTRAIN_CUDNN_CHECK(cudnnSetConvolutionMathType(*desc, math));
   }
@@ -176,8 +157,8 @@ void CudnnConv2d::backward_data(const void* dy, const void* w, void* dx, bool ac
   void* measured_dx = dx;
   if (accumulate && !backward_data_.chosen) {
     const size_t element_bytes = numerics_ == ConvNumerics::kBf16Nhwc ? 2 : 4;
-    measuring_output = core::Buffer(core::MemoryKind::kDevice, element_bytes * geometry_.batch * geometry_.in_channels *
-                                                                   geometry_.height * geometry_.width);
+    measuring_output =
+        core::Buffer(core::MemoryKind::kDevice, element_bytes * static_cast<size_t>(geometry_.input_size()));
     measured_dx = measuring_output.data();
   }
   choose<cudnnConvolutionBwdDataAlgoPerf_t>(backward_data_, backward_data_desc_, 1, "backward-data",

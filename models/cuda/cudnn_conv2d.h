@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <string>
 
+#include "models/conv2d_shape.h"
 #include "runtime/core/buffer.h"
 
 namespace dtrain::models::cuda {
@@ -21,18 +22,10 @@ enum class ConvNumerics {
   kBf16Nhwc,  // bf16 tensors, NHWC activations, KRSC filters, fp32 accumulation
 };
 
-struct ConvGeometry {
-  int batch = 0, in_channels = 0, height = 0, width = 0;
-  int out_channels = 0, kernel = 0, stride = 1, pad = 0;
-  int out_height() const { return (height + 2 * pad - kernel) / stride + 1; }
-  int out_width() const { return (width + 2 * pad - kernel) / stride + 1; }
-  std::string describe() const;  // "N=.. C=.. HxW=.. -> K=.. RxS=.. stride .. pad .."
-};
-
 class CudnnConv2d {
  public:
   // allow_tf32 matters for kFp32Nchw only (off: exact fp32 FMA kernels).
-  CudnnConv2d(cudnnHandle_t handle, const ConvGeometry& geometry, ConvNumerics numerics, bool allow_tf32);
+  CudnnConv2d(cudnnHandle_t handle, const Conv2dShape& geometry, ConvNumerics numerics, bool allow_tf32);
   ~CudnnConv2d();
   CudnnConv2d(const CudnnConv2d&) = delete;
   CudnnConv2d& operator=(const CudnnConv2d&) = delete;
@@ -45,7 +38,7 @@ class CudnnConv2d {
   // Writes (does not add to) dw.
   void backward_filter(const void* x, const void* dy, void* dw);
 
-  const ConvGeometry& geometry() const { return geometry_; }
+  const Conv2dShape& geometry() const { return geometry_; }
   // How many passes this process has measured with cudnnFind (each shape and pass once).
   static size_t measurements_made();
 
@@ -60,7 +53,7 @@ class CudnnConv2d {
   core::Buffer workspace(size_t bytes) const;
 
   cudnnHandle_t handle_;
-  ConvGeometry geometry_;
+  Conv2dShape geometry_;
   ConvNumerics numerics_;
   bool allow_tf32_;
   cudnnTensorDescriptor_t x_desc_ = nullptr, y_desc_ = nullptr;

@@ -53,9 +53,9 @@ GpuConv2d::GpuConv2d(GpuContext& context, DeviceParameters& params, const std::s
     : context_(context), params_(params), weight_(params.layout().find(name + ".weight")) {
   geometry_.in_channels = in_channels;
   geometry_.out_channels = out_channels;
-  geometry_.kernel = kernel;
-  geometry_.stride = stride;
-  geometry_.pad = pad;
+  geometry_.kernel_h = geometry_.kernel_w = kernel;
+  geometry_.stride_h = geometry_.stride_w = stride;
+  geometry_.pad_h = geometry_.pad_w = pad;
   if (context.bf16()) {
     weight_grad_bf16_ = core::Buffer(core::MemoryKind::kDevice,
                                      static_cast<size_t>(params.layout().slot(weight_).numel) * 2, context.stream());
@@ -71,15 +71,15 @@ const core::Tensor& GpuConv2d::forward(const core::Tensor& x) {
   expect_channels(x, 4, geometry_.in_channels, "conv2d");
   const int batch = static_cast<int>(x.shape()[0]), height = static_cast<int>(x.shape()[2]),
             width = static_cast<int>(x.shape()[3]);
-  if (!conv_ || geometry_.batch != batch || geometry_.height != height || geometry_.width != width) {
+  if (!conv_ || geometry_.batch != batch || geometry_.in_h != height || geometry_.in_w != width) {
     geometry_.batch = batch;
-    geometry_.height = height;
-    geometry_.width = width;
+    geometry_.in_h = height;
+    geometry_.in_w = width;
     conv_ = std::make_unique<CudnnConv2d>(context_.cudnn(), geometry_, context_.numerics(), context_.allow_tf32());
   }
   input_ = &x;
   ensure_device_tensor(output_, context_.activation_dtype(),
-                       {batch, geometry_.out_channels, geometry_.out_height(), geometry_.out_width()});
+                       {batch, geometry_.out_channels, geometry_.out_h(), geometry_.out_w()});
   conv_->forward(x.raw(), weight(), output_.raw());
   return output_;
 }

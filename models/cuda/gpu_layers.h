@@ -42,7 +42,7 @@ class GpuConv2d {
   GpuContext& context_;
   DeviceParameters& params_;
   int weight_;
-  ConvGeometry geometry_;
+  Conv2dShape geometry_;
   std::unique_ptr<CudnnConv2d> conv_;  // rebuilt when the input shape changes (cuDNN's choices are cached)
   const core::Tensor* input_ = nullptr;
   core::Tensor output_, dx_;

@@ -30,11 +30,10 @@ namespace dtrain::models {
 namespace {
 
 #if DTRAIN_WITH_CUDA
-using cuda::ConvGeometry;
 using cuda::ConvNumerics;
 
 struct Case {
-  ConvGeometry geometry;
+  Conv2dShape geometry;
   ConvNumerics numerics;
   bool allow_tf32;
   double tolerance;
@@ -50,9 +49,9 @@ struct Reference {
   std::vector<double> y_mag, dx_mag, dw_mag;  // sum of |terms| per output
 };
 
-Reference reference(const ConvGeometry& g, bool nhwc, const std::vector<double>& x, const std::vector<double>& w,
+Reference reference(const Conv2dShape& g, bool nhwc, const std::vector<double>& x, const std::vector<double>& w,
                     const std::vector<double>& dy) {
-  const int OH = g.out_height(), OW = g.out_width();
+  const int OH = g.out_h(), OW = g.out_w();
   Reference r;
   r.y.assign(dy.size(), 0.0);
   r.y_mag.assign(dy.size(), 0.0);
@@ -66,12 +65,12 @@ Reference reference(const ConvGeometry& g, bool nhwc, const std::vector<double>&
         for (int ow = 0; ow < OW; ++ow) {
           const size_t yi = at(nhwc, n, k, oh, ow, g.out_channels, OH, OW);
           for (int c = 0; c < g.in_channels; ++c)
-            for (int i = 0; i < g.kernel; ++i)
-              for (int j = 0; j < g.kernel; ++j) {
-                const int ih = oh * g.stride - g.pad + i, iw = ow * g.stride - g.pad + j;
-                if (ih < 0 || ih >= g.height || iw < 0 || iw >= g.width) continue;
-                const size_t xi = at(nhwc, n, c, ih, iw, g.in_channels, g.height, g.width);
-                const size_t wi = at(nhwc, k, c, i, j, g.in_channels, g.kernel, g.kernel);
+            for (int i = 0; i < g.kernel_h; ++i)
+              for (int j = 0; j < g.kernel_w; ++j) {
+                const int ih = oh * g.stride_h - g.pad_h + i, iw = ow * g.stride_w - g.pad_w + j;
+                if (ih < 0 || ih >= g.in_h || iw < 0 || iw >= g.in_w) continue;
+                const size_t xi = at(nhwc, n, c, ih, iw, g.in_channels, g.in_h, g.in_w);
+                const size_t wi = at(nhwc, k, c, i, j, g.in_channels, g.kernel_h, g.kernel_w);
                 r.y[yi] += x[xi] * w[wi];
                 r.y_mag[yi] += std::fabs(x[xi] * w[wi]);
                 r.dx[xi] += dy[yi] * w[wi];
@@ -155,12 +154,12 @@ class CudnnConv2dTest : public testing::TestWithParam<Case> {
 
 TEST_P(CudnnConv2dTest, ForwardAndBackwardMatchFloat64Reference) {
   const Case& c = GetParam();
-  const ConvGeometry& g = c.geometry;
+  const Conv2dShape& g = c.geometry;
   const bool bf16 = c.numerics == ConvNumerics::kBf16Nhwc;
   std::mt19937_64 rng(dtrain::test::random_seed());
-  const size_t x_count = static_cast<size_t>(g.batch) * g.in_channels * g.height * g.width;
-  const size_t w_count = static_cast<size_t>(g.out_channels) * g.in_channels * g.kernel * g.kernel;
-  const size_t y_count = static_cast<size_t>(g.batch) * g.out_channels * g.out_height() * g.out_width();
+  const size_t x_count = static_cast<size_t>(g.input_size());
+  const size_t w_count = static_cast<size_t>(g.filter_size());
+  const size_t y_count = static_cast<size_t>(g.output_size());
   const HostTensor x = random_tensor(x_count, bf16, rng), w = random_tensor(w_count, bf16, rng),
                    dy = random_tensor(y_count, bf16, rng);
   const Reference want = reference(g, bf16, x.values, w.values, dy.values);
@@ -185,14 +184,12 @@ TEST_P(CudnnConv2dTest, ForwardAndBackwardMatchFloat64Reference) {
 
 TEST_P(CudnnConv2dTest, ASecondLayerOfTheSameShapeReusesTheMeasuredAlgorithms) {
   const Case& c = GetParam();
-  const ConvGeometry& g = c.geometry;
+  const Conv2dShape& g = c.geometry;
   const bool bf16 = c.numerics == ConvNumerics::kBf16Nhwc;
   std::mt19937_64 rng(dtrain::test::random_seed());
-  const HostTensor x = random_tensor(static_cast<size_t>(g.batch) * g.in_channels * g.height * g.width, bf16, rng);
-  const HostTensor w =
-      random_tensor(static_cast<size_t>(g.out_channels) * g.in_channels * g.kernel * g.kernel, bf16, rng);
-  const HostTensor y =
-      random_tensor(static_cast<size_t>(g.batch) * g.out_channels * g.out_height() * g.out_width(), bf16, rng);
+  const HostTensor x = random_tensor(static_cast<size_t>(g.input_size()), bf16, rng);
+  const HostTensor w = random_tensor(static_cast<size_t>(g.filter_size()), bf16, rng);
+  const HostTensor y = random_tensor(static_cast<size_t>(g.output_size()), bf16, rng);
   DeviceBytes x_dev(x.bytes), w_dev(w.bytes), y_dev(y.bytes);
   cuda::CudnnConv2d first(handle_, g, c.numerics, c.allow_tf32);
   first.forward(x_dev.get(), w_dev.get(), y_dev.get());
@@ -206,11 +203,14 @@ TEST_P(CudnnConv2dTest, ASecondLayerOfTheSameShapeReusesTheMeasuredAlgorithms) {
 // ResNet-50's kinds of convolution, small: the 7x7/2 stem, 3x3 with and without stride, 1x1
 // projections with stride, odd spatial sizes, channel counts that are not multiples of 8.
 std::vector<Case> cases() {
-  const std::vector<ConvGeometry> shapes = {
-      {2, 3, 17, 19, 8, 7, 2, 3}, {2, 16, 9, 9, 32, 3, 1, 1},   {3, 32, 8, 8, 16, 1, 1, 0}, {2, 8, 10, 10, 16, 3, 2, 1},
-      {2, 64, 7, 7, 64, 3, 1, 1}, {2, 24, 11, 11, 40, 1, 2, 0}, {1, 5, 6, 7, 3, 3, 1, 1}};
+  // {batch, C, H, W, K, kernel R, S, stride, stride, pad, pad}. The last two differ per axis, so a
+  // height/width mix-up in the cuDNN descriptors cannot pass.
+  const std::vector<Conv2dShape> shapes = {
+      {2, 3, 17, 19, 8, 7, 7, 2, 2, 3, 3},  {2, 16, 9, 9, 32, 3, 3, 1, 1, 1, 1}, {3, 32, 8, 8, 16, 1, 1, 1, 1, 0, 0},
+      {2, 8, 10, 10, 16, 3, 3, 2, 2, 1, 1}, {2, 64, 7, 7, 64, 3, 3, 1, 1, 1, 1}, {2, 24, 11, 11, 40, 1, 1, 2, 2, 0, 0},
+      {1, 5, 6, 7, 3, 3, 3, 1, 1, 1, 1},    {2, 6, 9, 13, 8, 1, 3, 2, 1, 0, 1},  {1, 4, 12, 7, 5, 5, 3, 1, 2, 2, 0}};
   std::vector<Case> all;
-  for (const ConvGeometry& g : shapes) {
+  for (const Conv2dShape& g : shapes) {
     all.push_back({g, ConvNumerics::kFp32Nchw, false, 1e-4});
     all.push_back({g, ConvNumerics::kFp32Nchw, true, 5e-3});  // TF32: 10-bit mantissa products
     all.push_back({g, ConvNumerics::kBf16Nhwc, false, 2e-2});
@@ -220,10 +220,10 @@ std::vector<Case> cases() {
 
 std::string case_name(const testing::TestParamInfo<Case>& info) {
   const Case& c = info.param;
-  const ConvGeometry& g = c.geometry;
+  const Conv2dShape& g = c.geometry;
   std::ostringstream name;
-  name << "n" << g.batch << "c" << g.in_channels << "h" << g.height << "w" << g.width << "k" << g.out_channels << "r"
-       << g.kernel << "s" << g.stride << "p" << g.pad
+  name << "n" << g.batch << "c" << g.in_channels << "h" << g.in_h << "w" << g.in_w << "k" << g.out_channels << "r"
+       << g.kernel_h << "s" << g.kernel_w << "u" << g.stride_h << "v" << g.stride_w << "p" << g.pad_h << "q" << g.pad_w
        << (c.numerics == ConvNumerics::kBf16Nhwc ? "_bf16_nhwc"
            : c.allow_tf32                        ? "_fp32_tf32"
                                                  : "_fp32");

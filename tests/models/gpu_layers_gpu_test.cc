@@ -179,7 +179,7 @@ TEST_P(GpuLayersTest, ReluWithResidualMatchesReference) {
 // cuDNN's bf16 on the bf16 path), for the RGB stem's 3 input channels and for 16.
 TEST_P(GpuLayersTest, Conv2dLayerMatchesReference) {
   for (const int in_channels : {3, 16}) {
-    cpu::Conv2dShape s;
+    Conv2dShape s;
     s.batch = 2, s.in_channels = in_channels, s.in_h = 11, s.in_w = 9, s.out_channels = 8;
     s.kernel_h = s.kernel_w = 3, s.stride_h = s.stride_w = 2, s.pad_h = s.pad_w = 1;
     ParameterSet layout;
