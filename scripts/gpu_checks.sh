@@ -73,4 +73,13 @@ if [ -x $BIN/dtrain-train ]; then
   grep -Eq "epoch 0 step 400/[0-9]+ .*, GPU memory [0-9.]+ GiB peak, [0-9.]+ GiB reserved" "$OUT/fashion_mnist_gpu.log" ||
     { echo "FAIL fashion_mnist_gpu: no GPU memory in the progress line"; status=1; }
 fi
+# Issue 17: TensorBoard's own reader (installed here, not in CI) loads dtrain-train's event files.
+if [ -x $BIN/dtrain-train ] && /opt/torch/.venv/bin/python -c "import tensorboard" 2> /dev/null; then
+  rm -rf "$OUT/tensorboard"
+  check tensorboard_events bash -c "$MPI -np 2 $BIN/dtrain-train --model small-resnet --blocks_per_stage 1,1 --width 4 \
+    --image_size 16 --synthetic_samples 64 --batch_per_rank 8 --epochs 2 --log_every_steps 2 --loader_threads 1 \
+    --device cpu --run-dir $OUT/tensorboard/run --tensorboard-dir $OUT/tensorboard/events &&
+    /opt/torch/.venv/bin/python scripts/check_tensorboard_events.py $OUT/tensorboard/events 2,4,6,8"
+  grep -h "tags:\|config text\|PASS\|FAIL" "$OUT/tensorboard_events.log"
+fi
 exit $status

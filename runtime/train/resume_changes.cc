@@ -23,6 +23,7 @@ const std::set<std::string>& free_fields() {
                                                "resume_allow_changes",
                                                "max_total_steps",
                                                "metrics_file",
+                                               "tensorboard_dir",
                                                "run_dir",
                                                "log_every_steps",
                                                "timing_warmup_steps",

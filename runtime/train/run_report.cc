@@ -111,7 +111,8 @@ void log_run_summary(const ResolvedConfig& config, const core::RankContext& ctx,
                     << "; final weights " << (outputs.final_weights.empty() ? "not written" : outputs.final_weights)
                     << "; checkpoints " << (checkpoints.empty() ? "none (no --checkpoint-dir)" : "in " + checkpoints)
                     << "; metrics "
-                    << (outputs.metrics_file.empty() ? "none (no --metrics-file)" : outputs.metrics_file);
+                    << (outputs.metrics_file.empty() ? "none (no --metrics-file)" : outputs.metrics_file)
+                    << (outputs.tensorboard_file.empty() ? "" : "; TensorBoard events " + outputs.tensorboard_file);
   metrics.write("summary", record);
 }
 

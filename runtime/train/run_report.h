@@ -19,6 +19,7 @@ struct RunOutputs {
   std::string config_file;    // run_dir/config.pbtxt
   std::string final_weights;  // the newest checkpoint this run wrote
   std::string metrics_file;
+  std::string tensorboard_file;  // rank 0's event file, when tensorboard_dir is set
 };
 
 // One epoch's validation, all ranks.

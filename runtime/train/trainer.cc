@@ -23,15 +23,28 @@
 #include "runtime/core/stop_signals.h"
 #include "runtime/train/checkpoint.h"
 #include "runtime/train/checkpoint_policy.h"
+#include "runtime/train/config_text.h"
 #include "runtime/train/datasets.h"
 #include "runtime/train/metrics_log.h"
 #include "runtime/train/progress.h"
 #include "runtime/train/resume_changes.h"
 #include "runtime/train/run_directory.h"
 #include "runtime/train/run_report.h"
+#include "runtime/train/tensorboard_writer.h"
 
 namespace dtrain::train {
 namespace {
+
+// `text` as a markdown code block (every line indented by four spaces), for TensorBoard's text
+// dashboard, which would otherwise render a text-format config as one paragraph.
+std::string markdown_code_block(const std::string& text) {
+  std::string out = "    ";
+  for (const char c : text) {
+    out += c;
+    if (c == '\n') out += "    ";
+  }
+  return out;
+}
 
 models::ResNetConfig model_config(const ResolvedConfig& r, const Dataset& data) {
   const TrainConfig& c = r.fields;
@@ -87,6 +100,7 @@ struct Trainer::Parts {
   std::unique_ptr<StepEngine> engine;
   std::unique_ptr<LinearScalingSchedule> schedule;
   std::unique_ptr<MetricsLog> metrics;
+  std::unique_ptr<TensorBoardWriter> tensorboard;  // rank 0's; writes nothing elsewhere
   long global_step = 0;
   int start_epoch = 0;
   int loading_epoch = -1;  // the epoch the train loader already works on from its first batch
@@ -166,6 +180,12 @@ Trainer::Trainer(const ResolvedConfig& config, const core::RankContext& ctx, int
   p.schedule = std::make_unique<LinearScalingSchedule>(lr, steps_per_epoch());
   p.metrics = std::make_unique<MetricsLog>(t.world_rank == 0 ? config_.fields.metrics_file() : std::string());
   p.outputs.metrics_file = config_.fields.metrics_file();
+  // Every rank learns of an unusable directory, before training starts.
+  core::collective_usage_check(ctx.world(), [&] {
+    p.tensorboard =
+        std::make_unique<TensorBoardWriter>(t.world_rank == 0 ? config_.fields.tensorboard_dir() : std::string());
+  });
+  p.outputs.tensorboard_file = p.tensorboard->path();
 
   // The engine gave every rank rank 0's initial values; prove every replica agrees.
   verify_replicas();
@@ -178,6 +198,8 @@ Trainer::Trainer(const ResolvedConfig& config, const core::RankContext& ctx, int
   if (!config_.fields.resume().empty()) resume_from(config_.fields.resume());
   // Collective (the hosts are gathered); rank 0 writes config.pbtxt and the metrics "run" record.
   start_run_record(config_, ctx_, p.run_id, p.global_step, p.outputs, *p.metrics);
+  p.tensorboard->text("config", markdown_code_block(config_text(config_, "dtrain-train's effective config")),
+                      p.global_step);
   DTRAIN_LOG0(kInfo) << "steps on " << p.engine->describe() << "; " << threads << " loader threads, " << prefetch
                      << " batches in flight";
   DTRAIN_LOG0(kInfo) << p.schedule->describe(t.world_size, config_.fields.batch_per_rank()) << "; "
@@ -313,6 +335,10 @@ void Trainer::report_progress(int epoch, long step, long steps, double lr, const
     record.insert(record.end(), {{"gpu_peak_bytes", memory.peak_bytes}, {"gpu_reserved_bytes", memory.reserved_bytes}});
   }
   p.metrics->write("train", record);
+  p.tensorboard->scalar("train/loss", mean_loss, p.global_step);
+  p.tensorboard->scalar("train/lr", lr, p.global_step);
+  p.tensorboard->scalar("train/images_per_sec", rate, p.global_step);
+  p.tensorboard->scalar("train/data_wait_fraction", wait, p.global_step);
 }
 
 EpochResult Trainer::train_epoch(int epoch) {
@@ -440,6 +466,11 @@ EpochResult Trainer::train_epoch(int epoch) {
                                   {"img_per_sec", result.median_images_per_second},
                                   {"img_per_sec_per_rank", result.median_images_per_second / world},
                                   {"data_wait_fraction", result.data_wait_fraction}});
+  p.tensorboard->scalar("validation/top1", result.top1, p.global_step);
+  p.tensorboard->scalar("validation/top5", result.top5, p.global_step);
+  p.tensorboard->scalar("validation/loss", result.test_loss, p.global_step);
+  p.tensorboard->scalar("train/epoch_loss", result.train_loss, p.global_step);
+  p.tensorboard->scalar("train/epoch_images_per_sec", result.median_images_per_second, p.global_step);
   return result;
 }
 

@@ -1,0 +1,33 @@
+#include "runtime/core/crc32c.h"
+
+#include <array>
+
+namespace dtrain::core {
+namespace {
+
+constexpr std::array<uint32_t, 256> make_table() {
+  std::array<uint32_t, 256> table{};
+  for (uint32_t i = 0; i < 256; ++i) {
+    uint32_t c = i;
+    for (int bit = 0; bit < 8; ++bit) c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+    table[i] = c;
+  }
+  return table;
+}
+
+constexpr std::array<uint32_t, 256> kTable = make_table();
+
+}  // namespace
+
+uint32_t crc32c(std::string_view bytes, uint32_t crc) {
+  crc = ~crc;
+  for (const char ch : bytes) crc = kTable[(crc ^ static_cast<unsigned char>(ch)) & 0xFF] ^ (crc >> 8);
+  return ~crc;
+}
+
+uint32_t masked_crc32c(std::string_view bytes) {
+  const uint32_t crc = crc32c(bytes);
+  return ((crc >> 15) | (crc << 17)) + 0xa282ead8u;
+}
+
+}  // namespace dtrain::core
