@@ -28,3 +28,6 @@ bench=build/bin/dtrain-bench-allreduce
   mpirun "${flags[@]}" --mca btl tcp,self -np 4 $bench -b 64K -e 64M -f 4 -w 3 -n 10 --backend raw-mpi \
     --metrics-file "$out/allreduce_tcp_raw-mpi_np4.json"
 } 2>&1 | grep -v ' INFO ' | tee "$out/allreduce_tables.txt"
+for json in "$out"/allreduce_*.json; do
+  bench/plot_if_possible.sh "${json%.json}.png" "$json"
+done

@@ -61,5 +61,6 @@ case "${1:-single}" in
     ours bf16_b256_scaling "$GPUS" --precision bf16 --batch-per-rank 256 --timing-warmup-steps 15 --steps 40 --world-sizes "1,$GPUS"
     peer ddp1_bf16_b256 1 --precision bf16 --batch-per-rank 256 --mode eager
     peer ddp${GPUS}_bf16_b256 "$GPUS" --precision bf16 --batch-per-rank 256 --mode eager
+    bench/plot_if_possible.sh "$OUT/dtrain_bf16_b256_scaling.png" "$OUT/dtrain_bf16_b256_scaling.json"
     ;;
 esac

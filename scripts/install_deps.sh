@@ -23,12 +23,13 @@ packages=(
   libturbojpeg0-dev libjpeg62-turbo-dev
   zlib1g-dev
   clang-format-14                           # tests/style: the sources stay formatted
+  python3-matplotlib                        # scripts/plot_metrics.py, bench/plot_bench.py (tests/plots)
   dataset-fashion-mnist
   iproute2                                  # cluster/sim: network namespaces, bridge, tc
   munge slurmctld slurmd slurm-client       # the real-Slurm test (tests/cluster/slurm_test.sh)
 )
 # Only the test suite uses these (libgtest-dev stays: configuring the build needs it).
-test_only=(clang-format-14 iproute2 munge slurmctld slurmd slurm-client)
+test_only=(clang-format-14 python3-matplotlib iproute2 munge slurmctld slurmd slurm-client)
 
 if [[ $mode == demo ]]; then
   demo=()
