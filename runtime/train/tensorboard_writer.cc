@@ -27,6 +27,15 @@ std::string little_endian(uint64_t value, int bytes) {
   return out;
 }
 
+// `event` stamped now at `step`, holding one summary value named `tag`, which is returned to fill.
+tensorboard::Summary::Value* summary_value(tensorboard::Event& event, const std::string& tag, int64_t step) {
+  event.set_wall_time(unix_seconds());
+  event.set_step(step);
+  tensorboard::Summary::Value* value = event.mutable_summary()->add_value();
+  value->set_tag(tag);
+  return value;
+}
+
 }  // namespace
 
 TensorBoardWriter::TensorBoardWriter(const std::string& dir) {
@@ -54,21 +63,14 @@ TensorBoardWriter::~TensorBoardWriter() {
 void TensorBoardWriter::scalar(const std::string& tag, double value, int64_t step) {
   if (file_ == nullptr) return;
   tensorboard::Event event;
-  event.set_wall_time(unix_seconds());
-  event.set_step(step);
-  tensorboard::Summary::Value* v = event.mutable_summary()->add_value();
-  v->set_tag(tag);
-  v->set_simple_value(static_cast<float>(value));
+  summary_value(event, tag, step)->set_simple_value(static_cast<float>(value));
   write_record(event.SerializeAsString());
 }
 
 void TensorBoardWriter::text(const std::string& tag, const std::string& markdown, int64_t step) {
   if (file_ == nullptr) return;
   tensorboard::Event event;
-  event.set_wall_time(unix_seconds());
-  event.set_step(step);
-  tensorboard::Summary::Value* v = event.mutable_summary()->add_value();
-  v->set_tag(tag);
+  tensorboard::Summary::Value* v = summary_value(event, tag, step);
   v->mutable_metadata()->mutable_plugin_data()->set_plugin_name("text");
   tensorboard::TensorProto* tensor = v->mutable_tensor();
   tensor->set_dtype(kStringDataType);
