@@ -19,14 +19,15 @@ constexpr std::array<uint32_t, 256> kTable = make_table();
 
 }  // namespace
 
-uint32_t crc32c(std::string_view bytes, uint32_t crc) {
+uint32_t crc32c(const void* data, size_t bytes, uint32_t crc) {
   crc = ~crc;
-  for (const char ch : bytes) crc = kTable[(crc ^ static_cast<unsigned char>(ch)) & 0xFF] ^ (crc >> 8);
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < bytes; ++i) crc = kTable[(crc ^ p[i]) & 0xFF] ^ (crc >> 8);
   return ~crc;
 }
 
 uint32_t masked_crc32c(std::string_view bytes) {
-  const uint32_t crc = crc32c(bytes);
+  const uint32_t crc = crc32c(bytes.data(), bytes.size());
   return ((crc >> 15) | (crc << 17)) + 0xa282ead8u;
 }
 

@@ -1,7 +1,6 @@
 #include "runtime/train/checkpoint.h"
 
 #include <algorithm>
-#include <array>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -11,6 +10,7 @@
 #include <tuple>
 
 #include "runtime/core/atomic_file.h"
+#include "runtime/core/crc32c.h"
 #include "runtime/core/error.h"
 #include "runtime/core/log.h"
 
@@ -21,16 +21,6 @@ namespace fs = std::filesystem;
 constexpr char kMagic[8] = {'D', 'T', 'R', 'A', 'I', 'N', 'C', '2'};
 constexpr char kLegacyMagic[8] = {'D', 'T', 'R', 'A', 'I', 'N', 'C', 'K'};  // no header checksum
 constexpr size_t kRunIdDigits = 16;
-
-std::array<uint32_t, 256> make_table() {
-  std::array<uint32_t, 256> table{};
-  for (uint32_t i = 0; i < 256; ++i) {
-    uint32_t c = i;
-    for (int k = 0; k < 8; ++k) c = (c & 1) ? 0x82F63B78u ^ (c >> 1) : c >> 1;
-    table[i] = c;
-  }
-  return table;
-}
 
 bool is_run_id(const std::string& text) {
   return text.size() == kRunIdDigits &&
@@ -64,7 +54,7 @@ uint64_t read_header(std::ifstream& in, const std::string& path, proto::Checkpoi
   in.read(head.data(), static_cast<std::streamsize>(length));
   DTRAIN_USAGE_CHECK(in.good()) << "checkpoint " << path << ": truncated header";
   if (!legacy) {
-    DTRAIN_USAGE_CHECK(crc32c(head.data(), head.size(), crc32c(&length, sizeof(length))) == stored_crc)
+    DTRAIN_USAGE_CHECK(core::crc32c(head.data(), head.size(), core::crc32c(&length, sizeof(length))) == stored_crc)
         << "checkpoint " << path << ": header fails its CRC32C (corrupt file)";
   }
   DTRAIN_USAGE_CHECK(header->ParseFromString(head)) << "checkpoint " << path << ": corrupt header";
@@ -73,14 +63,6 @@ uint64_t read_header(std::ifstream& in, const std::string& path, proto::Checkpoi
 }
 
 }  // namespace
-
-uint32_t crc32c(const void* data, size_t bytes, uint32_t crc) {
-  static const std::array<uint32_t, 256> table = make_table();
-  crc = ~crc;
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < bytes; ++i) crc = table[(crc ^ p[i]) & 0xFF] ^ (crc >> 8);
-  return ~crc;
-}
 
 std::string new_run_id() {
   std::random_device random;
@@ -169,7 +151,7 @@ std::string write_checkpoint(const std::string& dir, proto::CheckpointHeader hea
     e->set_name(t.name);
     e->set_count(t.count);
     e->set_offset(offset);
-    e->set_crc32c(crc32c(t.data, t.count * sizeof(float)));
+    e->set_crc32c(core::crc32c(t.data, t.count * sizeof(float)));
     offset += t.count * sizeof(float);
   }
   header.set_written_unix_ns(
@@ -177,7 +159,7 @@ std::string write_checkpoint(const std::string& dir, proto::CheckpointHeader hea
           .count());
   const std::string head = header.SerializeAsString();
   const uint64_t length = head.size();
-  const uint32_t head_crc = crc32c(head.data(), head.size(), crc32c(&length, sizeof(length)));
+  const uint32_t head_crc = core::crc32c(head.data(), head.size(), core::crc32c(&length, sizeof(length)));
   const std::string path = dir + "/ckpt-" + std::to_string(header.global_step()) + "-" + run_id + ".dtrain";
   {
     core::AtomicFile file(path, "checkpoint");
@@ -220,7 +202,7 @@ void read_checkpoint(const std::string& path, proto::CheckpointHeader* header, c
     in.seekg(static_cast<std::streamoff>(data_start + entry->offset()));
     in.read(reinterpret_cast<char*>(t.data), static_cast<std::streamsize>(bytes));
     DTRAIN_USAGE_CHECK(in.good()) << "checkpoint " << path << " is truncated (tensor " << t.name << ")";
-    DTRAIN_USAGE_CHECK(crc32c(t.data, bytes) == entry->crc32c())
+    DTRAIN_USAGE_CHECK(core::crc32c(t.data, bytes) == entry->crc32c())
         << "checkpoint " << path << ": tensor " << t.name << " fails its CRC32C (corrupt file)";
   }
 }

@@ -25,9 +25,6 @@ struct NamedTensor {
   size_t count = 0;
 };
 
-// CRC-32C (Castagnoli), the checksum of the header and of each tensor.
-uint32_t crc32c(const void* data, size_t bytes, uint32_t crc = 0);
-
 // A fresh run id: 16 lowercase hex digits.
 std::string new_run_id();
 

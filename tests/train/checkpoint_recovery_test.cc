@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/core/crc32c.h"
 #include "runtime/core/error.h"
 #include "runtime/train/checkpoint.h"
 
@@ -196,7 +197,7 @@ TEST_F(CheckpointRecovery, OlderFormatStillReads) {
   entry->set_name("params");
   entry->set_count(params_.size());
   entry->set_offset(0);
-  entry->set_crc32c(crc32c(params_.data(), params_.size() * sizeof(float)));
+  entry->set_crc32c(core::crc32c(params_.data(), params_.size() * sizeof(float)));
   const std::string head = old_header.SerializeAsString();
   const uint64_t length = head.size();
   const std::string legacy = dir_ + "/ckpt-900.dtrain";

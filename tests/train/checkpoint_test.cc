@@ -16,11 +16,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-TEST(Checkpoint, Crc32cOfTheStandardCheckString) {
-  EXPECT_EQ(crc32c("123456789", 9), 0xE3069283u);
-  EXPECT_EQ(crc32c("", 0), 0u);
-}
-
 TEST(Checkpoint, RoundTripKeepLastAndCorruptionHandling) {
   const std::string dir = fs::temp_directory_path() / ("dtrain_ckpt_" + std::to_string(::getpid()));
   fs::remove_all(dir);
