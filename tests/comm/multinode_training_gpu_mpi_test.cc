@@ -14,8 +14,9 @@
 //     staged mpi-ring.
 //   - CrossNodeWireTraining: the same on hierarchical with a bf16 / fp16 cross-node wire, within
 //     1e-2 of the fp32 result (and measurably off it).
-// Every test skips, saying why, without a CUDA build or with fewer GPUs than ranks; the training
-// tests need 2 or more ranks.
+// Every test skips, saying why, without a CUDA build or a GPU, and nccl with fewer GPUs than
+// ranks; the tests need 2 or more ranks. The other backends run with ranks sharing a GPU where
+// there are fewer GPUs than ranks (why_not_multi_gpu).
 #include <gtest/gtest.h>
 #include <mpi.h>
 #include <stdlib.h>
@@ -54,12 +55,24 @@ namespace {
 using test::world_rank;
 using test::world_size;
 
-// Collective: why these training tests cannot run here ("" when they can).
-std::string why_not_multi_gpu() {
-  const std::string why = test::why_no_gpu_per_rank();
-  if (!why.empty()) return why;
-  if (world_size() < 2) return "needs 2 or more ranks (one GPU each) to make 2 simulated nodes";
-  return "";
+// Every rank is a simulated node of its own on the backends other than nccl, so its bytes cross
+// "nodes" through our MPI ring, staged through host memory, never through NCCL. There the ranks may
+// share a GPU when the machine has fewer GPUs than ranks (a one-GPU machine runs 2 simulated
+// nodes): each process has its own context and memory, as on separate nodes. NCCL refuses two
+// ranks on one GPU, so nccl needs a GPU per rank.
+bool may_share_gpus(const std::string& backend) { return backend != "nccl"; }
+
+// Collective: why these training tests cannot run here on `backend` ("" when they can).
+std::string why_not_multi_gpu(const std::string& backend) {
+  if (world_size() < 2) return "needs 2 or more ranks to make 2 simulated nodes";
+  if (!may_share_gpus(backend)) return test::why_no_gpu_per_rank();
+#if !DTRAIN_WITH_CUDA
+  return "built without CUDA (DTRAIN_CUDA=OFF or toolkit not found)";
+#else
+  int gpus = static_cast<int>(core::detail::runtime_visible_gpus().size());
+  MPI_Allreduce(MPI_IN_PLACE, &gpus, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  return gpus == 0 ? "no GPU visible to the CUDA runtime" : "";
+#endif
 }
 
 #if DTRAIN_WITH_CUDA
@@ -75,7 +88,7 @@ struct TrainingRun {
   explicit TrainingRun(const std::string& backend) {
     setenv("DTRAIN_MPI_DEVICE_POINTERS", "stage", 1);  // as on hosts whose MPI has no CUDA support
     ctx = std::make_unique<core::RankContext>(MPI_COMM_WORLD, core::NodeLayout{1, false});
-    const core::GpuBinding binding = core::bind_gpu(*ctx, false);
+    const core::GpuBinding binding = core::bind_gpu(*ctx, may_share_gpus(backend));
     comm = comm::make_communicator(comm::parse_backend(backend, "test"), *ctx, true);
     cuda::GpuStepOptions o;
     o.model.depth = 50;
@@ -115,7 +128,7 @@ struct TrainingRun {
 class MultiNodeTraining : public testing::TestWithParam<std::string> {};
 
 TEST_P(MultiNodeTraining, ResNetStepsFinishWithIdenticalReplicas) {
-  if (const std::string why = why_not_multi_gpu(); !why.empty()) GTEST_SKIP() << why;
+  if (const std::string why = why_not_multi_gpu(GetParam()); !why.empty()) GTEST_SKIP() << why;
 #if DTRAIN_WITH_CUDA
   test::Watchdog watchdog("ResNet-50 training steps on " + GetParam() + " across simulated nodes", 300);
   TrainingRun run(GetParam());
@@ -144,7 +157,7 @@ INSTANTIATE_TEST_SUITE_P(Backends, MultiNodeTraining, testing::Values("hierarchi
 class TrainingFaults : public testing::TestWithParam<std::string> {};
 
 TEST_P(TrainingFaults, FailedCrossNodeAllReduceStopsTrainingOnEveryRank) {
-  if (const std::string why = why_not_multi_gpu(); !why.empty()) GTEST_SKIP() << why;
+  if (const std::string why = why_not_multi_gpu(GetParam()); !why.empty()) GTEST_SKIP() << why;
 #if DTRAIN_WITH_CUDA
   test::Watchdog watchdog("training with a failed all-reduce on " + GetParam(), 300);
   // The initial broadcasts take the first operations on mpi-ring; fail one in the second step.
@@ -194,7 +207,7 @@ double worst_difference_from_one_gpu(const std::string& backend, const std::stri
   config.set_gradient_wire_dtype(wire);
   const core::NodeLayout layout = backend == "nccl" ? core::NodeLayout{} : core::NodeLayout{1, false};
   const core::RankContext world(MPI_COMM_WORLD, layout);
-  const core::GpuBinding binding = core::bind_gpu(world, false);
+  const core::GpuBinding binding = core::bind_gpu(world, may_share_gpus(backend));
   Trainer parallel(resolve(config), world, binding.device.index);
   parallel.train_epoch(0);
   models::ParameterSet& trained = parallel.parameters();
@@ -219,11 +232,11 @@ double worst_difference_from_one_gpu(const std::string& backend, const std::stri
 class RankEquivalenceOnBackends : public testing::TestWithParam<std::string> {};
 
 TEST_P(RankEquivalenceOnBackends, NGpusWithBatchBMatchOneGpuWithBatchNB) {
-  if (const std::string why = why_not_multi_gpu(); !why.empty()) GTEST_SKIP() << why;
+  if (const std::string why = why_not_multi_gpu(GetParam()); !why.empty()) GTEST_SKIP() << why;
   test::Watchdog watchdog("rank equivalence on " + GetParam(), 300);
   const double worst = worst_difference_from_one_gpu(GetParam(), "fp32");
   if (world_rank() != 0) return;
-  std::printf("  %s: %d GPUs vs 1 GPU with %dx the batch: worst relative parameter difference %.2e (bound 1e-5)\n",
+  std::printf("  %s: %d ranks vs 1 GPU with %dx the batch: worst relative parameter difference %.2e (bound 1e-5)\n",
               GetParam().c_str(), world_size(), world_size(), worst);
   EXPECT_LE(worst, 1e-5);
 }
@@ -234,12 +247,12 @@ TEST_P(RankEquivalenceOnBackends, NGpusWithBatchBMatchOneGpuWithBatchNB) {
 class CrossNodeWireTraining : public testing::TestWithParam<std::string> {};
 
 TEST_P(CrossNodeWireTraining, StaysNearTheFp32Result) {
-  if (const std::string why = why_not_multi_gpu(); !why.empty()) GTEST_SKIP() << why;
+  if (const std::string why = why_not_multi_gpu("hierarchical"); !why.empty()) GTEST_SKIP() << why;
   test::Watchdog watchdog("hierarchical training with a " + GetParam() + " cross-node wire", 300);
   const double worst = worst_difference_from_one_gpu("hierarchical", GetParam());
   if (world_rank() != 0) return;
   std::printf(
-      "  hierarchical, %s across nodes: %d GPUs vs 1 GPU (fp32) with %dx the batch: worst relative parameter "
+      "  hierarchical, %s across nodes: %d ranks vs 1 GPU (fp32) with %dx the batch: worst relative parameter "
       "difference %.2e (fp32 wire: bound 1e-5; this test: (1e-5, 1e-2])\n",
       GetParam().c_str(), world_size(), world_size(), worst);
   EXPECT_GT(worst, 1e-5) << "no trace of a 16-bit wire";
