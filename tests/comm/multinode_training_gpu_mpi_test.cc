@@ -60,7 +60,9 @@ using test::world_size;
 // share a GPU when the machine has fewer GPUs than ranks (a one-GPU machine runs 2 simulated
 // nodes): each process has its own context and memory, as on separate nodes. NCCL refuses two
 // ranks on one GPU, so nccl needs a GPU per rank.
-bool may_share_gpus(const std::string& backend) { return backend != "nccl"; }
+bool may_share_gpus(const std::string& backend) {
+  return backend != "nccl";
+}
 
 // Collective: why these training tests cannot run here on `backend` ("" when they can).
 std::string why_not_multi_gpu(const std::string& backend) {
