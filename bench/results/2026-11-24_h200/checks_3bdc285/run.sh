@@ -12,6 +12,7 @@ mkdir -p /tmp/b
 for f in .carry/bin/*.xz; do (xz -dc "$f" > /tmp/b/$(basename "$f" .xz) && chmod +x /tmp/b/$(basename "$f" .xz)) & done; wait
 nvidia-smi -L | tee $OUT/gpu.txt
 OUT=$OUT/gpu_checks BIN=/tmp/b timeout 400 scripts/gpu_checks.sh .carry/fmnist 2>&1 | tee $OUT/gpu_checks_summary.txt
+tar czf $OUT/gpu_checks_logs.tgz -C $OUT gpu_checks && rm -rf $OUT/gpu_checks  # at most 8 files come back
 MPI="mpirun --allow-run-as-root -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE"
 for i in 1 2; do
   echo "## dtrain-bench-train run $i" | tee -a $OUT/bench.txt
