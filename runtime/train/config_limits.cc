@@ -22,6 +22,9 @@ constexpr int kMaxLoaderThreads = 1024;
 constexpr int kMaxPrefetchBatches = 1024;
 constexpr int kMaxBucketMib = 16384;
 constexpr int kMaxFileMib = 16384;
+// Micro-batches per optimizer step: far beyond any use (it multiplies the global batch), low enough
+// that a typo is caught before an epoch turns out to have no step at all.
+constexpr int kMaxAccumulationSteps = 65536;
 
 std::string bytes_text(double bytes) {
   const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
@@ -93,6 +96,9 @@ void validate_limits(const proto::TrainConfig& c, uint64_t host_memory_bytes) {
       << "prefetch_batches " << c.prefetch_batches() << " is over " << kMaxPrefetchBatches << " batches";
   DTRAIN_USAGE_CHECK(c.bucket_mib() <= kMaxBucketMib)
       << "bucket_mib " << c.bucket_mib() << " is over " << kMaxBucketMib << " MiB";
+  DTRAIN_USAGE_CHECK(c.accumulation_steps() <= kMaxAccumulationSteps)
+      << "accumulation_steps " << c.accumulation_steps() << " is over " << kMaxAccumulationSteps
+      << " micro-batches per optimizer step";
   DTRAIN_USAGE_CHECK(c.max_file_mib() <= kMaxFileMib)
       << "max_file_mib " << c.max_file_mib() << " is over " << kMaxFileMib << " MiB";
 

@@ -84,7 +84,9 @@ std::string config_summary(const ResolvedConfig& r) {
   }
   s << " on " << c.dataset();
   if (r.dataset != DatasetKind::kSynthetic) s << " (" << c.data_dir() << ")";
-  s << ", batch " << c.batch_per_rank() << " per rank, " << c.epochs() << " epoch(s)";
+  s << ", batch " << c.batch_per_rank() << " per rank";
+  if (c.accumulation_steps() > 1) s << " x " << c.accumulation_steps() << " accumulated micro-batches";
+  s << ", " << c.epochs() << " epoch(s)";
   if (c.max_steps_per_epoch() > 0) s << " of at most " << c.max_steps_per_epoch() << " steps";
   if (c.max_total_steps() > 0) s << ", at most " << c.max_total_steps() << " steps";
   s << ", base_lr " << c.base_lr() << " " << c.lr_decay() << " decay, device " << c.device() << ", backend "

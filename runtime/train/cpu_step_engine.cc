@@ -1,8 +1,10 @@
 // The CPU reference engine: the host ResNet, gradients averaged by the GradientSynchronizer while
-// backward runs, one fused host SGD step.
+// backward runs, one fused host SGD step; with accumulation_steps K, K micro-batches per step
+// (gradient_accumulation.h).
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "comm/factory.h"
 #include "comm/gradient_synchronizer.h"
@@ -10,6 +12,7 @@
 #include "models/cpu/softmax_cross_entropy.h"
 #include "models/resnet.h"
 #include "runtime/core/dtype.h"
+#include "runtime/train/gradient_accumulation.h"
 #include "runtime/train/sgd.h"
 #include "runtime/train/step_engine.h"
 
@@ -18,16 +21,19 @@ namespace {
 
 class CpuStepEngine final : public StepEngine {
  public:
-  CpuStepEngine(const EngineSetup& setup, const core::RankContext& ctx) : setup_(setup), model_(setup.model) {
+  CpuStepEngine(const EngineSetup& setup, std::unique_ptr<comm::Communicator> comm)
+      : setup_(setup), model_(setup.model), comm_(std::move(comm)) {
     const TrainConfig& c = setup.config.fields;
     models::ParameterSet& params = model_.parameters();
-    comm::set_stall_settings({c.stall_warning_seconds(), c.stall_abort_seconds()});
-    comm_ = comm::make_communicator(setup.config.backend, ctx, false);
     sync_ = std::make_unique<comm::GradientSynchronizer>(
         *comm_, params.grads_flat(), static_cast<size_t>(params.flat_size()), static_cast<size_t>(c.bucket_mib()) << 20,
         setup.config.gradient_wire_dtype);
+    // Each finished range is folded into the micro-batch sum; the last micro-batch's ranges (then
+    // the mean) go to the all-reduce, the earlier ones to no collective at all.
     params.set_gradient_listener([this](int64_t begin, int64_t end) {
-      sync_->mark_ready(static_cast<size_t>(begin), static_cast<size_t>(end));
+      const size_t b = static_cast<size_t>(begin), n = static_cast<size_t>(end - begin);
+      accumulate_gradient_range(micro_, model_.parameters().grads_flat() + b, gradient_sum_.data() + b, n);
+      if (micro_.last()) sync_->mark_ready(b, b + n);
     });
     sgd_ = std::make_unique<Sgd>(
         static_cast<size_t>(params.flat_size()),
@@ -39,18 +45,24 @@ class CpuStepEngine final : public StepEngine {
 
   std::string describe() const override { return "cpu"; }
 
-  void train_step(const Batch& b, float lr) override {
+  void train_step(const Batch& b, float lr, const MicroBatch& micro) override {
+    check_micro_batch(micro);
+    models::ParameterSet& params = model_.parameters();
+    if (micro.count > 1) gradient_sum_.resize(static_cast<size_t>(params.flat_size()));
     const core::Tensor& logits = model_.forward(normalized(b, input_), true);
     models::ensure_shape(dlogits_, logits.shape());
-    loss_ = models::cpu::softmax_cross_entropy(b.size, static_cast<int>(logits.shape()[1]), logits.data<float>(),
-                                               b.labels.data(), setup_.config.fields.label_smoothing(),
-                                               dlogits_.data<float>());
-    sync_->begin_step();
+    const double loss = models::cpu::softmax_cross_entropy(b.size, static_cast<int>(logits.shape()[1]),
+                                                           logits.data<float>(), b.labels.data(),
+                                                           setup_.config.fields.label_smoothing(), dlogits_.data<float>());
+    loss_sum_ = micro.index == 0 ? loss : loss_sum_ + loss;
+    micro_ = micro;
+    if (micro.last()) sync_->begin_step();
     model_.backward(dlogits_);
-    sync_->finish();
-    models::ParameterSet& params = model_.parameters();
-    sgd_->step(params.params_flat(), params.grads_flat(), lr);
     finished_.push_back(&b);
+    if (!micro.last()) return;
+    sync_->finish();
+    sgd_->step(params.params_flat(), params.grads_flat(), lr);
+    loss_ = loss_sum_ / micro.count;
   }
 
   // The CPU engine is done with a batch when its step returns.
@@ -102,6 +114,9 @@ class CpuStepEngine final : public StepEngine {
   std::unique_ptr<comm::Communicator> comm_;
   std::unique_ptr<comm::GradientSynchronizer> sync_;
   std::unique_ptr<Sgd> sgd_;
+  MicroBatch micro_;                 // of the step in progress
+  std::vector<float> gradient_sum_;  // the micro-batches' running sum (accumulation_steps > 1)
+  double loss_sum_ = 0;              // of the step's micro-batches so far
   core::Tensor input_, dlogits_, eval_input_;
   std::vector<const Batch*> finished_;
   EvalTotals totals_;
@@ -111,7 +126,13 @@ class CpuStepEngine final : public StepEngine {
 }  // namespace
 
 std::unique_ptr<StepEngine> make_cpu_step_engine(const EngineSetup& setup, const core::RankContext& ctx) {
-  return std::make_unique<CpuStepEngine>(setup, ctx);
+  const TrainConfig& c = setup.config.fields;
+  comm::set_stall_settings({c.stall_warning_seconds(), c.stall_abort_seconds()});
+  return make_cpu_step_engine(setup, comm::make_communicator(setup.config.backend, ctx, false));
+}
+
+std::unique_ptr<StepEngine> make_cpu_step_engine(const EngineSetup& setup, std::unique_ptr<comm::Communicator> comm) {
+  return std::make_unique<CpuStepEngine>(setup, std::move(comm));
 }
 
 }  // namespace dtrain::train

@@ -41,9 +41,11 @@ double LinearScalingSchedule::lr_at(double iteration) const {
   return lr;
 }
 
-std::string LinearScalingSchedule::describe(int world_size, int batch_per_rank) const {
+std::string LinearScalingSchedule::describe(int world_size, int batch_per_rank, int accumulation_steps) const {
   std::ostringstream out;
-  out << "world size " << world_size << ", batch per rank " << batch_per_rank << ", global batch "
+  out << "world size " << world_size << ", batch per rank " << batch_per_rank;
+  if (accumulation_steps > 1) out << " x " << accumulation_steps << " accumulated micro-batches";
+  out << ", global batch "
       << options_.global_batch << ", scaled lr " << peak_ << " (base " << options_.base_lr << " x "
       << options_.global_batch << "/256), warm-up " << options_.warmup_epochs << " epochs, "
       << (options_.decay == DecayKind::kCosine ? "cosine" : "step") << " decay";

@@ -30,8 +30,10 @@ class LinearScalingSchedule {
   // The learning rate for iteration `iteration` (0-based, counted from the start of training; a
   // fraction after a resume on another global batch, where progress is counted in images).
   double lr_at(double iteration) const;
-  // "world 8, batch/rank 32, global batch 256, scaled lr 0.1 (base 0.1 x 256/256), warm-up 5 epochs"
-  std::string describe(int world_size, int batch_per_rank) const;
+  // "world size 8, batch per rank 32, global batch 256, scaled lr 0.1 (base 0.1 x 256/256), warm-up
+  // 5 epochs, step decay"; with accumulation_steps K > 1 the batch per rank reads "32 x K
+  // accumulated micro-batches" (the global batch given to the constructor counts them).
+  std::string describe(int world_size, int batch_per_rank, int accumulation_steps = 1) const;
 
  private:
   LrScheduleOptions options_;

@@ -58,6 +58,8 @@ ResolvedConfig resolve(const TrainConfig& c) {
   DTRAIN_USAGE_CHECK(r.dataset != DatasetKind::kFashionMnist || r.model == ModelKind::kSmallResNet)
       << "dataset fashion-mnist (28x28) needs model small-resnet";
   DTRAIN_USAGE_CHECK(c.batch_per_rank() > 0) << "batch_per_rank must be positive, got " << c.batch_per_rank();
+  DTRAIN_USAGE_CHECK(c.accumulation_steps() > 0)
+      << "accumulation_steps must be at least 1 (1: no gradient accumulation), got " << c.accumulation_steps();
   DTRAIN_USAGE_CHECK(c.epochs() > 0) << "epochs must be positive, got " << c.epochs();
   DTRAIN_USAGE_CHECK(c.bucket_mib() > 0) << "bucket_mib must be positive";
   DTRAIN_USAGE_CHECK(c.label_smoothing() >= 0 && c.label_smoothing() < 1) << "label_smoothing outside [0, 1)";

@@ -2,6 +2,7 @@
 // A TrainConfig resolved once: the fields that name a choice (model, dataset, device, precision,
 // backend, lr_decay, gradient_wire_dtype) parsed into types and every combination checked, here
 // only. Nothing else compares those strings; the Trainer and the step engines take this.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,12 @@ struct ResolvedConfig {
   std::string run_dir;
   bool fresh_run_dir = false;  // run_dir is that default name: the run takes a directory of its own
 };
+
+// Images one rank trains on per optimizer step: batch_per_rank x accumulation_steps. A config
+// stored before accumulation_steps existed (a checkpoint's) holds 0 there, which is one micro-batch.
+inline long images_per_rank_per_step(const TrainConfig& c) {
+  return static_cast<long>(c.batch_per_rank()) * std::max(1, c.accumulation_steps());
+}
 
 // UsageError naming the field: an unknown choice, an impossible combination, or a size or number
 // out of range (config_limits.h), all before anything is allocated or started.

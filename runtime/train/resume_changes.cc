@@ -16,6 +16,7 @@ namespace pb = google::protobuf;
 // Fields that never make a resume an error (see the header).
 const std::set<std::string>& free_fields() {
   static const std::set<std::string> fields = {"batch_per_rank",
+                                               "accumulation_steps",
                                                "checkpoint_dir",
                                                "checkpoint_every_steps",
                                                "keep_checkpoints",
@@ -86,7 +87,7 @@ std::vector<std::string> check_resume_config(const proto::TrainConfig& saved, co
     const std::string change = field->name() + " " + before + " -> " + after;
     DTRAIN_USAGE_CHECK(allowed.count(field->name()))
         << "checkpoint " << checkpoint << " was written with " << field->name() << " " << before << ", this run has "
-        << after << ": only the world size, batch_per_rank and run-control fields may change on resume "
+        << after << ": only the world size, batch_per_rank, accumulation_steps and run-control fields may change on resume "
         << "(--resume_allow_changes " << field->name() << " accepts it)";
     accepted.push_back(change);
   }

@@ -1,6 +1,6 @@
 #pragma once
 // What a resume may change against the config stored in the checkpoint.
-//  - Free: the world size and batch_per_rank (the trainer counts progress in images, rescales the
+//  - Free: the world size, batch_per_rank and accumulation_steps (the trainer counts progress in images, rescales the
 //    lr by the linear rule and deals the rest of the epoch over the new ranks), and run-control
 //    fields that leave the trained function alone: checkpointing, logging, stop limits, loader
 //    threads and depth, device, precision, backend, bucket size, wire dtype, bad-data limits.

@@ -6,10 +6,12 @@
 #include <memory>
 #include <vector>
 
+#include "comm/communicator.h"
 #include "models/parameter_set.h"
 #include "models/resnet_plan.h"
 #include "runtime/core/rank_context.h"
 #include "runtime/train/data/data_loader.h"
+#include "runtime/train/gradient_accumulation.h"
 #include "runtime/train/resolved_config.h"
 
 namespace dtrain::train {
@@ -41,16 +43,20 @@ class StepEngine {
   virtual ~StepEngine() = default;
   virtual std::string describe() const = 0;  // "cpu", "GPU 0 (NVIDIA H200), bf16 NHWC", ...
 
-  // One training step on a loader batch (uint8 NHWC). The engine may go on reading the batch's
-  // memory after returning (the GPU engine copies it asynchronously); it hands the batch back
-  // through finished_batches(). At most max_batches_held() batches are held at once: a step that
-  // would hold more first waits for the oldest copy (the GPU is then behind, not the host).
-  virtual void train_step(const Batch& batch, float lr) = 0;
+  // One micro-batch of a training step on a loader batch (uint8 NHWC): forward and backward, its
+  // gradients folded into the step's (gradient_accumulation.h); on the step's last micro-batch the
+  // gradient all-reduce (during backward) and the SGD update at `lr`, which the others ignore. The
+  // micro-batches before the last run no collective. micro {0, 1}: a plain step. The engine may go
+  // on reading the batch's memory after returning (the GPU engine copies it asynchronously); it
+  // hands the batch back through finished_batches(). At most max_batches_held() batches are held
+  // at once: a step that would hold more first waits for the oldest copy (the GPU is then behind,
+  // not the host).
+  virtual void train_step(const Batch& batch, float lr, const MicroBatch& micro) = 0;
   // The batches (of train_step and evaluate) whose memory the engine no longer reads, oldest
   // first. wait_all: waits until that is every batch it holds.
   virtual std::vector<const Batch*> finished_batches(bool wait_all) = 0;
   virtual int max_batches_held() const = 0;
-  // This rank's loss of the latest step. The GPU engine waits for that step, so the Trainer reads
+  // This rank's loss of the latest optimizer step (the mean over its micro-batches). The GPU engine waits for that step, so the Trainer reads
   // it only where it reports it unless loss_is_free().
   virtual double last_loss() = 0;
   virtual bool loss_is_free() const = 0;
@@ -89,6 +95,8 @@ inline void count_hits(const float* logits, int classes, int label, long* top1, 
 
 // Collective over ctx.world(): builds the replica and makes every rank start from rank 0's values.
 std::unique_ptr<StepEngine> make_cpu_step_engine(const EngineSetup& setup, const core::RankContext& ctx);
+// The same over the caller's communicator (a test's, counting the collectives); collective over it.
+std::unique_ptr<StepEngine> make_cpu_step_engine(const EngineSetup& setup, std::unique_ptr<comm::Communicator> comm);
 // `gpu`: this rank's device. A UsageError in builds without CUDA.
 std::unique_ptr<StepEngine> make_gpu_step_engine(const EngineSetup& setup, const core::RankContext& ctx, int gpu);
 

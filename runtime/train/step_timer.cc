@@ -11,15 +11,19 @@ StepTimer::StepTimer(std::function<double()> now) : now_(std::move(now)) {
   if (!now_) {
     now_ = [] { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); };
   }
-  start_ = interval_start_ = step_start_ = now_();
+  start_ = interval_start_ = step_start_ = wait_start_ = now_();
 }
 
 void StepTimer::begin_step() {
-  step_start_ = now_();
+  step_start_ = wait_start_ = now_();
+}
+
+void StepTimer::begin_wait() {
+  wait_start_ = now_();
 }
 
 void StepTimer::batch_arrived() {
-  const double waited = now_() - step_start_;
+  const double waited = now_() - wait_start_;
   interval_wait_ += waited;
   epoch_wait_ += waited;
 }

@@ -14,8 +14,12 @@ class StepTimer {
   explicit StepTimer(std::function<double()> now = {});
 
   void begin_step();
-  // Call when the loader handed over the step's batch: the time since begin_step() was a wait.
+  // Call when the loader handed over the step's batch: the time since begin_step() (or since
+  // begin_wait()) was a wait.
   void batch_arrived();
+  // The step asks for another batch (a further micro-batch of gradient accumulation): the time
+  // from here to batch_arrived() is a wait too.
+  void begin_wait();
   void end_step();
 
   struct Interval {
@@ -38,6 +42,7 @@ class StepTimer {
   std::function<double()> now_;
   double start_ = 0;
   double step_start_ = 0;
+  double wait_start_ = 0;
   double interval_start_ = 0;
   double interval_wait_ = 0;
   double epoch_wait_ = 0;

@@ -80,6 +80,7 @@ TrainConfig default_train_config() {
   c.set_max_image_megapixels(64);
   c.set_prefetch_batches(4);
   c.set_batch_per_rank(32);
+  c.set_accumulation_steps(1);
   c.set_epochs(90);
   c.set_base_lr(0.1);
   c.set_warmup_epochs(5);

@@ -165,14 +165,17 @@ Trainer::Trainer(const ResolvedConfig& config, const core::RankContext& ctx, int
   val_loader.keep_partial_batch = true;
   p.val_loader = std::make_unique<DataLoader>(*p.val_data, *p.val_sampler, val_loader);
   core::collective_usage_check(ctx.world(), [&] {
-    DTRAIN_USAGE_CHECK(p.train_loader->batches_per_epoch() > 0)
-        << "batch_per_rank " << config_.fields.batch_per_rank() << " x " << t.world_size << " ranks exceeds the "
+    const int k = config_.fields.accumulation_steps();
+    DTRAIN_USAGE_CHECK(p.train_loader->batches_per_epoch() >= static_cast<size_t>(k))
+        << "batch_per_rank " << config_.fields.batch_per_rank() << " x " << t.world_size << " ranks"
+        << (k > 1 ? " x accumulation_steps " + std::to_string(k) : std::string()) << " exceeds the "
         << p.train_data->size() << " training samples";
   });
 
   LrScheduleOptions lr;
   lr.base_lr = config_.fields.base_lr();
-  lr.global_batch = config_.fields.batch_per_rank() * t.world_size;
+  // The linear scaling rule sees the effective global batch: every micro-batch of a step counts.
+  lr.global_batch = static_cast<int>(global_batch());
   lr.warmup_epochs = config_.fields.warmup_epochs();
   lr.decay = config_.lr_decay;
   lr.milestones.assign(config_.fields.lr_milestones().begin(), config_.fields.lr_milestones().end());
@@ -202,7 +205,9 @@ Trainer::Trainer(const ResolvedConfig& config, const core::RankContext& ctx, int
                       p.global_step);
   DTRAIN_LOG0(kInfo) << "steps on " << p.engine->describe() << "; " << threads << " loader threads, " << prefetch
                      << " batches in flight";
-  DTRAIN_LOG0(kInfo) << p.schedule->describe(t.world_size, config_.fields.batch_per_rank()) << "; "
+  DTRAIN_LOG0(kInfo) << p.schedule->describe(t.world_size, config_.fields.batch_per_rank(),
+                                             config_.fields.accumulation_steps())
+                     << "; "
                      << p.engine->parameters().parameter_count() << " parameters in " << p.engine->gradient_buckets()
                      << " gradient bucket(s) of up to " << config_.fields.bucket_mib() << " MiB";
 }
@@ -305,8 +310,8 @@ void Trainer::report_progress(int epoch, long step, long steps, double lr, const
   for (double l : losses) mean_loss += l;
   mean_loss /= world;
   const StepTimer::Interval interval = timer.take_interval();
-  // images/s as progress.h defines it: all ranks' images over rank 0's wall time.
-  const double rate = config_.fields.log_every_steps() * config_.fields.batch_per_rank() * world / interval.seconds;
+  // images/s as progress.h defines it: all ranks' images (every micro-batch) over rank 0's wall time.
+  const double rate = config_.fields.log_every_steps() * static_cast<double>(global_batch()) / interval.seconds;
   const double wait = interval.wait_fraction;
   long left = steps - (step + 1);
   if (config_.fields.max_total_steps() > 0) left = std::min(left, config_.fields.max_total_steps() - p.global_step);
@@ -316,7 +321,7 @@ void Trainer::report_progress(int epoch, long step, long steps, double lr, const
     gpu << ", GPU memory " << format_gib(memory.peak_bytes) << " peak, " << format_gib(memory.reserved_bytes)
         << " reserved";
   }
-  // "epoch E step S/T": S counts the epoch's steps; the records' "step" is the global step.
+  // "epoch E step S/T": S counts the epoch's optimizer steps; the records' "step" is the global step.
   DTRAIN_LOG0(kInfo) << "epoch " << epoch << " step " << step + 1 << "/" << steps << " loss " << mean_loss << " lr "
                      << lr << ", " << static_cast<long>(rate) << " images/s (" << static_cast<long>(rate / world)
                      << " per rank), data wait " << std::round(1000 * wait) / 10 << "%, epoch ETA "
@@ -343,11 +348,13 @@ void Trainer::report_progress(int epoch, long step, long steps, double lr, const
 
 EpochResult Trainer::train_epoch(int epoch) {
   Parts& p = *parts_;
-  const int batch = config_.fields.batch_per_rank();
+  const int accumulation = config_.fields.accumulation_steps();
   const long first_step = epoch == p.start_epoch ? p.start_step_in_epoch : 0;
   const size_t first_entry = epoch == p.start_epoch ? p.start_entry : 0;
   if (p.loading_epoch != epoch || first_step != 0) {
-    p.train_loader->start_epoch(epoch, static_cast<size_t>(first_step), first_entry);
+    // The loader counts batches: accumulation_steps of them make a step.
+    p.train_loader->start_epoch(epoch, static_cast<size_t>(first_step) * static_cast<size_t>(accumulation),
+                                first_entry);
   }
   p.loading_epoch = -1;
   const long steps = steps_per_epoch();
@@ -358,17 +365,23 @@ EpochResult Trainer::train_epoch(int epoch) {
   StepTimer timer;
   for (long step = first_step; step < steps && !step_limit_reached(); ++step) {
     timer.begin_step();
-    const Batch* b = p.train_loader->next();
-    timer.batch_arrived();
-    DTRAIN_CHECK(b != nullptr) << "loader ran dry at step " << step;
     // The schedule's position by images seen: epoch x steps + step exactly without a change of
     // world size or batch; after one, the share of the epoch's images seen, in steps.
     const double lr =
         p.schedule->lr_at(static_cast<double>(epoch) * static_cast<double>(steps) +
                           static_cast<double>(steps) * static_cast<double>(images_before(epoch, step)) / epoch_images);
-    p.engine->train_step(*b, static_cast<float>(lr));
-    p.train_loader->retain(b);
-    release_finished(*p.engine, *p.train_loader, false);
+    // One optimizer step: accumulation_steps micro-batches, the gradient all-reduce and the SGD
+    // update on the last one only.
+    for (int m = 0; m < accumulation; ++m) {
+      if (m > 0) timer.begin_wait();
+      const Batch* b = p.train_loader->next();
+      timer.batch_arrived();
+      DTRAIN_CHECK(b != nullptr) << "loader ran dry at step " << step << ", micro-batch " << m + 1 << " of "
+                                 << accumulation;
+      p.engine->train_step(*b, static_cast<float>(lr), MicroBatch{m, accumulation});
+      p.train_loader->retain(b);
+      release_finished(*p.engine, *p.train_loader, false);
+    }
     ++p.global_step;
     // The GPU engine's loss waits for its step, so it is read only where it is reported.
     const bool report = config_.fields.log_every_steps() > 0 && (step + 1) % config_.fields.log_every_steps() == 0;
@@ -397,7 +410,7 @@ EpochResult Trainer::train_epoch(int epoch) {
     }
     timer.end_step();
     ++p.totals.steps;
-    p.totals.images += static_cast<double>(batch) * world;
+    p.totals.images += static_cast<double>(global_batch());
     if (report) report_progress(epoch, step, steps, lr, losses, memory, timer);
     const bool stop = stop_agreed();
     const bool last = step + 1 == steps || step_limit_reached();
@@ -432,7 +445,7 @@ EpochResult Trainer::train_epoch(int epoch) {
   std::optional<TrainerCollective> watched(std::in_place, *p.stall, p.faults, "trainer: epoch totals");
   DTRAIN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, totals, 2, MPI_DOUBLE, MPI_SUM, ctx_.world()));
   result.train_loss = totals[1] > 0 ? totals[0] / totals[1] : 0;
-  result.images_per_second = static_cast<double>(steps_run) * batch * ctx_.topology().world_size / seconds;
+  result.images_per_second = static_cast<double>(steps_run) * static_cast<double>(global_batch()) / seconds;
   // The slowest rank's share of the epoch spent blocked on its loader.
   result.data_wait_fraction = wait_fraction;
   DTRAIN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &result.data_wait_fraction, 1, MPI_DOUBLE, MPI_MAX, ctx_.world()));
@@ -440,7 +453,7 @@ EpochResult Trainer::train_epoch(int epoch) {
   double median = timer.median_step_seconds(config_.fields.timing_warmup_steps());
   DTRAIN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &median, 1, MPI_DOUBLE, MPI_MAX, ctx_.world()));
   watched.reset();
-  result.median_images_per_second = median > 0 ? batch * ctx_.topology().world_size / median : 0;
+  result.median_images_per_second = median > 0 ? static_cast<double>(global_batch()) / median : 0;
   // The next epoch's first batches are decoded while this one is evaluated and checkpointed, so
   // the step loop does not start it waiting for an empty pipeline to fill.
   if (epoch + 1 < config_.fields.epochs() && !step_limit_reached()) {
@@ -528,18 +541,22 @@ models::ParameterSet& Trainer::parameters() {
 }
 
 long Trainer::steps_per_epoch() const {
-  const long batches = static_cast<long>(parts_->train_loader->batches_per_epoch());
-  return config_.fields.max_steps_per_epoch() > 0 ? std::min<long>(batches, config_.fields.max_steps_per_epoch())
-                                                  : batches;
+  const long steps =
+      static_cast<long>(parts_->train_loader->batches_per_epoch()) / config_.fields.accumulation_steps();
+  return config_.fields.max_steps_per_epoch() > 0 ? std::min<long>(steps, config_.fields.max_steps_per_epoch())
+                                                  : steps;
+}
+
+long Trainer::global_batch() const {
+  return images_per_rank_per_step(config_.fields) * ctx_.topology().world_size;
 }
 
 long Trainer::images_before(int epoch, long step) const {
   const Parts& p = *parts_;
-  const long global_batch = static_cast<long>(config_.fields.batch_per_rank()) * ctx_.topology().world_size;
   if (epoch == p.start_epoch && p.start_entry > 0) {
-    return static_cast<long>(p.start_entry) + (step - p.start_step_in_epoch) * global_batch;
+    return static_cast<long>(p.start_entry) + (step - p.start_step_in_epoch) * global_batch();
   }
-  return step * global_batch;
+  return step * global_batch();
 }
 
 bool Trainer::step_limit_reached() const {
@@ -627,7 +644,7 @@ void Trainer::resume_from(const std::string& spec) {
   // Rank 0 reads and verifies the file; everyone gets its contents by broadcast, so the ranks need
   // no shared file system.
   // epoch, step in epoch, global step, whether there is one, images of the epoch trained on, and
-  // the checkpoint's world size and batch per rank
+  // the checkpoint's world size and images per rank per step (batch_per_rank x accumulation_steps)
   int64_t position[7] = {0, 0, 0, 1, 0, 0, 0};
   const std::vector<NamedTensor> tensors = checkpoint_tensors();
   if (ctx_.topology().world_rank == 0 && spec == "latest" &&
@@ -649,14 +666,14 @@ void Trainer::resume_from(const std::string& spec) {
     for (const std::string& change : accepted) {
       DTRAIN_LOG(kWarn) << "resuming with " << change << " (accepted by resume_allow_changes)";
     }
-    const int64_t saved_global_batch = int64_t{header.config().batch_per_rank()} * header.world_size();
+    const int64_t saved_global_batch = int64_t{images_per_rank_per_step(header.config())} * header.world_size();
     position[0] = header.epoch();
     position[1] = header.step_in_epoch();
     position[2] = header.global_step();
     // Files before images_in_epoch: the steps of the epoch times their global batch.
     position[4] = header.images_in_epoch() > 0 ? header.images_in_epoch() : header.step_in_epoch() * saved_global_batch;
     position[5] = header.world_size();
-    position[6] = header.config().batch_per_rank();
+    position[6] = images_per_rank_per_step(header.config());
     // Resumed from the newest checkpoint of its run, the run continues (its id, so rotation goes on
     // with its files). Resumed from an older one, it branches off under a new id, so its rotation
     // never deletes the original run's later checkpoints.
@@ -681,7 +698,7 @@ void Trainer::resume_from(const std::string& spec) {
   // run's global batch, the epoch goes on as the sampler deals it (the unchanged resume); otherwise
   // the rest of the epoch is dealt over this run's ranks from that entry.
   const int world = ctx_.topology().world_size;
-  const long global_batch = static_cast<long>(config_.fields.batch_per_rank()) * world;
+  const long global_batch = this->global_batch();
   const long steps = steps_per_epoch();
   const long seen = position[4];
   long first_step = seen / global_batch;
@@ -700,11 +717,13 @@ void Trainer::resume_from(const std::string& spec) {
     parts_->start_entry = 0;
   }
   parts_->start_step_in_epoch = first_step;
-  if (position[5] != world || position[6] != config_.fields.batch_per_rank()) {
+  // "batch": images per rank per step, every micro-batch of gradient accumulation included.
+  if (position[5] != world || position[6] != images_per_rank_per_step(config_.fields)) {
     const long saved_global_batch = position[5] * position[6];
     DTRAIN_LOG0(kInfo) << "resuming a checkpoint of " << position[5] << " rank(s) x batch " << position[6]
                        << " (global batch " << saved_global_batch << ") on " << world << " rank(s) x batch "
-                       << config_.fields.batch_per_rank() << " (global batch " << global_batch << "): peak lr "
+                       << images_per_rank_per_step(config_.fields) << " (global batch " << global_batch
+                       << "): peak lr "
                        << parts_->schedule->peak_lr() * static_cast<double>(saved_global_batch) /
                               static_cast<double>(global_batch)
                        << " -> " << parts_->schedule->peak_lr() << " by the linear rule; " << seen

@@ -82,8 +82,11 @@ class Trainer {
   // Rank 0 writes the checkpoint (final_weights: the one file of a run without checkpoint_dir, to its
   // run directory); non-finite parameters stop the run instead (never saved).
   void save_checkpoint(int epoch, long step_in_epoch, bool final_weights = false);
-  // Steps in an epoch: the loader's batches, capped by max_steps_per_epoch.
+  // Optimizer steps in an epoch: the loader's batches over accumulation_steps (the batches left
+  // over, too few for a step, are dropped), capped by max_steps_per_epoch.
   long steps_per_epoch() const;
+  // Images of one optimizer step over all ranks: batch_per_rank x ranks x accumulation_steps.
+  long global_batch() const;
   // Entries of `epoch`'s shuffled list trained on before its step `step` (this run's geometry).
   long images_before(int epoch, long step) const;
   bool step_limit_reached() const;

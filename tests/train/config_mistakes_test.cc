@@ -85,6 +85,8 @@ TEST(ConfigMistakes, AbsurdSizesNameTheirFieldBeforeAllocating) {
       {{"--loader_threads=1000000"}, "loader_threads 1000000 is over 1024 threads per rank"},
       {{"--bucket_mib=2147483647"}, "bucket_mib 2147483647 is over"},
       {{"--max_file_mib=2147483647"}, "max_file_mib 2147483647 is over"},
+      {{"--accumulation_steps=2147483647"}, "accumulation_steps 2147483647 is over 65536 micro-batches"},
+      {{"--accumulation_steps=0"}, "accumulation_steps must be at least 1 (1: no gradient accumulation), got 0"},
   };
   for (const auto& [args, expected] : cases) {
     const std::string message = usage_error(args);

@@ -14,6 +14,29 @@ struct FakeClock {
   }
 };
 
+// Gradient accumulation: a step waits for each of its micro-batches; only those waits count, not
+// the compute between them, and the step's time is the whole of it.
+TEST(StepTimer, EveryMicroBatchWaitOfAStepCounts) {
+  FakeClock clock;
+  StepTimer timer(clock.fn());
+  timer.begin_step();
+  clock.now += 0.5;  // waits for micro-batch 1
+  timer.batch_arrived();
+  clock.now += 2.0;  // computes it
+  timer.begin_wait();
+  clock.now += 0.25;  // waits for micro-batch 2
+  timer.batch_arrived();
+  clock.now += 2.0;
+  timer.begin_wait();
+  timer.batch_arrived();  // micro-batch 3 was ready
+  clock.now += 1.25;
+  timer.end_step();
+  EXPECT_EQ(timer.steps(), 1);
+  EXPECT_DOUBLE_EQ(timer.median_step_seconds(0), 6.0);
+  EXPECT_DOUBLE_EQ(timer.wait_fraction(), 0.75 / 6.0);
+  EXPECT_DOUBLE_EQ(timer.take_interval().wait_fraction, 0.75 / 6.0);
+}
+
 TEST(StepTimer, IntervalsWaitsMedianAndEta) {
   FakeClock clock;
   StepTimer timer(clock.fn());

@@ -52,11 +52,11 @@ class GpuStepEngine final : public StepEngine {
 
   std::string describe() const override { return description_; }
 
-  void train_step(const Batch& b, float lr) override {
+  void train_step(const Batch& b, float lr, const MicroBatch& micro) override {
     DTRAIN_CHECK(b.size == step_->options().batch)
         << "GPU step of batch " << step_->options().batch << " got " << b.size << " images";
     make_room();
-    held_.push_back({&b, step_->run(static_cast<const uint8_t*>(b.pixels.data()), b.labels.data(), lr)});
+    held_.push_back({&b, step_->run(static_cast<const uint8_t*>(b.pixels.data()), b.labels.data(), lr, micro)});
   }
 
   std::vector<const Batch*> finished_batches(bool wait_all) override {

@@ -3,10 +3,12 @@
 #include <cuda_runtime_api.h>
 
 #include <cstring>
+#include <vector>
 
 #include "models/cuda/softmax_cross_entropy.h"
 #include "runtime/core/cuda/cuda_check.h"
 #include "runtime/core/error.h"
+#include "runtime/train/cuda/accumulate_gradients.h"
 #include "runtime/train/cuda/normalize_images.h"
 #include "runtime/train/cuda/sgd_update.h"
 
@@ -28,6 +30,7 @@ GpuStepOptions gpu_step_options(const ResolvedConfig& config, const models::ResN
   o.exempt_norm_and_bias_from_decay = c.exclude_norm_and_bias_from_decay();
   o.label_smoothing = static_cast<float>(c.label_smoothing());
   o.bucket_bytes = static_cast<size_t>(c.bucket_mib()) << 20;
+  o.accumulation_steps = c.accumulation_steps();
   return o;
 }
 
@@ -45,11 +48,23 @@ GpuTrainStep::GpuTrainStep(const GpuStepOptions& options, comm::Communicator* co
   const cudaStream_t stream = context_->stream();
   const size_t count = static_cast<size_t>(params.count());
 
+  DTRAIN_USAGE_CHECK(options.accumulation_steps >= 1)
+      << "accumulation_steps must be at least 1, got " << options.accumulation_steps;
   if (comm_ != nullptr && comm_->size() > 1) {
     sync_ = std::make_unique<comm::DeviceGradientSynchronizer>(*comm_, params.grads_f32(), count, options.bucket_bytes,
                                                                stream, device);
+  }
+  if (options.accumulation_steps > 1) {
+    gradient_sum_ = core::Buffer(core::MemoryKind::kDevice, count * sizeof(float), stream);
+  }
+  if (sync_ || options.accumulation_steps > 1) {
+    // The fold is queued right after the kernel that wrote the range, so the all-reduce the last
+    // micro-batch reports next sees the mean; earlier micro-batches report to no collective.
     params.set_gradient_listener([this](int64_t begin, int64_t end) {
-      sync_->mark_ready(static_cast<size_t>(begin), static_cast<size_t>(end));
+      const size_t b = static_cast<size_t>(begin), n = static_cast<size_t>(end - begin);
+      float* grads = model_->device_parameters().grads_f32() + b;
+      accumulate_gradients(context_->stream(), micro_, grads, static_cast<float*>(gradient_sum_.data()) + b, n);
+      if (sync_ && micro_.last()) sync_->mark_ready(b, b + n);
     });
   }
 
@@ -74,8 +89,9 @@ GpuTrainStep::GpuTrainStep(const GpuStepOptions& options, comm::Communicator* co
   }
   input_ = core::Tensor(context_->activation_dtype(), {options.batch, channels, options.height, options.width},
                         core::MemoryKind::kDevice);
-  loss_ = core::Buffer(core::MemoryKind::kDevice, sizeof(float), stream);
-  hits_ = core::Buffer(core::MemoryKind::kDevice, sizeof(int32_t), stream);
+  const size_t micro_batches = static_cast<size_t>(options.accumulation_steps);
+  loss_ = core::Buffer(core::MemoryKind::kDevice, micro_batches * sizeof(float), stream);
+  hits_ = core::Buffer(core::MemoryKind::kDevice, micro_batches * sizeof(int32_t), stream);
   eval_totals_ = core::Buffer(core::MemoryKind::kDevice, sizeof(models::cuda::EvalAccumulators), stream);
   broadcast_from_rank0();
 }
@@ -167,7 +183,11 @@ int GpuTrainStep::stage_input(const uint8_t* images, const int32_t* labels, int 
   return s;
 }
 
-int GpuTrainStep::run(const uint8_t* images, const int32_t* labels, float lr) {
+int GpuTrainStep::run(const uint8_t* images, const int32_t* labels, float lr, const MicroBatch& micro) {
+  check_micro_batch(micro);
+  DTRAIN_CHECK(micro.count == options_.accumulation_steps)
+      << "micro-batch of a step of " << micro.count << " for a GPU step of accumulation_steps "
+      << options_.accumulation_steps;
   core::DeviceGuard on(context_->device());
   const cudaStream_t stream = context_->stream();
   const int s = stage_input(images, labels, options_.batch);
@@ -176,7 +196,8 @@ int GpuTrainStep::run(const uint8_t* images, const int32_t* labels, float lr) {
 
   const core::Tensor& logits = model_->forward(input_, true);
   models::cuda::ensure_device_tensor(dlogits_, context_->activation_dtype(), logits.shape());
-  const models::cuda::LossOutputs out{static_cast<float*>(loss_.data()), static_cast<int32_t*>(hits_.data())};
+  const models::cuda::LossOutputs out{static_cast<float*>(loss_.data()) + micro.index,
+                                      static_cast<int32_t*>(hits_.data()) + micro.index};
   const int classes = static_cast<int>(logits.shape()[1]);
   if (context_->bf16()) {
     models::cuda::softmax_cross_entropy(stream, options_.batch, classes, logits.data<core::bfloat16>(), labels_device,
@@ -187,9 +208,12 @@ int GpuTrainStep::run(const uint8_t* images, const int32_t* labels, float lr) {
   }
   consumed_[s].record(stream);
 
-  if (sync_) sync_->begin_step();
+  micro_ = micro;
+  const bool reduce = sync_ && micro.last();
+  if (reduce) sync_->begin_step();
   model_->backward(dlogits_);
-  if (sync_) sync_->finish();
+  if (!micro.last()) return s;
+  if (reduce) sync_->finish();
 
   models::cuda::DeviceParameters& params = model_->device_parameters();
   SgdStep step;
@@ -229,12 +253,21 @@ void GpuTrainStep::wait_input_copied(int slot) {
 StepResult GpuTrainStep::last_result() {
   DTRAIN_CHECK(any_step_) << "no step has run yet";
   synchronize();
-  StepResult result;
+  const size_t k = static_cast<size_t>(options_.accumulation_steps);
+  std::vector<float> losses(k);
+  std::vector<int32_t> hits(k);
   DTRAIN_CUDA_CHECK(
-      cudaMemcpyAsync(&result.mean_loss, loss_.data(), sizeof(float), cudaMemcpyDeviceToHost, context_->stream()));
+      cudaMemcpyAsync(losses.data(), loss_.data(), k * sizeof(float), cudaMemcpyDeviceToHost, context_->stream()));
   DTRAIN_CUDA_CHECK(
-      cudaMemcpyAsync(&result.top1_hits, hits_.data(), sizeof(int32_t), cudaMemcpyDeviceToHost, context_->stream()));
+      cudaMemcpyAsync(hits.data(), hits_.data(), k * sizeof(int32_t), cudaMemcpyDeviceToHost, context_->stream()));
   DTRAIN_CUDA_CHECK(cudaStreamSynchronize(context_->stream()));
+  double loss_sum = 0;
+  StepResult result;
+  for (size_t i = 0; i < k; ++i) {
+    loss_sum += losses[i];
+    result.top1_hits += hits[i];
+  }
+  result.mean_loss = static_cast<float>(loss_sum / static_cast<double>(k));
   return result;
 }
 

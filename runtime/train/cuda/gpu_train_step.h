@@ -5,6 +5,10 @@
 // it, then the fused SGD update. run() only queues work: the host never waits for the GPU inside
 // a step, so it runs ahead and the GPU never idles between steps.
 //
+// With accumulation_steps K a step is K calls of run(), one per micro-batch: each backward folds
+// its gradients into an fp32 sum on the compute stream (gradient_accumulation.h); only the last
+// one's buckets are all-reduced, and the SGD update follows it.
+//
 // Input: [batch, H, W, C] uint8 images (C = the model's input channels, 1 to 4) and [batch] int32
 // labels in page-locked host memory. The copy is asynchronous, into one of kInputSlots device
 // slots: run() and evaluate() return the slot, and the host memory must stay untouched until
@@ -22,6 +26,7 @@
 #include "models/resnet_plan.h"
 #include "runtime/core/buffer.h"
 #include "runtime/core/cuda/stream.h"
+#include "runtime/train/gradient_accumulation.h"
 #include "runtime/train/resolved_config.h"
 #include "runtime/train/sgd.h"
 
@@ -38,6 +43,7 @@ struct GpuStepOptions {
   bool exempt_norm_and_bias_from_decay = false;
   float label_smoothing = 0.0f;
   size_t bucket_bytes = size_t{25} << 20;
+  int accumulation_steps = 1;  // micro-batches (of `batch` images) per optimizer step
 };
 
 // The one translation of a resolved config into the GPU step's options (dtrain-train's engine and
@@ -47,8 +53,8 @@ GpuStepOptions gpu_step_options(const ResolvedConfig& config, const models::ResN
                                 const float mean[3], const float std[3]);
 
 struct StepResult {
-  float mean_loss = 0;  // this rank's batch
-  int top1_hits = 0;
+  float mean_loss = 0;  // this rank's, the mean over the step's micro-batches
+  int top1_hits = 0;    // over the step's micro-batches
 };
 
 class GpuTrainStep {
@@ -60,8 +66,10 @@ class GpuTrainStep {
 
   static constexpr int kInputSlots = 3;
 
-  // Queues one step; returns the input slot its batch is copied into.
-  int run(const uint8_t* images, const int32_t* labels, float lr);
+  // Queues one micro-batch of a step (micro.count must be options().accumulation_steps; the default,
+  // with one micro-batch, is a whole step); returns the input slot its batch is copied into. lr is
+  // read on the last micro-batch only.
+  int run(const uint8_t* images, const int32_t* labels, float lr, const MicroBatch& micro = {});
   // Whether the copy into `slot` finished (its host memory may be reused); never blocks.
   bool input_copied(int slot);
   void wait_input_copied(int slot);
@@ -76,7 +84,7 @@ class GpuTrainStep {
   // rank 0 and gives them to every rank (after a resume). Collective. `momentum` is in the standard
   // layout, as the parameters (what checkpoints hold, whatever the numerics).
   void load_from_host(const std::vector<float>& momentum);
-  // Loss and hits of the latest step; waits for it.
+  // Loss and hits of the latest optimizer step; waits for it.
   StepResult last_result();
   void synchronize();
 
@@ -109,7 +117,10 @@ class GpuTrainStep {
   int slot_ = 0;
   bool any_step_ = false;
   core::Tensor input_, dlogits_;
+  // loss_ and hits_: one slot per micro-batch of a step.
   core::Buffer momentum_, decay_ranges_, loss_, hits_, eval_totals_;
+  core::Buffer gradient_sum_;  // the micro-batches' fp32 running sum (accumulation_steps > 1)
+  MicroBatch micro_;           // of the micro-batch being queued
   int decay_range_count_ = 0;
 };
 
