@@ -51,9 +51,9 @@ class CpuStepEngine final : public StepEngine {
     if (micro.count > 1) gradient_sum_.resize(static_cast<size_t>(params.flat_size()));
     const core::Tensor& logits = model_.forward(normalized(b, input_), true);
     models::ensure_shape(dlogits_, logits.shape());
-    const double loss = models::cpu::softmax_cross_entropy(b.size, static_cast<int>(logits.shape()[1]),
-                                                           logits.data<float>(), b.labels.data(),
-                                                           setup_.config.fields.label_smoothing(), dlogits_.data<float>());
+    const double loss = models::cpu::softmax_cross_entropy(
+        b.size, static_cast<int>(logits.shape()[1]), logits.data<float>(), b.labels.data(),
+        setup_.config.fields.label_smoothing(), dlogits_.data<float>());
     loss_sum_ = micro.index == 0 ? loss : loss_sum_ + loss;
     micro_ = micro;
     if (micro.last()) sync_->begin_step();

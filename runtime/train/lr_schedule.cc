@@ -45,8 +45,7 @@ std::string LinearScalingSchedule::describe(int world_size, int batch_per_rank, 
   std::ostringstream out;
   out << "world size " << world_size << ", batch per rank " << batch_per_rank;
   if (accumulation_steps > 1) out << " x " << accumulation_steps << " accumulated micro-batches";
-  out << ", global batch "
-      << options_.global_batch << ", scaled lr " << peak_ << " (base " << options_.base_lr << " x "
+  out << ", global batch " << options_.global_batch << ", scaled lr " << peak_ << " (base " << options_.base_lr << " x "
       << options_.global_batch << "/256), warm-up " << options_.warmup_epochs << " epochs, "
       << (options_.decay == DecayKind::kCosine ? "cosine" : "step") << " decay";
   return out.str();

@@ -87,7 +87,8 @@ std::vector<std::string> check_resume_config(const proto::TrainConfig& saved, co
     const std::string change = field->name() + " " + before + " -> " + after;
     DTRAIN_USAGE_CHECK(allowed.count(field->name()))
         << "checkpoint " << checkpoint << " was written with " << field->name() << " " << before << ", this run has "
-        << after << ": only the world size, batch_per_rank, accumulation_steps and run-control fields may change on resume "
+        << after
+        << ": only the world size, batch_per_rank, accumulation_steps and run-control fields may change on resume "
         << "(--resume_allow_changes " << field->name() << " accepts it)";
     accepted.push_back(change);
   }

@@ -56,8 +56,8 @@ class StepEngine {
   // first. wait_all: waits until that is every batch it holds.
   virtual std::vector<const Batch*> finished_batches(bool wait_all) = 0;
   virtual int max_batches_held() const = 0;
-  // This rank's loss of the latest optimizer step (the mean over its micro-batches). The GPU engine waits for that step, so the Trainer reads
-  // it only where it reports it unless loss_is_free().
+  // This rank's loss of the latest optimizer step (the mean over its micro-batches). The GPU engine waits for that
+  // step, so the Trainer reads it only where it reports it unless loss_is_free().
   virtual double last_loss() = 0;
   virtual bool loss_is_free() const = 0;
 

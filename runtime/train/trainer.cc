@@ -207,9 +207,9 @@ Trainer::Trainer(const ResolvedConfig& config, const core::RankContext& ctx, int
                      << " batches in flight";
   DTRAIN_LOG0(kInfo) << p.schedule->describe(t.world_size, config_.fields.batch_per_rank(),
                                              config_.fields.accumulation_steps())
-                     << "; "
-                     << p.engine->parameters().parameter_count() << " parameters in " << p.engine->gradient_buckets()
-                     << " gradient bucket(s) of up to " << config_.fields.bucket_mib() << " MiB";
+                     << "; " << p.engine->parameters().parameter_count() << " parameters in "
+                     << p.engine->gradient_buckets() << " gradient bucket(s) of up to " << config_.fields.bucket_mib()
+                     << " MiB";
 }
 
 Trainer::~Trainer() {
@@ -541,10 +541,8 @@ models::ParameterSet& Trainer::parameters() {
 }
 
 long Trainer::steps_per_epoch() const {
-  const long steps =
-      static_cast<long>(parts_->train_loader->batches_per_epoch()) / config_.fields.accumulation_steps();
-  return config_.fields.max_steps_per_epoch() > 0 ? std::min<long>(steps, config_.fields.max_steps_per_epoch())
-                                                  : steps;
+  const long steps = static_cast<long>(parts_->train_loader->batches_per_epoch()) / config_.fields.accumulation_steps();
+  return config_.fields.max_steps_per_epoch() > 0 ? std::min<long>(steps, config_.fields.max_steps_per_epoch()) : steps;
 }
 
 long Trainer::global_batch() const {
@@ -722,8 +720,7 @@ void Trainer::resume_from(const std::string& spec) {
     const long saved_global_batch = position[5] * position[6];
     DTRAIN_LOG0(kInfo) << "resuming a checkpoint of " << position[5] << " rank(s) x batch " << position[6]
                        << " (global batch " << saved_global_batch << ") on " << world << " rank(s) x batch "
-                       << images_per_rank_per_step(config_.fields) << " (global batch " << global_batch
-                       << "): peak lr "
+                       << images_per_rank_per_step(config_.fields) << " (global batch " << global_batch << "): peak lr "
                        << parts_->schedule->peak_lr() * static_cast<double>(saved_global_batch) /
                               static_cast<double>(global_batch)
                        << " -> " << parts_->schedule->peak_lr() << " by the linear rule; " << seen

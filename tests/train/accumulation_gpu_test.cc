@@ -22,8 +22,8 @@
 #include <cuda_runtime_api.h>
 
 #include "runtime/core/buffer.h"
-#include "runtime/core/error.h"
 #include "runtime/core/cuda/cuda_check.h"
+#include "runtime/core/error.h"
 #include "runtime/train/cuda/accumulate_gradients.h"
 #include "runtime/train/cuda/gpu_train_step.h"
 #include "tests/support/device_vector.h"
@@ -76,7 +76,8 @@ TEST_F(AccumulationGpuTest, FoldMatchesTheHostFoldAndFloat64) {
         exact += g[i];
         magnitude += std::fabs(g[i]);
       }
-      worst = std::max(worst, std::fabs(device_result[i] - exact / k) / ((k + 1) * double{FLT_EPSILON} * magnitude / k));
+      worst =
+          std::max(worst, std::fabs(device_result[i] - exact / k) / ((k + 1) * double{FLT_EPSILON} * magnitude / k));
     }
     EXPECT_LE(worst, 1.0) << "K = " << k;
   }
@@ -149,10 +150,11 @@ void expect_micro_batches_match_whole_batch(models::cuda::ConvNumerics numerics)
   }
   const double update_difference = std::sqrt(difference / moved);
   const bool fp32 = numerics == models::cuda::ConvNumerics::kFp32Nchw;
-  std::printf("  %s: %d micro-batches of %d vs batch %d, %d steps: worst relative parameter difference %.2e, "
-              "difference of the updates %.2e of the update (bound %s), loss %.6f vs %.6f\n",
-              fp32 ? "fp32, TF32 off" : "bf16", k, batch, k * batch, steps, worst, update_difference,
-              fp32 ? "1e-5 per parameter" : "0.05", loss_micro, loss_whole);
+  std::printf(
+      "  %s: %d micro-batches of %d vs batch %d, %d steps: worst relative parameter difference %.2e, "
+      "difference of the updates %.2e of the update (bound %s), loss %.6f vs %.6f\n",
+      fp32 ? "fp32, TF32 off" : "bf16", k, batch, k * batch, steps, worst, update_difference,
+      fp32 ? "1e-5 per parameter" : "0.05", loss_micro, loss_whole);
   ASSERT_GT(moved, 0.0) << "the steps should move the parameters";
   if (fp32) {
     EXPECT_LE(worst, 1e-5) << "at parameter " << worst_at;
