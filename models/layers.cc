@@ -1,6 +1,8 @@
 #include "models/layers.h"
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "models/cpu/batch_norm.h"
 #include "models/cpu/elementwise.h"
@@ -89,9 +91,16 @@ const core::Tensor& BatchNorm2d::forward(const core::Tensor& x, bool training) {
   if (training) {
     saved_mean_.resize(static_cast<size_t>(channels_));
     saved_inv_std_.resize(static_cast<size_t>(channels_));
-    cpu::batch_norm_forward_train(s, x.data<float>(), params_.param(slots_.gamma), params_.param(slots_.beta),
-                                  output_.data<float>(), saved_mean_.data(), saved_inv_std_.data(),
-                                  params_.state(slots_.running_mean), params_.state(slots_.running_var));
+    std::vector<double> mean(static_cast<size_t>(channels_)), m2(static_cast<size_t>(channels_));
+    cpu::batch_norm_moments(s, x.data<float>(), mean.data(), m2.data());
+    group_count_ = int64_t{s.batch} * s.spatial;
+    if (synchronizes(reducer_)) {
+      group_count_ = merge_moments_over_group(*reducer_, channels_, group_count_, mean.data(), m2.data());
+    }
+    cpu::batch_norm_normalize(s, group_count_, mean.data(), m2.data(), x.data<float>(), params_.param(slots_.gamma),
+                              params_.param(slots_.beta), output_.data<float>(), saved_mean_.data(),
+                              saved_inv_std_.data(), params_.state(slots_.running_mean),
+                              params_.state(slots_.running_var));
   } else {
     cpu::batch_norm_forward_eval(s, x.data<float>(), params_.param(slots_.gamma), params_.param(slots_.beta),
                                  params_.state(slots_.running_mean), params_.state(slots_.running_var),
@@ -104,9 +113,26 @@ const core::Tensor& BatchNorm2d::backward(const core::Tensor& dy) {
   const core::Shape& shape = input_->shape();
   const cpu::BatchNormShape s{static_cast<int>(shape[0]), channels_, shape[2] * shape[3]};
   ensure_shape(dx_, shape);
-  cpu::batch_norm_backward(s, input_->data<float>(), dy.data<float>(), params_.param(slots_.gamma), saved_mean_.data(),
-                           saved_inv_std_.data(), dx_.data<float>(), params_.grad(slots_.gamma),
-                           params_.grad(slots_.beta));
+  std::vector<double> sum_dy(static_cast<size_t>(channels_)), sum_dy_xhat(static_cast<size_t>(channels_));
+  cpu::batch_norm_backward_sums(s, input_->data<float>(), dy.data<float>(), saved_mean_.data(), saved_inv_std_.data(),
+                                sum_dy.data(), sum_dy_xhat.data());
+  float* dgamma = params_.grad(slots_.gamma);
+  float* dbeta = params_.grad(slots_.beta);
+  for (size_t c = 0; c < sum_dy.size(); ++c) {
+    dgamma[c] = static_cast<float>(sum_dy_xhat[c]);
+    dbeta[c] = static_cast<float>(sum_dy[c]);
+  }
+  if (synchronizes(reducer_)) {
+    // One exchange of both sums: [sum(dy) | sum(dy * xhat)].
+    std::vector<double> sums(sum_dy);
+    sums.insert(sums.end(), sum_dy_xhat.begin(), sum_dy_xhat.end());
+    sum_over_group(*reducer_, sums.data(), sums.size());
+    std::copy(sums.begin(), sums.begin() + channels_, sum_dy.begin());
+    std::copy(sums.begin() + channels_, sums.end(), sum_dy_xhat.begin());
+  }
+  cpu::batch_norm_backward_dx(s, group_count_, input_->data<float>(), dy.data<float>(), params_.param(slots_.gamma),
+                              saved_mean_.data(), saved_inv_std_.data(), sum_dy.data(), sum_dy_xhat.data(),
+                              dx_.data<float>());
   params_.gradient_ready(slots_.beta);  // beta was registered after gamma, so it sits first in the buffer
   params_.gradient_ready(slots_.gamma);
   return dx_;

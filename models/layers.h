@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "models/batch_stats_reducer.h"
 #include "models/cpu/conv2d.h"
 #include "models/cpu/pooling.h"
 #include "models/module.h"
@@ -38,6 +39,10 @@ class BatchNorm2d final : public Module {
   const core::Tensor& forward(const core::Tensor& x, bool training) override;
   const core::Tensor& backward(const core::Tensor& dy) override;
   void initialize(ParameterSet& params, std::mt19937_64& rng) override;
+  // Synchronized BN (batch_stats_reducer.h): training forward and backward use the statistics of
+  // the reducer's group. dgamma and dbeta stay this rank's share (the sums over its own batch), so
+  // the gradient averaging over the ranks gives the group's gradient. Null: this batch alone.
+  void set_batch_stats_reducer(BatchStatsReducer* reducer) { reducer_ = reducer; }
 
   struct Slots {
     int gamma, beta, running_mean, running_var;
@@ -56,6 +61,8 @@ class BatchNorm2d final : public Module {
   const core::Tensor* input_ = nullptr;
   core::Tensor output_, dx_;
   std::vector<float> saved_mean_, saved_inv_std_;
+  BatchStatsReducer* reducer_ = nullptr;
+  int64_t group_count_ = 0;  // the values per channel the latest training forward normalized over
 };
 
 class ReLU final : public Module {

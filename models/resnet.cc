@@ -1,6 +1,7 @@
 #include "models/resnet.h"
 
 #include <string>
+#include <vector>
 
 #include "models/cpu/elementwise.h"
 #include "runtime/core/error.h"
@@ -48,20 +49,24 @@ class ResidualBlock final : public Module {
 };
 
 // A convolution and its norm (when the network has one), appended to `seq`; they register their
-// parameters in the plan's build order.
-void add_conv_norm(Sequential& seq, ParameterSet& params, const ConvNormSpec& s) {
+// parameters in the plan's build order. `norms` collects the BN layers.
+void add_conv_norm(Sequential& seq, ParameterSet& params, const ConvNormSpec& s, std::vector<BatchNorm2d*>& norms) {
   seq.add(std::make_unique<Conv2d>(params, s.conv, s.in_channels, s.out_channels, s.kernel, s.stride, s.pad));
-  if (!s.norm.empty()) seq.add(std::make_unique<BatchNorm2d>(params, s.norm, s.out_channels));
+  if (s.norm.empty()) return;
+  auto norm = std::make_unique<BatchNorm2d>(params, s.norm, s.out_channels);
+  norms.push_back(norm.get());
+  seq.add(std::move(norm));
 }
 
 // Shortcut first, then the branch (the plan's build order); the branch's last ReLU comes after the
 // residual sum, in ResidualBlock.
-std::unique_ptr<Module> residual_block(ParameterSet& params, const ResidualBlockSpec& spec) {
+std::unique_ptr<Module> residual_block(ParameterSet& params, const ResidualBlockSpec& spec,
+                                       std::vector<BatchNorm2d*>& norms) {
   auto shortcut = std::make_unique<Sequential>();
-  if (spec.shortcut) add_conv_norm(*shortcut, params, *spec.shortcut);
+  if (spec.shortcut) add_conv_norm(*shortcut, params, *spec.shortcut, norms);
   auto branch = std::make_unique<Sequential>();
   for (size_t i = 0; i < spec.branch.size(); ++i) {
-    add_conv_norm(*branch, params, spec.branch[i]);
+    add_conv_norm(*branch, params, spec.branch[i], norms);
     if (i + 1 < spec.branch.size()) branch->add(std::make_unique<ReLU>());
   }
   return std::make_unique<ResidualBlock>(std::move(branch), std::move(shortcut));
@@ -71,10 +76,10 @@ std::unique_ptr<Module> residual_block(ParameterSet& params, const ResidualBlock
 
 ResNet::ResNet(const ResNetConfig& config)
     : config_(config), plan_(resnet_plan(config)), body_(std::make_unique<Sequential>()) {
-  add_conv_norm(*body_, params_, plan_.stem);
+  add_conv_norm(*body_, params_, plan_.stem, norms_);
   body_->add(std::make_unique<ReLU>());
   if (plan_.stem_max_pool) body_->add(std::make_unique<MaxPool2d>(3, 2, 1));
-  for (const ResidualBlockSpec& block : plan_.blocks) body_->add(residual_block(params_, block));
+  for (const ResidualBlockSpec& block : plan_.blocks) body_->add(residual_block(params_, block, norms_));
   body_->add(std::make_unique<GlobalAvgPool>());
   body_->add(std::make_unique<Linear>(params_, plan_.classifier, plan_.features, plan_.num_classes));
   params_.finalize();
@@ -87,6 +92,10 @@ const core::Tensor& ResNet::forward(const core::Tensor& x, bool training) {
 
 const core::Tensor& ResNet::backward(const core::Tensor& dy) {
   return body_->backward(dy);
+}
+
+void ResNet::set_batch_stats_reducer(BatchStatsReducer* reducer) {
+  for (BatchNorm2d* norm : norms_) norm->set_batch_stats_reducer(reducer);
 }
 
 void ResNet::initialize(ParameterSet& params, std::mt19937_64& rng) {

@@ -2,6 +2,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <type_traits>
+#include <vector>
 
 #include "models/cuda/batch_norm.h"
 #include "models/cuda/moments.h"
@@ -95,13 +96,32 @@ __device__ inline MomentsD merge(MomentsD a, MomentsD b) {
   return {n, a.mean + delta * b.n / n, a.m2 + b.m2 + delta * delta * a.n * b.n / n};
 }
 
-// Merges the partials, then the affine form of the normalization: y = x * scale + shift.
+// Channel c's statistics from its moments over n values: saved mean and inverse std, running
+// statistics, and the affine form of the normalization, y = x * scale + shift.
+__device__ void write_statistics(int c, double n, double mean, double m2, const float* __restrict__ gamma,
+                                 const float* __restrict__ beta, double eps, double momentum,
+                                 float* __restrict__ saved_mean, float* __restrict__ saved_inv_std,
+                                 float* __restrict__ running_mean, float* __restrict__ running_var,
+                                 float* __restrict__ scale, float* __restrict__ shift) {
+  const double var = m2 / n;
+  const double inv_std = 1.0 / sqrt(var + eps);
+  saved_mean[c] = static_cast<float>(mean);
+  saved_inv_std[c] = static_cast<float>(inv_std);
+  const double unbiased = n > 1 ? m2 / (n - 1) : var;
+  running_mean[c] = static_cast<float>((1 - momentum) * running_mean[c] + momentum * mean);
+  running_var[c] = static_cast<float>((1 - momentum) * running_var[c] + momentum * unbiased);
+  scale[c] = static_cast<float>(gamma[c] * inv_std);
+  shift[c] = static_cast<float>(beta[c] - mean * gamma[c] * inv_std);
+}
+
+// Merges the partials, then write_statistics. With `local` (synchronized BN) it stops at the
+// merged moments instead: local[c] = mean, local[C + c] = M2, for the exchange over the group.
 __global__ void finalize_forward_kernel(int channels, int row_blocks, const Moments* __restrict__ partials,
                                         const float* __restrict__ gamma, const float* __restrict__ beta, double eps,
                                         double momentum, float* __restrict__ saved_mean,
                                         float* __restrict__ saved_inv_std, float* __restrict__ running_mean,
                                         float* __restrict__ running_var, float* __restrict__ scale,
-                                        float* __restrict__ shift) {
+                                        float* __restrict__ shift, double* __restrict__ local) {
   const int lane_c = threadIdx.x % kFinalizeChannels, lane_r = threadIdx.x / kFinalizeChannels;
   const int c = blockIdx.x * kFinalizeChannels + lane_c;
   MomentsD m{0, 0, 0};
@@ -120,16 +140,28 @@ __global__ void finalize_forward_kernel(int channels, int row_blocks, const Mome
     __syncthreads();
   }
   if (lane_r != 0 || c >= channels) return;
-  const double n = shared[threadIdx.x].n, mean = shared[threadIdx.x].mean, m2 = shared[threadIdx.x].m2;
-  const double var = m2 / n;
-  const double inv_std = 1.0 / sqrt(var + eps);
-  saved_mean[c] = static_cast<float>(mean);
-  saved_inv_std[c] = static_cast<float>(inv_std);
-  const double unbiased = n > 1 ? m2 / (n - 1) : var;
-  running_mean[c] = static_cast<float>((1 - momentum) * running_mean[c] + momentum * mean);
-  running_var[c] = static_cast<float>((1 - momentum) * running_var[c] + momentum * unbiased);
-  scale[c] = static_cast<float>(gamma[c] * inv_std);
-  shift[c] = static_cast<float>(beta[c] - mean * gamma[c] * inv_std);
+  const MomentsD merged = shared[threadIdx.x];
+  if (local != nullptr) {
+    local[c] = merged.mean;
+    local[channels + c] = merged.m2;
+    return;
+  }
+  write_statistics(c, merged.n, merged.mean, merged.m2, gamma, beta, eps, momentum, saved_mean, saved_inv_std,
+                   running_mean, running_var, scale, shift);
+}
+
+// Synchronized BN: write_statistics from the group's moments over n values, group[c] = mean,
+// group[C + c] = M2.
+__global__ void group_statistics_kernel(int channels, double n, const double* __restrict__ group,
+                                        const float* __restrict__ gamma, const float* __restrict__ beta, double eps,
+                                        double momentum, float* __restrict__ saved_mean,
+                                        float* __restrict__ saved_inv_std, float* __restrict__ running_mean,
+                                        float* __restrict__ running_var, float* __restrict__ scale,
+                                        float* __restrict__ shift) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= channels) return;
+  write_statistics(c, n, group[c], group[channels + c], gamma, beta, eps, momentum, saved_mean, saved_inv_std,
+                   running_mean, running_var, scale, shift);
 }
 
 __global__ void eval_coefficients_kernel(int channels, const float* __restrict__ gamma, const float* __restrict__ beta,
@@ -191,13 +223,28 @@ __global__ void backward_partials_kernel(Indexer ix, int64_t rows, int channels_
   if (lane_r == 0 && c < ix.channels) partials[blockIdx.y * int64_t{ix.channels} + c] = shared[threadIdx.x];
 }
 
-// dgamma = sum(dy' * xhat), dbeta = sum(dy'); dx = k * (dy' - (dbeta + xhat * dgamma) / M) with
-// k = gamma * inv_std, written as dx = dy' * k - (a + xhat * b) with a, b per channel.
-// coefficients: k[C], then a[C], then b[C].
+// dgamma = sum(dy' * xhat), dbeta = sum(dy') of this rank's rows; dx = k * (dy' - (S + xhat * X) / M)
+// with k = gamma * inv_std and S, X, M the sums and the row count of the rows normalized together
+// (the group's under synchronized BN, else this rank's), written as dx = dy' * k - (a + xhat * b)
+// with a, b per channel. coefficients: k[C], then a[C], then b[C].
+__device__ void write_backward(int c, int channels, double local_dy, double local_dy_xhat, double sum_dy,
+                               double sum_dy_xhat, double rows, const float* __restrict__ gamma,
+                               const float* __restrict__ inv_std, float* __restrict__ dgamma, float* __restrict__ dbeta,
+                               float* __restrict__ coefficients) {
+  dgamma[c] = static_cast<float>(local_dy_xhat);
+  dbeta[c] = static_cast<float>(local_dy);
+  const double k = static_cast<double>(gamma[c]) * inv_std[c];
+  coefficients[c] = static_cast<float>(k);
+  coefficients[channels + c] = static_cast<float>(k * sum_dy / rows);
+  coefficients[2 * channels + c] = static_cast<float>(k * sum_dy_xhat / rows);
+}
+
+// Adds the partials, then write_backward. With `local` (synchronized BN) it stops at the sums
+// instead: local[c] = sum(dy'), local[C + c] = sum(dy' * xhat), for the exchange over the group.
 __global__ void finalize_backward_kernel(int channels, int row_blocks, double rows, const float2* __restrict__ partials,
                                          const float* __restrict__ gamma, const float* __restrict__ inv_std,
                                          float* __restrict__ dgamma, float* __restrict__ dbeta,
-                                         float* __restrict__ coefficients) {
+                                         float* __restrict__ coefficients, double* __restrict__ local) {
   const int lane_c = threadIdx.x % kFinalizeChannels, lane_r = threadIdx.x / kFinalizeChannels;
   const int c = blockIdx.x * kFinalizeChannels + lane_c;
   double sum_dy = 0, sum_dy_xhat = 0;
@@ -220,12 +267,25 @@ __global__ void finalize_backward_kernel(int channels, int row_blocks, double ro
   if (lane_r != 0 || c >= channels) return;
   sum_dy = shared[threadIdx.x].x;
   sum_dy_xhat = shared[threadIdx.x].y;
-  dgamma[c] = static_cast<float>(sum_dy_xhat);
-  dbeta[c] = static_cast<float>(sum_dy);
-  const double k = static_cast<double>(gamma[c]) * inv_std[c];
-  coefficients[c] = static_cast<float>(k);
-  coefficients[channels + c] = static_cast<float>(k * sum_dy / rows);
-  coefficients[2 * channels + c] = static_cast<float>(k * sum_dy_xhat / rows);
+  if (local != nullptr) {
+    local[c] = sum_dy;
+    local[channels + c] = sum_dy_xhat;
+    return;
+  }
+  write_backward(c, channels, sum_dy, sum_dy_xhat, sum_dy, sum_dy_xhat, rows, gamma, inv_std, dgamma, dbeta,
+                 coefficients);
+}
+
+// Synchronized BN: write_backward from sums[4C] = this rank's sum(dy') and sum(dy' * xhat), then
+// the group's, over the group's rows.
+__global__ void group_backward_kernel(int channels, double rows, const double* __restrict__ sums,
+                                      const float* __restrict__ gamma, const float* __restrict__ inv_std,
+                                      float* __restrict__ dgamma, float* __restrict__ dbeta,
+                                      float* __restrict__ coefficients) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= channels) return;
+  write_backward(c, channels, sums[c], sums[channels + c], sums[2 * channels + c], sums[3 * channels + c], rows, gamma,
+                 inv_std, dgamma, dbeta, coefficients);
 }
 
 template <typename T>
@@ -457,6 +517,21 @@ void check_dims(const BatchNormDims& d) {
       << "batch norm: bad dims N=" << d.batch << " C=" << d.channels << " HxW=" << d.spatial << " eps=" << d.eps;
 }
 
+// Synchronized BN's host round-trip, between two kernels of `stream`: `count` doubles at `device`
+// to the host (the host waits for the stream), `exchange` on them, and `back` doubles of the result
+// to `device`. Waits for that copy too: it reads pageable host memory that is gone on return.
+template <typename Exchange>
+void round_trip(cudaStream_t stream, double* device, size_t count, size_t back, Exchange exchange) {
+  std::vector<double> host(std::max(count, back) + 1);
+  DTRAIN_CUDA_CHECK(cudaMemcpyAsync(host.data(), device, count * sizeof(double), cudaMemcpyDeviceToHost, stream))
+      << "synchronized batch norm: statistics to the host";
+  DTRAIN_CUDA_CHECK(cudaStreamSynchronize(stream)) << "synchronized batch norm: the layer's statistics";
+  exchange(host);
+  DTRAIN_CUDA_CHECK(cudaMemcpyAsync(device, host.data(), back * sizeof(double), cudaMemcpyHostToDevice, stream))
+      << "synchronized batch norm: the group's statistics to the device";
+  DTRAIN_CUDA_CHECK(cudaStreamSynchronize(stream)) << "synchronized batch norm: the group's statistics";
+}
+
 }  // namespace
 
 // Per-call scratch (partials, per-channel coefficients) is a device Buffer on `stream`: it comes
@@ -464,7 +539,8 @@ void check_dims(const BatchNormDims& d) {
 template <typename T>
 void batch_norm_forward_train(cudaStream_t stream, const BatchNormDims& d, const T* x_host_type, const float* gamma,
                               const float* beta, const T* residual_host_type, bool relu, T* y_host_type,
-                              float* saved_mean, float* saved_inv_std, float* running_mean, float* running_var) {
+                              float* saved_mean, float* saved_inv_std, float* running_mean, float* running_var,
+                              BatchStatsReducer* group) {
   using D = DeviceTypeOf<T>;
   check_dims(d);
   const D* x = reinterpret_cast<const D*>(x_host_type);
@@ -472,13 +548,20 @@ void batch_norm_forward_train(cudaStream_t stream, const BatchNormDims& d, const
   const VecLaunch vec = vec_launch(d);
   const bool vectorized = vector_path<D>(d, {x, residual_host_type, y_host_type});
   const int row_blocks = vectorized ? vec.row_blocks : launch.row_blocks;
-  // Scale and shift first (16-byte aligned for the vector loads), then the partials.
+  const bool sync = synchronizes(group);
+  // Scale and shift first (16-byte aligned for the vector loads), then the partials, then (sync)
+  // the exchanged moments (the 16-byte Moments keep them 8-byte aligned).
   const size_t coefficient_bytes = (2 * sizeof(float) * d.channels + 15) / 16 * 16;
-  core::Buffer scratch(core::MemoryKind::kDevice, coefficient_bytes + sizeof(Moments) * size_t(row_blocks) * d.channels,
+  const size_t partial_bytes = sizeof(Moments) * size_t(row_blocks) * d.channels;
+  const size_t exchanged = sync ? 2 * size_t(d.channels) : 0;
+  core::Buffer scratch(core::MemoryKind::kDevice, coefficient_bytes + partial_bytes + sizeof(double) * exchanged,
                        stream);
   float* scale = static_cast<float*>(scratch.data());
   float* shift = scale + d.channels;
   Moments* partials = reinterpret_cast<Moments*>(static_cast<char*>(scratch.data()) + coefficient_bytes);
+  double* moments =
+      sync ? reinterpret_cast<double*>(static_cast<char*>(scratch.data()) + coefficient_bytes + partial_bytes)
+           : nullptr;
   if (vectorized) {
     partial_moments_vec_kernel<<<vec.grid(), kThreads, 0, stream>>>(
         d.channels, vec.rows, vec.groups, reinterpret_cast<const __nv_bfloat16*>(x), partials);
@@ -489,7 +572,16 @@ void batch_norm_forward_train(cudaStream_t stream, const BatchNormDims& d, const
   finalize_forward_kernel<<<(d.channels + kFinalizeChannels - 1) / kFinalizeChannels,
                             kFinalizeChannels * kFinalizeLanes, 0, stream>>>(
       d.channels, row_blocks, partials, gamma, beta, d.eps, d.momentum, saved_mean, saved_inv_std, running_mean,
-      running_var, scale, shift);
+      running_var, scale, shift, moments);
+  if (sync) {
+    int64_t group_rows = 0;
+    round_trip(stream, moments, exchanged, exchanged, [&](std::vector<double>& host) {
+      group_rows = merge_moments_over_group(*group, d.channels, launch.rows, host.data(), host.data() + d.channels);
+    });
+    group_statistics_kernel<<<(d.channels + 127) / 128, 128, 0, stream>>>(
+        d.channels, static_cast<double>(group_rows), moments, gamma, beta, d.eps, d.momentum, saved_mean, saved_inv_std,
+        running_mean, running_var, scale, shift);
+  }
   const int64_t n = launch.rows * d.channels;
   if (vectorized) {
     apply_vec_kernel<<<elementwise_blocks(n / kVec), kThreads, 0, stream>>>(
@@ -533,7 +625,8 @@ void batch_norm_forward_eval(cudaStream_t stream, const BatchNormDims& d, const 
 template <typename T>
 void batch_norm_backward(cudaStream_t stream, const BatchNormDims& d, const T* x_host_type, const T* y_host_type,
                          const T* dy_host_type, const float* gamma, const float* saved_mean, const float* saved_inv_std,
-                         bool relu, T* dx_host_type, T* dresidual_host_type, float* dgamma, float* dbeta) {
+                         bool relu, T* dx_host_type, T* dresidual_host_type, float* dgamma, float* dbeta,
+                         BatchStatsReducer* group) {
   using D = DeviceTypeOf<T>;
   check_dims(d);
   DTRAIN_CHECK(!relu || y_host_type != nullptr) << "batch norm backward with ReLU needs the forward output";
@@ -544,12 +637,19 @@ void batch_norm_backward(cudaStream_t stream, const BatchNormDims& d, const T* x
   const VecLaunch vec = vec_launch(d);
   const bool vectorized = vector_path<D>(d, {x, y, dy, dx_host_type, dresidual_host_type, saved_mean, saved_inv_std});
   const int row_blocks = vectorized ? vec.row_blocks : launch.row_blocks;
-  // Coefficients first (16-byte aligned for the vector loads), then the partials.
+  const bool sync = synchronizes(group);
+  // Coefficients first (16-byte aligned for the vector loads), then the partials, then (sync) the
+  // exchanged sums: this rank's, then the group's.
   const size_t coefficient_bytes = (3 * sizeof(float) * d.channels + 15) / 16 * 16;
-  core::Buffer scratch(core::MemoryKind::kDevice, coefficient_bytes + sizeof(float2) * size_t(row_blocks) * d.channels,
+  const size_t partial_bytes = sizeof(float2) * size_t(row_blocks) * d.channels;
+  const size_t local = sync ? 2 * size_t(d.channels) : 0;
+  core::Buffer scratch(core::MemoryKind::kDevice, coefficient_bytes + partial_bytes + sizeof(double) * 2 * local,
                        stream);
   float* coefficients = static_cast<float*>(scratch.data());
   float2* partials = reinterpret_cast<float2*>(static_cast<char*>(scratch.data()) + coefficient_bytes);
+  double* sums = sync
+                     ? reinterpret_cast<double*>(static_cast<char*>(scratch.data()) + coefficient_bytes + partial_bytes)
+                     : nullptr;
   if (vectorized) {
     backward_partials_vec_kernel<<<vec.grid(), kThreads, 0, stream>>>(
         d.channels, vec.rows, vec.groups, reinterpret_cast<const __nv_bfloat16*>(x),
@@ -562,7 +662,21 @@ void batch_norm_backward(cudaStream_t stream, const BatchNormDims& d, const T* x
   finalize_backward_kernel<<<(d.channels + kFinalizeChannels - 1) / kFinalizeChannels,
                              kFinalizeChannels * kFinalizeLanes, 0, stream>>>(
       d.channels, row_blocks, static_cast<double>(launch.rows), partials, gamma, saved_inv_std, dgamma, dbeta,
-      coefficients);
+      coefficients, sums);
+  if (sync) {
+    double group_rows = 0;
+    round_trip(stream, sums, local, 2 * local, [&](std::vector<double>& host) {
+      // [sum(dy') | sum(dy' * xhat) | rows] added over the group, after this rank's own sums.
+      std::vector<double> group_sums(host.begin(), host.begin() + static_cast<long>(local));
+      group_sums.push_back(static_cast<double>(launch.rows));
+      sum_over_group(*group, group_sums.data(), group_sums.size());
+      std::copy(group_sums.begin(), group_sums.begin() + static_cast<long>(local),
+                host.begin() + static_cast<long>(local));
+      group_rows = group_sums.back();
+    });
+    group_backward_kernel<<<(d.channels + 127) / 128, 128, 0, stream>>>(d.channels, group_rows, sums, gamma,
+                                                                        saved_inv_std, dgamma, dbeta, coefficients);
+  }
   const int64_t n = launch.rows * d.channels;
   if (vectorized) {
     backward_apply_vec_kernel<<<elementwise_blocks(n / kVec), kThreads, 0, stream>>>(
@@ -580,11 +694,11 @@ void batch_norm_backward(cudaStream_t stream, const BatchNormDims& d, const T* x
 
 #define DTRAIN_INSTANTIATE(T)                                                                                          \
   template void batch_norm_forward_train<T>(cudaStream_t, const BatchNormDims&, const T*, const float*, const float*,  \
-                                            const T*, bool, T*, float*, float*, float*, float*);                       \
+                                            const T*, bool, T*, float*, float*, float*, float*, BatchStatsReducer*);   \
   template void batch_norm_forward_eval<T>(cudaStream_t, const BatchNormDims&, const T*, const float*, const float*,   \
                                            const float*, const float*, const T*, bool, T*);                            \
   template void batch_norm_backward<T>(cudaStream_t, const BatchNormDims&, const T*, const T*, const T*, const float*, \
-                                       const float*, const float*, bool, T*, T*, float*, float*);
+                                       const float*, const float*, bool, T*, T*, float*, float*, BatchStatsReducer*);
 DTRAIN_INSTANTIATE(float)
 DTRAIN_INSTANTIATE(core::bfloat16)
 #undef DTRAIN_INSTANTIATE

@@ -10,9 +10,18 @@
 // partials (count, mean, centred sum of squares; merged with Chan's formula, so no cancellation),
 // and one thread per channel merges the partials in double. Work is queued on `stream`; scratch is
 // a device Buffer on that stream (the current device's caching allocator).
+//
+// Synchronized BN (`group`, models/batch_stats_reducer.h, when it synchronizes): between the two
+// levels the rank's per-channel statistics (forward: mean and M2; backward: sum(dy) and
+// sum(dy * xhat)) go to the host, are exchanged over the group and come back, and the second level
+// normalizes with the group's. That is a host round-trip: the host waits for `stream` there, in
+// every BN layer's forward and backward (the cost of sync BN). dgamma and dbeta stay this rank's
+// own sums (the gradient average over the ranks makes them the group's).
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+
+#include "models/batch_stats_reducer.h"
 
 namespace dtrain::models::cuda {
 
@@ -30,7 +39,8 @@ struct BatchNormDims {
 template <typename T>
 void batch_norm_forward_train(cudaStream_t stream, const BatchNormDims& dims, const T* x, const float* gamma,
                               const float* beta, const T* residual, bool relu, T* y, float* saved_mean,
-                              float* saved_inv_std, float* running_mean, float* running_var);
+                              float* saved_inv_std, float* running_mean, float* running_var,
+                              BatchStatsReducer* group = nullptr);
 
 // Inference: normalizes with the running statistics.
 template <typename T>
@@ -38,12 +48,12 @@ void batch_norm_forward_eval(cudaStream_t stream, const BatchNormDims& dims, con
                              const float* beta, const float* running_mean, const float* running_var, const T* residual,
                              bool relu, T* y);
 
-// Backward of forward_train. y is the forward output (its sign is the ReLU mask; null when !relu).
-// Writes dx, dgamma and dbeta, and dresidual (the gradient reaching the residual input, i.e. dy
-// through the ReLU) when it is not null.
+// Backward of forward_train (with the same group). y is the forward output (its sign is the ReLU mask; null when
+// !relu). Writes dx, dgamma and dbeta, and dresidual (the gradient reaching the residual input, i.e. dy through the
+// ReLU) when it is not null.
 template <typename T>
 void batch_norm_backward(cudaStream_t stream, const BatchNormDims& dims, const T* x, const T* y, const T* dy,
                          const float* gamma, const float* saved_mean, const float* saved_inv_std, bool relu, T* dx,
-                         T* dresidual, float* dgamma, float* dbeta);
+                         T* dresidual, float* dgamma, float* dbeta, BatchStatsReducer* group = nullptr);
 
 }  // namespace dtrain::models::cuda

@@ -1,11 +1,12 @@
 #pragma once
 // What every GPU layer of one model replica shares: the device, the compute stream, the cuDNN and
-// cuBLAS handles bound to that stream, and the numerics (fp32 NCHW, the reference, with TF32
-// allowed or not; or bf16 NHWC, the fast path). Activation tensors keep their logical NCHW shape
-// in either layout; channels_last() says how they are stored.
+// cuBLAS handles bound to that stream, the BN group of synchronized BN, and the numerics (fp32 NCHW, the reference,
+// with TF32 allowed or not; or bf16 NHWC, the fast path). Activation tensors keep their logical NCHW shape in either
+// layout; channels_last() says how they are stored.
 #include <cublas_v2.h>
 #include <cudnn.h>
 
+#include "models/batch_stats_reducer.h"
 #include "models/cuda/cudnn_conv2d.h"
 #include "runtime/core/cuda/stream.h"
 #include "runtime/core/dtype.h"
@@ -28,6 +29,10 @@ class GpuContext {
   bool bf16() const { return numerics_ == ConvNumerics::kBf16Nhwc; }
   bool channels_last() const { return bf16(); }
   core::DType activation_dtype() const { return bf16() ? core::DType::kBF16 : core::DType::kF32; }
+  // Synchronized BN (models/batch_stats_reducer.h): the group every BN layer of this replica
+  // exchanges its statistics over in training; null (the default): each uses its own batch.
+  void set_batch_stats_reducer(BatchStatsReducer* group) { bn_group_ = group; }
+  BatchStatsReducer* batch_stats_reducer() const { return bn_group_; }
 
  private:
   core::CudaStream stream_;
@@ -35,6 +40,7 @@ class GpuContext {
   cublasHandle_t cublas_ = nullptr;
   ConvNumerics numerics_;
   bool allow_tf32_;
+  BatchStatsReducer* bn_group_ = nullptr;
 };
 
 }  // namespace dtrain::models::cuda

@@ -145,7 +145,7 @@ const core::Tensor& GpuNormAct::forward(const core::Tensor& x, const core::Tenso
       batch_norm_forward_train(context_.stream(), dims, as<T>(x), params_.param(gamma_), params_.param(beta_), res,
                                relu_, as<T>(output_), static_cast<float*>(saved_mean_.data()),
                                static_cast<float*>(saved_inv_std_.data()), params_.state(running_mean_),
-                               params_.state(running_var_));
+                               params_.state(running_var_), context_.batch_stats_reducer());
     } else {
       batch_norm_forward_eval(context_.stream(), dims, as<T>(x), params_.param(gamma_), params_.param(beta_),
                               params_.state(running_mean_), params_.state(running_var_), res, relu_, as<T>(output_));
@@ -171,7 +171,7 @@ const core::Tensor& GpuNormAct::backward(const core::Tensor& dy, core::Tensor* d
     batch_norm_backward(context_.stream(), dims, as<T>(*input_), relu_ ? as<T>(output_) : nullptr, as<T>(dy),
                         params_.param(gamma_), static_cast<const float*>(saved_mean_.data()),
                         static_cast<const float*>(saved_inv_std_.data()), relu_, as<T>(dx_), dres, params_.grad(gamma_),
-                        params_.grad(beta_));
+                        params_.grad(beta_), context_.batch_stats_reducer());
   });
   if (has_batch_norm()) {
     params_.gradient_ready(gamma_);

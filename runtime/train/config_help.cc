@@ -34,7 +34,8 @@ constexpr Section kSections[] = {{"Model", 1, 9},
                                  {"Seed and logging", 50, 59},
                                  {"Checkpoints and preemption", 60, 69},
                                  {"Failure detection", 70, 79},
-                                 {"Training loop", 80, 89}};
+                                 {"Training loop", 80, 89},
+                                 {"Synchronized batch norm", 90, 92}};
 
 std::string trimmed(const std::string& text) {
   const size_t begin = text.find_first_not_of(" \n");

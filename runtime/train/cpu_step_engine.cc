@@ -1,6 +1,7 @@
 // The CPU reference engine: the host ResNet, gradients averaged by the GradientSynchronizer while
 // backward runs, one fused host SGD step; with accumulation_steps K, K micro-batches per step
-// (gradient_accumulation.h).
+// (gradient_accumulation.h). With bn_sync_group > 1 its BN layers normalize with the statistics of
+// the rank's BN group (batch_norm_group.h).
 #include <memory>
 #include <string>
 #include <utility>
@@ -12,6 +13,7 @@
 #include "models/cpu/softmax_cross_entropy.h"
 #include "models/resnet.h"
 #include "runtime/core/dtype.h"
+#include "runtime/train/batch_norm_group.h"
 #include "runtime/train/gradient_accumulation.h"
 #include "runtime/train/sgd.h"
 #include "runtime/train/step_engine.h"
@@ -28,6 +30,9 @@ class CpuStepEngine final : public StepEngine {
     sync_ = std::make_unique<comm::GradientSynchronizer>(
         *comm_, params.grads_flat(), static_cast<size_t>(params.flat_size()), static_cast<size_t>(c.bucket_mib()) << 20,
         setup.config.gradient_wire_dtype);
+    // Synchronized BN: every BN layer exchanges its statistics over this rank's group.
+    bn_group_ = make_batch_norm_group(ctx, c.bn_sync_group());
+    model_.set_batch_stats_reducer(bn_group_.get());
     // Each finished range is folded into the micro-batch sum; the last micro-batch's ranges (then
     // the mean) go to the all-reduce, the earlier ones to no collective at all.
     params.set_gradient_listener([this](int64_t begin, int64_t end) {
@@ -112,6 +117,7 @@ class CpuStepEngine final : public StepEngine {
   EngineSetup setup_;
   models::ResNet model_;
   std::unique_ptr<comm::Communicator> comm_;
+  std::unique_ptr<models::BatchStatsReducer> bn_group_;  // null: bn_sync_group 1
   std::unique_ptr<comm::GradientSynchronizer> sync_;
   std::unique_ptr<Sgd> sgd_;
   MicroBatch micro_;                 // of the step in progress

@@ -62,6 +62,9 @@ ResolvedConfig resolve(const TrainConfig& c) {
       << "accumulation_steps must be at least 1 (1: no gradient accumulation), got " << c.accumulation_steps();
   DTRAIN_USAGE_CHECK(c.epochs() > 0) << "epochs must be positive, got " << c.epochs();
   DTRAIN_USAGE_CHECK(c.bucket_mib() > 0) << "bucket_mib must be positive";
+  // Whether it divides the world size is checked where the world is known (batch_norm_group.h).
+  DTRAIN_USAGE_CHECK(c.bn_sync_group() >= 1)
+      << "bn_sync_group " << c.bn_sync_group() << " is not a group size: use 1 (off) or a divisor of the world size";
   DTRAIN_USAGE_CHECK(c.label_smoothing() >= 0 && c.label_smoothing() < 1) << "label_smoothing outside [0, 1)";
   DTRAIN_USAGE_CHECK(c.loader_threads() >= 0)
       << "loader_threads " << c.loader_threads() << " must be positive, or 0 for one per CPU of the rank's share";

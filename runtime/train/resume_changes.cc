@@ -17,6 +17,7 @@ namespace pb = google::protobuf;
 const std::set<std::string>& free_fields() {
   static const std::set<std::string> fields = {"batch_per_rank",
                                                "accumulation_steps",
+                                               "bn_sync_group",
                                                "checkpoint_dir",
                                                "checkpoint_every_steps",
                                                "keep_checkpoints",

@@ -99,6 +99,7 @@ TrainConfig default_train_config() {
   c.set_keep_checkpoints(3);
   c.set_stop_signals("TERM,USR1");
   c.set_stall_warning_seconds(60);
+  c.set_bn_sync_group(1);
   return c;
 }
 

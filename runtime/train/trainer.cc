@@ -21,6 +21,7 @@
 #include "runtime/core/mpi_gather.h"
 #include "runtime/core/process_identity.h"
 #include "runtime/core/stop_signals.h"
+#include "runtime/train/batch_norm_group.h"
 #include "runtime/train/checkpoint.h"
 #include "runtime/train/checkpoint_policy.h"
 #include "runtime/train/config_text.h"
@@ -140,6 +141,14 @@ Trainer::Trainer(const ResolvedConfig& config, const core::RankContext& ctx, int
   });
   check_datasets_agree();
   p.train_data->normalization(p.mean, p.std);
+
+  // The same verdict on every rank; printed once.
+  core::collective_usage_check(ctx.world(), [&] { check_bn_sync_group(config_.fields.bn_sync_group(), t.world_size); });
+  if (config_.fields.bn_sync_group() > 1) {
+    DTRAIN_LOG0(kInfo) << "synchronized batch norm: " << t.world_size / config_.fields.bn_sync_group()
+                       << " group(s) of " << config_.fields.bn_sync_group()
+                       << " consecutive ranks; every BN layer waits for its group in forward and backward";
+  }
 
   EngineSetup setup;
   setup.config = config_;

@@ -14,6 +14,7 @@
 #include "runtime/core/cuda/device_allocator.h"
 #include "runtime/core/error.h"
 #include "runtime/core/gpu_binding.h"
+#include "runtime/train/batch_norm_group.h"
 #include "runtime/train/cuda/gpu_train_step.h"
 #include "runtime/train/step_engine.h"
 
@@ -38,6 +39,10 @@ class GpuStepEngine final : public StepEngine {
     comm_ =
         comm::make_communicator(backend, ctx, true, backend == comm::Backend::kHierarchical ? wire : core::DType::kF32);
     step_ = std::make_unique<cuda::GpuTrainStep>(o, comm_.get(), gpu);
+    // Synchronized BN: the BN layers exchange their statistics over this rank's group, through the
+    // host (batch_norm.h), so such a step waits for the GPU in every BN layer.
+    bn_group_ = make_batch_norm_group(ctx, config.fields.bn_sync_group());
+    step_->context().set_batch_stats_reducer(bn_group_.get());
     momentum_.assign(static_cast<size_t>(step_->model().parameters().flat_size()), 0.0f);
     std::ostringstream text;
     text << "GPU " << gpu << " (" << core::visible_gpus().at(static_cast<size_t>(gpu)).name << "), "
@@ -46,7 +51,9 @@ class GpuStepEngine final : public StepEngine {
          << ", gradients over " << comm_->name()
          << (wire != core::DType::kF32 && backend == comm::Backend::kHierarchical
                  ? std::string(" (") + core::dtype_name(wire) + " across nodes)"
-                 : std::string());
+                 : std::string())
+         << (bn_group_ ? ", BN synchronized over groups of " + std::to_string(bn_group_->group_size()) + " ranks"
+                       : std::string());
     description_ = text.str();
   }
 
@@ -118,6 +125,7 @@ class GpuStepEngine final : public StepEngine {
 
   int gpu_;
   std::unique_ptr<comm::Communicator> comm_;
+  std::unique_ptr<models::BatchStatsReducer> bn_group_;  // before step_, whose layers point to it; null: group 1
   std::unique_ptr<cuda::GpuTrainStep> step_;
   std::vector<float> momentum_;
   std::string description_;
