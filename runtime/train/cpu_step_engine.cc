@@ -13,6 +13,7 @@
 #include "models/cpu/softmax_cross_entropy.h"
 #include "models/resnet.h"
 #include "runtime/core/dtype.h"
+#include "runtime/core/error.h"
 #include "runtime/train/batch_norm_group.h"
 #include "runtime/train/gradient_accumulation.h"
 #include "runtime/train/sgd.h"
@@ -23,15 +24,17 @@ namespace {
 
 class CpuStepEngine final : public StepEngine {
  public:
-  CpuStepEngine(const EngineSetup& setup, std::unique_ptr<comm::Communicator> comm)
-      : setup_(setup), model_(setup.model), comm_(std::move(comm)) {
+  CpuStepEngine(const EngineSetup& setup, std::unique_ptr<comm::Communicator> comm,
+                std::unique_ptr<models::BatchStatsReducer> bn_group)
+      : setup_(setup), model_(setup.model), comm_(std::move(comm)), bn_group_(std::move(bn_group)) {
     const TrainConfig& c = setup.config.fields;
     models::ParameterSet& params = model_.parameters();
     sync_ = std::make_unique<comm::GradientSynchronizer>(
         *comm_, params.grads_flat(), static_cast<size_t>(params.flat_size()), static_cast<size_t>(c.bucket_mib()) << 20,
         setup.config.gradient_wire_dtype);
     // Synchronized BN: every BN layer exchanges its statistics over this rank's group.
-    bn_group_ = make_batch_norm_group(ctx, c.bn_sync_group());
+    DTRAIN_CHECK((bn_group_ ? bn_group_->group_size() : 1) == c.bn_sync_group())
+        << "bn_sync_group " << c.bn_sync_group() << " needs a BN group of that size (make_batch_norm_group)";
     model_.set_batch_stats_reducer(bn_group_.get());
     // Each finished range is folded into the micro-batch sum; the last micro-batch's ranges (then
     // the mean) go to the all-reduce, the earlier ones to no collective at all.
@@ -134,11 +137,13 @@ class CpuStepEngine final : public StepEngine {
 std::unique_ptr<StepEngine> make_cpu_step_engine(const EngineSetup& setup, const core::RankContext& ctx) {
   const TrainConfig& c = setup.config.fields;
   comm::set_stall_settings({c.stall_warning_seconds(), c.stall_abort_seconds()});
-  return make_cpu_step_engine(setup, comm::make_communicator(setup.config.backend, ctx, false));
+  std::unique_ptr<comm::Communicator> comm = comm::make_communicator(setup.config.backend, ctx, false);
+  return make_cpu_step_engine(setup, std::move(comm), make_batch_norm_group(ctx, c.bn_sync_group()));
 }
 
-std::unique_ptr<StepEngine> make_cpu_step_engine(const EngineSetup& setup, std::unique_ptr<comm::Communicator> comm) {
-  return std::make_unique<CpuStepEngine>(setup, std::move(comm));
+std::unique_ptr<StepEngine> make_cpu_step_engine(const EngineSetup& setup, std::unique_ptr<comm::Communicator> comm,
+                                                 std::unique_ptr<models::BatchStatsReducer> bn_group) {
+  return std::make_unique<CpuStepEngine>(setup, std::move(comm), std::move(bn_group));
 }
 
 }  // namespace dtrain::train

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "models/batch_stats_reducer.h"
 #include "models/parameter_set.h"
 #include "models/resnet_plan.h"
 #include "runtime/core/rank_context.h"
@@ -96,7 +97,10 @@ inline void count_hits(const float* logits, int classes, int label, long* top1, 
 // Collective over ctx.world(): builds the replica and makes every rank start from rank 0's values.
 std::unique_ptr<StepEngine> make_cpu_step_engine(const EngineSetup& setup, const core::RankContext& ctx);
 // The same over the caller's communicator (a test's, counting the collectives); collective over it.
-std::unique_ptr<StepEngine> make_cpu_step_engine(const EngineSetup& setup, std::unique_ptr<comm::Communicator> comm);
+// `bn_group`: the BN group of synchronized BN (batch_norm_group.h), of bn_sync_group ranks; null
+// for bn_sync_group 1.
+std::unique_ptr<StepEngine> make_cpu_step_engine(const EngineSetup& setup, std::unique_ptr<comm::Communicator> comm,
+                                                 std::unique_ptr<models::BatchStatsReducer> bn_group = nullptr);
 // `gpu`: this rank's device. A UsageError in builds without CUDA.
 std::unique_ptr<StepEngine> make_gpu_step_engine(const EngineSetup& setup, const core::RankContext& ctx, int gpu);
 

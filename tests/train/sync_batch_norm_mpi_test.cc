@@ -111,7 +111,7 @@ Outcome train(const core::RankContext& ctx, const EngineSetup& setup, const Engi
     std::copy_n(images.pixels[size_t(s)].begin() + static_cast<long>(size_t(first) * kImage.bytes()),
                 static_cast<size_t>(batch) * kImage.bytes(), static_cast<uint8_t*>(b.pixels.data()));
     b.labels.assign(images.labels[size_t(s)].begin() + first, images.labels[size_t(s)].begin() + first + batch);
-    engine->train_step(b, 0.2f);
+    engine->train_step(b, 0.2f, MicroBatch{});
     engine->finished_batches(true);
     out.losses.push_back(engine->last_loss());
     if (s == 0 && !where.gpu) {  // the first step's averaged gradients, before momentum mixes steps
