@@ -52,6 +52,7 @@ class ParameterSet {
   int find(const std::string& name) const;
   int find_state(const std::string& name) const;
   const ParamSlot& state_slot(int id) const { return state_slots_.at(static_cast<size_t>(id)); }
+  const std::vector<ParamSlot>& state_slots() const { return state_slots_; }
 
   // Backward reports each parameter's gradient as soon as it is written, so a gradient
   // synchronizer can start on completed buckets: listener(begin, end) gets the flat element range.

@@ -125,4 +125,13 @@ if [ -x $BIN/dtrain-train ] && /opt/torch/.venv/bin/python -c "import tensorboar
     /opt/torch/.venv/bin/python scripts/check_tensorboard_events.py $OUT/tensorboard/events 2,4,6,8"
   grep -h "tags:\|config text\|PASS\|FAIL" "$OUT/tensorboard_events.log"
 fi
+# Issue 17, item 3: dtrain-export's file loads into torchvision's ResNet-50 with the same eval
+# logits, a torchvision file gives dtrain the same logits, and --init-weights with a frozen backbone
+# on the GPU leaves the backbone bit for bit (scripts/check_torchvision_weights.py).
+if [ -x $BIN/dtrain-export ] && [ -x $TESTS/dtrain-eval-logits ] && [ -x $BIN/dtrain-train ]; then
+  rm -rf "$OUT/torchvision"
+  check torchvision_weights /opt/torch/.venv/bin/python scripts/check_torchvision_weights.py $BIN $TESTS \
+    "$OUT/torchvision" "$MPI"
+  grep -h "^PASS\|^FAIL\|: logits (" "$OUT/torchvision_weights.log"
+fi
 exit $status

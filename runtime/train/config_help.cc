@@ -34,7 +34,8 @@ constexpr Section kSections[] = {{"Model", 1, 9},
                                  {"Seed and logging", 50, 59},
                                  {"Checkpoints and preemption", 60, 69},
                                  {"Failure detection", 70, 79},
-                                 {"Training loop", 80, 89},
+                                 {"Fine-tuning", 80, 84},
+                                 {"Training loop", 85, 89},
                                  {"Synchronized batch norm", 90, 92}};
 
 std::string trimmed(const std::string& text) {
@@ -93,6 +94,7 @@ std::string default_text(const pb::FieldDescriptor* field) {
   const TrainConfig defaults = default_train_config();
   const pb::Reflection* r = defaults.GetReflection();
   std::string text;
+  if (field->has_presence() && !field->is_repeated() && !r->HasField(defaults, field)) return text;  // "unset: ..."
   if (field->is_repeated()) {
     for (int i = 0; i < r->FieldSize(defaults, field); ++i) {
       std::string item;

@@ -106,6 +106,11 @@ class CpuStepEngine final : public StepEngine {
     comm_->broadcast(sgd_->momentum_buffer().data(), sgd_->momentum_buffer().size(), core::DType::kF32, 0).wait();
   }
   size_t gradient_buckets() const override { return sync_->bucket_count(); }
+  void set_backbone_lr_scale(float scale) override {
+    const TrainConfig& c = setup_.config.fields;
+    sgd_->set_ranges(decay_ranges(model_.parameters(), static_cast<float>(c.weight_decay()),
+                                  c.exclude_norm_and_bias_from_decay(), scale));
+  }
 
  private:
   // The batch's uint8 NHWC pixels as normalized fp32 NCHW in `out`.

@@ -88,8 +88,29 @@ ResolvedConfig resolve(const TrainConfig& c) {
   comm::validate_stall_settings({c.stall_warning_seconds(), c.stall_abort_seconds()}, "TrainConfig");
   DTRAIN_USAGE_CHECK(r.model != ModelKind::kSmallResNet || c.blocks_per_stage_size() > 0)
       << "small-resnet needs blocks_per_stage (e.g. --blocks_per_stage=1,1,1)";
+  DTRAIN_USAGE_CHECK(!c.reinit_classifier() || !c.init_weights().empty())
+      << "reinit_classifier re-initializes the classifier of init_weights: give --init-weights FILE.safetensors";
+  DTRAIN_USAGE_CHECK(!c.has_backbone_lr_scale() || c.backbone_lr_scale() >= 0)
+      << "backbone_lr_scale " << c.backbone_lr_scale() << " must not be negative";
+  r.backbone_lr_scale = c.has_backbone_lr_scale() ? static_cast<float>(c.backbone_lr_scale()) : 1.0f;
   validate_limits(c);  // absurd sizes and non-finite numbers, before anything is allocated
   return r;
+}
+
+models::ResNetConfig resnet_config(const ResolvedConfig& r, int num_classes, int in_channels) {
+  const TrainConfig& c = r.fields;
+  models::ResNetConfig m;
+  m.depth = c.depth();
+  m.blocks_per_stage.assign(c.blocks_per_stage().begin(), c.blocks_per_stage().end());
+  m.bottleneck = c.bottleneck();
+  m.width = c.width();
+  m.small_input = r.model == ModelKind::kSmallResNet;
+  m.zero_init_residual = c.zero_init_residual();
+  m.batch_norm = !c.no_batch_norm();
+  m.num_classes = num_classes;
+  m.in_channels = in_channels;
+  m.seed = c.seed();
+  return m;
 }
 
 }  // namespace dtrain::train

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "comm/factory.h"
+#include "models/resnet_plan.h"
 #include "runtime/core/dtype.h"
 #include "runtime/train/lr_schedule.h"
 #include "runtime/train/train_config.h"
@@ -32,7 +33,8 @@ struct ResolvedConfig {
   // checkpoint_dir (so a requeued job keeps one directory), else what load_train_config chose
   // (runs/<name>-<time>); empty (a Trainer built by a test): none.
   std::string run_dir;
-  bool fresh_run_dir = false;  // run_dir is that default name: the run takes a directory of its own
+  bool fresh_run_dir = false;   // run_dir is that default name: the run takes a directory of its own
+  float backbone_lr_scale = 1;  // backbone_lr_scale, 1 where unset
 };
 
 // Images one rank trains on per optimizer step: batch_per_rank x accumulation_steps. A config
@@ -44,5 +46,9 @@ inline long images_per_rank_per_step(const TrainConfig& c) {
 // UsageError naming the field: an unknown choice, an impossible combination, or a size or number
 // out of range (config_limits.h), all before anything is allocated or started.
 ResolvedConfig resolve(const TrainConfig& config);
+
+// The network a config describes for a dataset of `num_classes` classes and `in_channels` input
+// channels (the Trainer, and tools that rebuild a checkpoint's model, use this one translation).
+models::ResNetConfig resnet_config(const ResolvedConfig& config, int num_classes, int in_channels);
 
 }  // namespace dtrain::train

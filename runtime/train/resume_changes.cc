@@ -13,7 +13,8 @@ namespace {
 
 namespace pb = google::protobuf;
 
-// Fields that never make a resume an error (see the header).
+// Fields that never make a resume an error (see the header). init_weights and reinit_classifier
+// say where a fresh run's weights come from; a resume takes them from the checkpoint instead.
 const std::set<std::string>& free_fields() {
   static const std::set<std::string> fields = {"batch_per_rank",
                                                "accumulation_steps",
@@ -44,7 +45,9 @@ const std::set<std::string>& free_fields() {
                                                "max_nonfinite_steps",
                                                "max_bad_fraction",
                                                "max_file_mib",
-                                               "max_image_megapixels"};
+                                               "max_image_megapixels",
+                                               "init_weights",
+                                               "reinit_classifier"};
   return fields;
 }
 

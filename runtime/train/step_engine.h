@@ -75,6 +75,9 @@ class StepEngine {
   virtual void sync_to_host() = 0;
   virtual void load_from_host() = 0;
   virtual size_t gradient_buckets() const = 0;
+  // Fine-tuning: the parameters outside the classifier update at `scale` x the lr from the next
+  // step on; 0 freezes them (no update, no momentum; BN running statistics still follow the data).
+  virtual void set_backbone_lr_scale(float scale) = 0;
   virtual DeviceMemory device_memory() const { return {}; }
 };
 

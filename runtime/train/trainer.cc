@@ -32,6 +32,7 @@
 #include "runtime/train/run_directory.h"
 #include "runtime/train/run_report.h"
 #include "runtime/train/tensorboard_writer.h"
+#include "runtime/train/torchvision_weights.h"
 
 namespace dtrain::train {
 namespace {
@@ -45,22 +46,6 @@ std::string markdown_code_block(const std::string& text) {
     if (c == '\n') out += "    ";
   }
   return out;
-}
-
-models::ResNetConfig model_config(const ResolvedConfig& r, const Dataset& data) {
-  const TrainConfig& c = r.fields;
-  models::ResNetConfig m;
-  m.depth = c.depth();
-  m.blocks_per_stage.assign(c.blocks_per_stage().begin(), c.blocks_per_stage().end());
-  m.bottleneck = c.bottleneck();
-  m.width = c.width();
-  m.small_input = r.model == ModelKind::kSmallResNet;
-  m.zero_init_residual = c.zero_init_residual();
-  m.batch_norm = !c.no_batch_norm();
-  m.num_classes = data.num_classes();
-  m.in_channels = data.output_shape().channels;
-  m.seed = c.seed();
-  return m;
 }
 
 // Hands the loader back every batch the engine no longer reads.
@@ -122,6 +107,7 @@ struct Trainer::Parts {
   bool stopped = false;  // this run ended at a stop signal
   float mean[3] = {0, 0, 0};
   float std[3] = {1, 1, 1};
+  float backbone_lr_scale = 1;  // what the engine's optimizer applies now (fine-tuning)
 };
 
 Trainer::Trainer(const ResolvedConfig& config, const core::RankContext& ctx, int gpu)
@@ -152,7 +138,7 @@ Trainer::Trainer(const ResolvedConfig& config, const core::RankContext& ctx, int
 
   EngineSetup setup;
   setup.config = config_;
-  setup.model = model_config(config_, *p.train_data);
+  setup.model = resnet_config(config_, p.train_data->num_classes(), p.train_data->output_shape().channels);
   setup.image = p.train_data->output_shape();
   std::copy(p.mean, p.mean + 3, setup.mean);
   std::copy(p.std, p.std + 3, setup.std);
@@ -199,6 +185,7 @@ Trainer::Trainer(const ResolvedConfig& config, const core::RankContext& ctx, int
   });
   p.outputs.tensorboard_file = p.tensorboard->path();
 
+  if (!config_.fields.init_weights().empty()) init_from_weights();
   // The engine gave every rank rank 0's initial values; prove every replica agrees.
   verify_replicas();
   if (t.world_rank == 0) {
@@ -368,6 +355,7 @@ EpochResult Trainer::train_epoch(int epoch) {
   p.loading_epoch = -1;
   const long steps = steps_per_epoch();
   const double epoch_images = static_cast<double>(images_before(epoch, steps));  // this epoch's, in all
+  set_backbone_rate(epoch);
 
   double loss_sum = 0;  // over the steps whose loss was read
   long losses_read = 0;
@@ -638,6 +626,8 @@ void Trainer::save_checkpoint(int epoch, long step_in_epoch, bool final_weights)
   header.set_data_seed(config_.fields.seed());
   header.set_world_size(ctx_.topology().world_size);
   header.set_run_id(parts_->run_id);
+  header.set_num_classes(parts_->train_data->num_classes());
+  header.set_in_channels(parts_->train_data->output_shape().channels);
   // The final weights of a run without checkpoint_dir go to its run directory, in the same format.
   const std::string path = final_weights ? write_checkpoint(parts_->outputs.run_dir, header, checkpoint_tensors(), 1)
                                          : write_checkpoint(config_.fields.checkpoint_dir(), header,
@@ -737,6 +727,40 @@ void Trainer::resume_from(const std::string& spec) {
                        << " of " << steps << (parts_->start_entry > 0 ? ", its rest dealt over the new ranks" : "")
                        << "; the schedule continues by images seen";
   }
+}
+
+void Trainer::init_from_weights() {
+  Parts& p = *parts_;
+  const std::string& path = config_.fields.init_weights();
+  // The host mirror holds this run's own initialization (the GPU's copied down): with
+  // reinit_classifier the classifier keeps it, and the file gives everything else.
+  p.engine->sync_to_host();
+  std::string summary;
+  // Only rank 0 reads the file (the others need no copy of it); a bad file is one error on every rank.
+  core::collective_usage_check(ctx_.world(), [&] {
+    if (ctx_.topology().world_rank != 0) return;
+    WeightImport options;
+    options.reinit_classifier = config_.fields.reinit_classifier();
+    summary = import_torchvision_weights(path, p.engine->parameters(), options);
+  });
+  p.engine->load_from_host();  // collective: rank 0's values on every rank, momentum still zero
+  DTRAIN_LOG0(kInfo) << "init_weights: " << summary;
+}
+
+void Trainer::set_backbone_rate(int epoch) {
+  Parts& p = *parts_;
+  const bool frozen = epoch < config_.fields.freeze_backbone_epochs();
+  const float scale = frozen ? 0.0f : config_.backbone_lr_scale;
+  if (scale == p.backbone_lr_scale) return;
+  p.engine->set_backbone_lr_scale(scale);
+  if (frozen) {
+    DTRAIN_LOG0(kInfo) << "epoch " << epoch << ": training the classifier only (freeze_backbone_epochs "
+                       << config_.fields.freeze_backbone_epochs() << ")";
+  } else {
+    DTRAIN_LOG0(kInfo) << "epoch " << epoch << ": training every layer, the backbone at " << scale
+                       << " x the learning rate";
+  }
+  p.backbone_lr_scale = scale;
 }
 
 bool Trainer::stopped_before_training() {

@@ -79,6 +79,11 @@ class Trainer {
   // temporaries of checkpoint writes that were killed.
   void prepare_checkpoint_dir();
   void resume_from(const std::string& spec);
+  // init_weights: rank 0 reads the file into the host mirror, the engine hands it to every rank.
+  void init_from_weights();
+  // Fine-tuning: the backbone's learning-rate scale for `epoch` (0 while frozen), set on the
+  // engine when it changes.
+  void set_backbone_rate(int epoch);
   // Rank 0 writes the checkpoint (final_weights: the one file of a run without checkpoint_dir, to its
   // run directory); non-finite parameters stop the run instead (never saved).
   void save_checkpoint(int epoch, long step_in_epoch, bool final_weights = false);

@@ -4,12 +4,16 @@
 #                tensor, a flipped header byte, and one of another model width;
 #   config files: an unknown field, a wrong type, binary junk;
 #   idx:         Fashion-MNIST-named files with a zero dimension, a wrong magic number, cut short;
-#   JPEG trees:  every file unreadable; a clean tree with a file that is a link to itself.
-#   make_inputs.sh OUT DTRAIN_TRAIN DTRAIN_MAKE_IMAGE_TREE
+#   JPEG trees:  every file unreadable; a clean tree with a file that is a link to itself;
+#   safetensors: the good checkpoint exported, then copies with a tensor missing, one extra, a wrong
+#                shape or dtype, another class count, overlapping ranges, cut short, a bad length.
+#   make_inputs.sh OUT DTRAIN_TRAIN DTRAIN_MAKE_IMAGE_TREE DTRAIN_EXPORT
 set -euo pipefail
 out=$1
 train=$2
 make_tree=$3
+export_tool=$4
+here=$(cd "$(dirname "$0")" && pwd)
 rm -rf "$out"
 mkdir -p "$out"/{ckpt,configs,idx_zero,idx_magic,idx_short,jpeg_all_bad/train/a,jpeg_all_bad/val/a}
 cd "$out"
@@ -56,4 +60,7 @@ for i in 1 2 3; do echo "not a jpeg" > "jpeg_all_bad/train/a/$i.JPEG"; done
 echo "not a jpeg" > jpeg_all_bad/val/a/1.JPEG
 "$make_tree" symlink_loop --clean > /dev/null
 ln -s self.JPEG symlink_loop/train/class_a/self.JPEG  # a link to itself: stat fails with ELOOP
+# safetensors files for --init-weights (tests/hostile/damage_safetensors.py).
+"$export_tool" good.dtrain --format safetensors good.safetensors > /dev/null
+python3 "$here/damage_safetensors.py" good.safetensors safetensors
 echo "hostile inputs ready in $out"

@@ -18,23 +18,35 @@ TEST(Sgd, MatchesFloat64ReferenceWithDecayExclusionsAndNesterov) {
   std::normal_distribution<float> dist;
   const size_t n = 1003;
   for (bool nesterov : {false, true}) {
-    const std::vector<DecayRange> ranges = {{0, 400, 1e-4f}, {400, 401, 0.0f}, {401, n, 1e-4f}};
+    // The learning-rate scales of fine-tuning: the schedule's, a backbone's 0.1, frozen (0).
+    const std::vector<DecayRange> ranges = {{0, 300, 1e-4f, 1.0f},
+                                            {300, 400, 1e-4f, 0.1f},
+                                            {400, 401, 0.0f, 1.0f},
+                                            {401, 700, 1e-4f, 0.0f},
+                                            {700, n, 1e-4f}};
+    const auto scale_of = [](size_t i) { return i < 300 ? 1.0 : i < 400 ? 0.1 : i < 401 ? 1.0 : i < 700 ? 0.0 : 1.0; };
     Sgd sgd(n, ranges, SgdOptions{0.9, 1e-4, nesterov});
     std::vector<float> p(n), g(n);
     for (float& v : p) v = dist(rng);
+    const std::vector<float> initial = p;
     std::vector<double> ref_p(p.begin(), p.end()), ref_buf(n, 0.0);
     for (int step = 0; step < 5; ++step) {
       for (float& v : g) v = dist(rng);
       const float lr = 0.1f * (step + 1);
       sgd.step(p.data(), g.data(), lr);
       for (size_t i = 0; i < n; ++i) {
+        if (scale_of(i) == 0) continue;  // frozen, as torch.optim.SGD skips a parameter without gradient
         const double wd = (i == 400) ? 0.0 : 1e-4;
         const double grad = g[i] + wd * ref_p[i];
         ref_buf[i] = 0.9 * ref_buf[i] + grad;
-        ref_p[i] -= lr * (nesterov ? grad + 0.9 * ref_buf[i] : ref_buf[i]);
+        ref_p[i] -= lr * scale_of(i) * (nesterov ? grad + 0.9 * ref_buf[i] : ref_buf[i]);
       }
     }
     for (size_t i = 0; i < n; ++i) ASSERT_NEAR(p[i], ref_p[i], 1e-5 * (1 + std::fabs(ref_p[i]))) << i;
+    for (size_t i = 401; i < 700; ++i) {
+      ASSERT_EQ(p[i], initial[i]) << "frozen element " << i << " moved";
+      ASSERT_EQ(sgd.momentum_buffer()[i], 0.0f) << "frozen element " << i << " gathered momentum";
+    }
   }
 }
 
@@ -66,6 +78,31 @@ TEST(Sgd, DecayRangesTileAnAlignedLayout) {
       }
     }
   }
+}
+
+// Fine-tuning: the classifier ("fc.") keeps the schedule's rate, every other slot takes the
+// backbone's scale; set_ranges swaps them (unfreezing) on the same buffer.
+TEST(Sgd, BackboneScaleCoversEverySlotButTheClassifier) {
+  models::ResNetConfig config;
+  config.depth = 18;
+  config.num_classes = 10;
+  models::ResNet net(config);
+  const models::ParameterSet& p = net.parameters();
+  for (float backbone : {0.0f, 0.1f}) {
+    const std::vector<DecayRange> ranges = decay_ranges(p, 1e-4f, true, backbone);
+    for (const models::ParamSlot& slot : p.slots()) {
+      const bool head = slot.name == "fc.weight" || slot.name == "fc.bias";
+      for (const DecayRange& r : ranges) {
+        if (r.begin <= static_cast<size_t>(slot.offset) && static_cast<size_t>(slot.offset) < r.end) {
+          EXPECT_GE(r.end, static_cast<size_t>(slot.offset + slot.numel)) << slot.name;
+          EXPECT_EQ(r.lr_scale, head ? 1.0f : backbone) << slot.name;
+        }
+      }
+    }
+  }
+  Sgd sgd(static_cast<size_t>(p.flat_size()), decay_ranges(p, 1e-4f, false, 0.0f), SgdOptions{});
+  EXPECT_NO_THROW(sgd.set_ranges(decay_ranges(p, 1e-4f, false, 1.0f)));
+  EXPECT_THROW(sgd.set_ranges({{0, 5, 0}}), core::Error);
 }
 
 TEST(LinearScalingSchedule, ScalesWarmsUpAndDecays) {

@@ -41,15 +41,17 @@ void check_sgd(bool nesterov, bool bf16_grads) {
   std::mt19937_64 rng(dtrain::test::random_seed());
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   const size_t count = 100003;
-  // Ranges of awkward lengths alternating between decay and none (BN and bias excluded).
+  // Ranges of awkward lengths alternating between decay and none (BN and bias excluded), with the
+  // learning-rate scales of fine-tuning: the schedule's, a backbone's 0.1, and frozen (0).
   std::vector<DecayRange> ranges;
+  const float scales[] = {1.0f, 0.1f, 0.0f};
   for (size_t begin = 0; begin < count;) {
     const size_t end = std::min(count, begin + 1 + rng() % 5000);
-    ranges.push_back({begin, end, ranges.size() % 2 == 0 ? 5e-4f : 0.0f});
+    ranges.push_back({begin, end, ranges.size() % 2 == 0 ? 5e-4f : 0.0f, scales[ranges.size() % 3]});
     begin = end;
   }
   std::vector<cuda::DecayRangeEnd> ends;
-  for (const DecayRange& r : ranges) ends.push_back({r.end, r.weight_decay});
+  for (const DecayRange& r : ranges) ends.push_back({r.end, r.weight_decay, r.lr_scale});
   SgdOptions options{0.9, 5e-4, nesterov};
   Sgd host(count, ranges, options);
   std::vector<float> params(count);
@@ -85,12 +87,21 @@ void check_sgd(bool nesterov, bool bf16_grads) {
     size_t r = 0;
     for (size_t i = 0; i < count; ++i) {
       while (ranges[r].end <= i) ++r;
+      if (ranges[r].lr_scale == 0) continue;  // frozen: parameter and momentum untouched
       const double g = grads[i] + ranges[r].weight_decay * exact_params[i];
       exact_momentum[i] = 0.9 * exact_momentum[i] + g;
-      exact_params[i] -= lr * (nesterov ? g + 0.9 * exact_momentum[i] : exact_momentum[i]);
+      exact_params[i] -= lr * ranges[r].lr_scale * (nesterov ? g + 0.9 * exact_momentum[i] : exact_momentum[i]);
     }
   }
   const std::vector<float> got = params_dev.to_host();
+  const std::vector<float> momentum_got = momentum_dev.to_host();
+  size_t frozen_moved = 0, r = 0;
+  for (size_t i = 0; i < count; ++i) {
+    while (ranges[r].end <= i) ++r;
+    frozen_moved +=
+        ranges[r].lr_scale == 0 && (momentum_got[i] != 0.0f || got[i] != static_cast<float>(exact_params[i]));
+  }
+  EXPECT_EQ(frozen_moved, 0u) << "frozen elements whose parameter or momentum changed";
   const std::vector<core::bfloat16> copy = copy_dev.to_host();
   size_t not_bitwise = 0, not_close = 0, bad_copy = 0;
   for (size_t i = 0; i < count; ++i) {

@@ -101,6 +101,7 @@ class GpuStepEngine final : public StepEngine {
     const int64_t count = step_->model().parameters().flat_size();
     return comm::GradientBuckets(static_cast<size_t>(count), step_->options().bucket_bytes).size();
   }
+  void set_backbone_lr_scale(float scale) override { step_->set_backbone_lr_scale(scale); }
   DeviceMemory device_memory() const override {
     const core::AllocatorStats s = core::device_caching_allocator(gpu_).stats();
     return {static_cast<double>(s.peak_bytes_in_use), static_cast<double>(s.bytes_in_use + s.bytes_cached)};

@@ -70,16 +70,7 @@ GpuTrainStep::GpuTrainStep(const GpuStepOptions& options, comm::Communicator* co
 
   momentum_ = core::Buffer(core::MemoryKind::kDevice, count * sizeof(float), stream);
   DTRAIN_CUDA_CHECK(cudaMemsetAsync(momentum_.data(), 0, momentum_.bytes(), stream));
-  std::vector<DecayRangeEnd> ends;
-  for (const DecayRange& r : decay_ranges(model_->parameters(), static_cast<float>(options.sgd.weight_decay),
-                                          options.exempt_norm_and_bias_from_decay)) {
-    ends.push_back(DecayRangeEnd{r.end, r.weight_decay});
-  }
-  decay_range_count_ = static_cast<int>(ends.size());
-  decay_ranges_ = core::Buffer(core::MemoryKind::kDevice, ends.size() * sizeof(DecayRangeEnd), stream);
-  DTRAIN_CUDA_CHECK(
-      cudaMemcpyAsync(decay_ranges_.data(), ends.data(), decay_ranges_.bytes(), cudaMemcpyHostToDevice, stream));
-  DTRAIN_CUDA_CHECK(cudaStreamSynchronize(stream));  // `ends` goes out of scope
+  set_backbone_lr_scale(1.0f);
 
   const int channels = options.model.in_channels;
   const size_t image_bytes = size_t(channels) * options.batch * options.height * options.width;
@@ -125,6 +116,23 @@ void GpuTrainStep::load_from_host(const std::vector<float>& momentum) {
   // checkpoint resumed in fp32 or on the CPU scrambled the momentum of every k x k filter).
   model_->device_parameters().upload_flat(momentum.data(), static_cast<float*>(momentum_.data()));
   broadcast_from_rank0();
+}
+
+void GpuTrainStep::set_backbone_lr_scale(float scale) {
+  core::DeviceGuard on(context_->device());
+  const cudaStream_t stream = context_->stream();
+  std::vector<DecayRangeEnd> ends;
+  for (const DecayRange& r : decay_ranges(model_->parameters(), static_cast<float>(options_.sgd.weight_decay),
+                                          options_.exempt_norm_and_bias_from_decay, scale)) {
+    ends.push_back(DecayRangeEnd{r.end, r.weight_decay, r.lr_scale});
+  }
+  // The steps already queued read the old table: it is replaced only once they are done.
+  DTRAIN_CUDA_CHECK(cudaStreamSynchronize(stream));
+  decay_range_count_ = static_cast<int>(ends.size());
+  decay_ranges_ = core::Buffer(core::MemoryKind::kDevice, ends.size() * sizeof(DecayRangeEnd), stream);
+  DTRAIN_CUDA_CHECK(
+      cudaMemcpyAsync(decay_ranges_.data(), ends.data(), decay_ranges_.bytes(), cudaMemcpyHostToDevice, stream));
+  DTRAIN_CUDA_CHECK(cudaStreamSynchronize(stream));  // `ends` goes out of scope
 }
 
 void GpuTrainStep::begin_evaluation() {

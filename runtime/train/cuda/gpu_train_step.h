@@ -84,6 +84,9 @@ class GpuTrainStep {
   // rank 0 and gives them to every rank (after a resume). Collective. `momentum` is in the standard
   // layout, as the parameters (what checkpoints hold, whatever the numerics).
   void load_from_host(const std::vector<float>& momentum);
+  // Fine-tuning: every parameter but the classifier's updates at `scale` x the step's lr from the
+  // next step on; 0 freezes them (train::decay_ranges). Waits for the queued steps.
+  void set_backbone_lr_scale(float scale);
   // Loss and hits of the latest optimizer step; waits for it.
   StepResult last_result();
   void synchronize();

@@ -10,9 +10,9 @@ namespace {
 using core::cuda::DeviceTypeOf;
 using core::cuda::load;
 
-// The weight decay of element i: the first range whose end is past i (binary search; the table is
-// a few hundred entries and stays in cache).
-__device__ inline float decay_of(uint64_t i, const DecayRangeEnd* ranges, int count) {
+// The range of element i: the first whose end is past i (binary search; the table is a few hundred
+// entries and stays in cache).
+__device__ inline const DecayRangeEnd& range_of(uint64_t i, const DecayRangeEnd* ranges, int count) {
   int lo = 0, hi = count - 1;
   while (lo < hi) {
     const int mid = (lo + hi) / 2;
@@ -22,20 +22,22 @@ __device__ inline float decay_of(uint64_t i, const DecayRangeEnd* ranges, int co
       lo = mid + 1;
     }
   }
-  return ranges[lo].weight_decay;
+  return ranges[lo];
 }
 
 template <typename G>
 __global__ void sgd_kernel(SgdStep s, const G* __restrict__ grads) {
   __nv_bfloat16* copy = reinterpret_cast<__nv_bfloat16*>(s.params_bf16);
   for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < s.count; i += size_t{gridDim.x} * blockDim.x) {
+    const DecayRangeEnd& range = range_of(i, s.ranges, s.range_count);
+    if (range.lr_scale == 0.0f) continue;  // frozen: no update, no momentum
     const float p = s.params[i];
     // Written as the host loop writes it (no fused multiply-add), so both give the same floats.
-    const float g = __fadd_rn(load(grads, i), __fmul_rn(decay_of(i, s.ranges, s.range_count), p));
+    const float g = __fadd_rn(load(grads, i), __fmul_rn(range.weight_decay, p));
     const float buf = __fadd_rn(__fmul_rn(s.mu, s.momentum[i]), g);
     s.momentum[i] = buf;
     const float d = s.nesterov ? __fadd_rn(g, __fmul_rn(s.mu, buf)) : buf;
-    const float updated = __fsub_rn(p, __fmul_rn(s.lr, d));
+    const float updated = __fsub_rn(p, __fmul_rn(__fmul_rn(s.lr, range.lr_scale), d));
     s.params[i] = updated;
     if (copy != nullptr) copy[i] = __float2bfloat16_rn(updated);
   }

@@ -14,10 +14,12 @@
 
 namespace dtrain::train::cuda {
 
-// Where one weight-decay range ends (exclusive), and its decay; ranges tile [0, count) in order.
+// Where one weight-decay range ends (exclusive), its decay and its learning-rate scale (0: frozen,
+// train::DecayRange's meaning); ranges tile [0, count) in order.
 struct DecayRangeEnd {
   uint64_t end;
   float weight_decay;
+  float lr_scale;
 };
 
 struct SgdStep {
