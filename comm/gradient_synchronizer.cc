@@ -55,6 +55,15 @@ void GradientSynchronizer::launch(size_t i) {
   }
 }
 
+std::vector<GradientSynchronizer::BucketSpan> GradientSynchronizer::bucket_spans() const {
+  std::vector<BucketSpan> spans;
+  for (size_t i = 0; i < buckets_.size(); ++i) {
+    const Work::Span ran = work_[i].span();
+    spans.push_back({i, (buckets_.end(i) - buckets_.begin(i)) * core::dtype_size(wire_), ran.begin, ran.end});
+  }
+  return spans;
+}
+
 void GradientSynchronizer::finish() {
   // Buckets some elements of which were never reported are averaged all the same.
   buckets_.finish_step([this](size_t i) { launch(i); });

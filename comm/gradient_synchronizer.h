@@ -41,6 +41,17 @@ class GradientSynchronizer {
   // Buckets whose all-reduce started inside mark_ready, i.e. overlapped with backward, last step.
   int launched_during_backward() const { return buckets_.launched_during_backward(); }
 
+  // When each bucket's all-reduce of the latest finished step really ran (Work::span: on the comm
+  // worker thread, steady_clock seconds; NaN where the backend does not say), in bucket order,
+  // with the bytes it moved (in the wire format). For the timeline of dtrain-train.
+  struct BucketSpan {
+    size_t bucket;
+    size_t bytes;
+    double begin;
+    double end;
+  };
+  std::vector<BucketSpan> bucket_spans() const;
+
  private:
   void launch(size_t bucket);
 

@@ -1,6 +1,17 @@
 #include "comm/work.h"
 
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
 namespace dtrain::comm {
+namespace {
+
+double steady_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
 
 Work Work::pending() {
   Work work;
@@ -42,14 +53,41 @@ bool Work::test() const {
   return state_->done;
 }
 
-void Work::complete() const {
+Work::Span Work::span() const {
+  Span span{kUnknown, kUnknown};
+  if (!state_) return span;
+  if (!state_->parts.empty()) {
+    for (const Work& part : state_->parts) {
+      const Span s = part.span();
+      if (std::isnan(s.begin) || std::isnan(s.end)) return Span{kUnknown, kUnknown};
+      span.begin = std::isnan(span.begin) ? s.begin : std::min(span.begin, s.begin);
+      span.end = std::isnan(span.end) ? s.end : std::max(span.end, s.end);
+    }
+    return span;
+  }
   std::lock_guard lock(state_->mutex);
+  if (!state_->done) return span;
+  return Span{state_->started, state_->finished};
+}
+
+void Work::mark_started() const {
+  const double now = steady_seconds();
+  std::lock_guard lock(state_->mutex);
+  state_->started = now;
+}
+
+void Work::complete() const {
+  const double now = steady_seconds();
+  std::lock_guard lock(state_->mutex);
+  state_->finished = now;
   state_->done = true;
   state_->done_cv.notify_all();
 }
 
 void Work::fail(std::exception_ptr error) const {
+  const double now = steady_seconds();
   std::lock_guard lock(state_->mutex);
+  state_->finished = now;
   state_->error = std::move(error);
   state_->done = true;
   state_->done_cv.notify_all();

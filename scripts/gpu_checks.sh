@@ -134,4 +134,24 @@ if [ -x $BIN/dtrain-export ] && [ -x $TESTS/dtrain-eval-logits ] && [ -x $BIN/dt
     "$OUT/torchvision" "$MPI"
   grep -h "^PASS\|^FAIL\|: logits (" "$OUT/torchvision_weights.log"
 fi
+# Issue 17, item 2: the timeline on GPUs. The step's spans from CUDA events on their streams, every
+# bucket's all-reduce on the comm stream inside the step as the GPU ran it (2 ranks, sharing one
+# GPU on the staged mpi-ring where there is only one); then dtrain-train's file, one rank per GPU
+# (1 or 2), checked by scripts/check_timeline.py (python's json module; needs no packages).
+PY=$(command -v python3 || echo /opt/torch/.venv/bin/python)
+if [ -x $TESTS/dtrain-train-timeline-gpu-mpi-tests ]; then
+  check_within 240 timeline_gpu_spans $MPI -np 2 -x DTRAIN_MPI_DEVICE_POINTERS=stage \
+    $TESTS/dtrain-train-timeline-gpu-mpi-tests
+  grep -h "on the GPU:" "$OUT/timeline_gpu_spans.log"
+fi
+if [ -x $BIN/dtrain-train ]; then
+  rm -rf "$OUT/timeline"
+  NP=$((GPUS >= 2 ? 2 : 1))
+  check timeline_gpu bash -c "$MPI -np $NP $BIN/dtrain-train --model small-resnet --blocks_per_stage 1,1,1 \
+    --width 48 --image_size 32 --synthetic_samples 1024 --batch_per_rank 32 --epochs 1 --max-total-steps 14 \
+    --max-validation-batches 1 --log_every_steps 0 --loader_threads 2 --bucket-mib 1 --device gpu \
+    --checkpoint-dir $OUT/timeline/ckpt --checkpoint-every-steps 11 --timeline $OUT/timeline/trace.json &&
+    $PY scripts/check_timeline.py $OUT/timeline/trace.json --ranks $NP --steps 10:12 --device gpu --checkpoint-step 11"
+  grep -h "timeline of steps\|^rank .* step\|PASS\|FAIL" "$OUT/timeline_gpu.log"
+fi
 exit $status

@@ -41,8 +41,11 @@ void DeviceGradientSynchronizer::launch(size_t i) {
   ready_[i].record(compute_);
   ready_[i].make_stream_wait(comm_stream_.get());
   float* data = gradients_ + buckets_.begin(i);
-  this_step_.push_back(comm_.all_reduce(data, data, buckets_.end(i) - buckets_.begin(i), DType::kF32,
-                                        ReduceOp::kAverage, Location::gpu(comm_stream_.get())));
+  const size_t count = buckets_.end(i) - buckets_.begin(i);
+  if (observer_) observer_(i, count * sizeof(float), comm_stream_.get(), false);
+  this_step_.push_back(
+      comm_.all_reduce(data, data, count, DType::kF32, ReduceOp::kAverage, Location::gpu(comm_stream_.get())));
+  if (observer_) observer_(i, count * sizeof(float), comm_stream_.get(), true);
 }
 
 void DeviceGradientSynchronizer::finish() {

@@ -21,6 +21,8 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <functional>
+#include <utility>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -42,6 +44,13 @@ class DeviceGradientSynchronizer {
   // Waits for every all-reduce queued so far and rethrows the first failure.
   void wait_all();
 
+  // Called on the host right before a bucket's all-reduce is queued on the comm stream (after the
+  // stream's wait for backward) with after = false, and right after with after = true, so the
+  // caller can record CUDA events around the collective as it really runs on the stream (the
+  // timeline of dtrain-train). bytes: the bucket's fp32 bytes. Empty (the default): nothing.
+  using BucketObserver = std::function<void(size_t bucket, size_t bytes, cudaStream_t comm_stream, bool after)>;
+  void set_bucket_observer(BucketObserver observer) { observer_ = std::move(observer); }
+
   size_t bucket_count() const { return buckets_.size(); }
   // Buckets queued from mark_ready (i.e. overlapping backward) in the latest step.
   int launched_during_backward() const { return buckets_.launched_during_backward(); }
@@ -57,6 +66,7 @@ class DeviceGradientSynchronizer {
   std::vector<core::CudaEvent> ready_;  // per bucket: backward has written it (compute stream)
   core::CudaEvent reduced_;
   std::vector<Work> this_step_, previous_step_;
+  BucketObserver observer_;
 };
 
 }  // namespace dtrain::comm

@@ -53,6 +53,7 @@ Work CommWorker::run_inline_if_idle(std::function<void()> operation) {
     busy_ = true;
   }
   Work work = Work::pending();
+  work.mark_started();
   try {
     operation();
     work.complete();
@@ -83,6 +84,7 @@ void CommWorker::run() {
       queue_.pop_front();
       busy_ = true;
     }
+    task.work.mark_started();
     try {
       task.operation();
       task.work.complete();

@@ -52,6 +52,7 @@ bool field_applies(const ResolvedConfig& r, const std::string& field) {
   if (field == "checkpoint_every_steps" || field == "keep_checkpoints") return !c.checkpoint_dir().empty();
   if (field == "resume_allow_changes") return !c.resume().empty();
   if (field == "reinit_classifier") return !c.init_weights().empty();
+  if (field == "timeline_steps") return !c.timeline().empty();
   if (field == "run_dir") return !c.run_dir().empty();  // the default is where the file lies
   return true;
 }

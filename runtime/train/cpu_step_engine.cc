@@ -2,6 +2,8 @@
 // backward runs, one fused host SGD step; with accumulation_steps K, K micro-batches per step
 // (gradient_accumulation.h). With bn_sync_group > 1 its BN layers normalize with the statistics of
 // the rank's BN group (batch_norm_group.h).
+#include <array>
+#include <cmath>
 #include <memory>
 #include <string>
 #include <utility>
@@ -55,6 +57,8 @@ class CpuStepEngine final : public StepEngine {
 
   void train_step(const Batch& b, float lr, const MicroBatch& micro) override {
     check_micro_batch(micro);
+    TimelineRecorder* trace = std::exchange(trace_, nullptr);
+    const double started = trace ? timeline_clock() : 0;
     models::ParameterSet& params = model_.parameters();
     if (micro.count > 1) gradient_sum_.resize(static_cast<size_t>(params.flat_size()));
     const core::Tensor& logits = model_.forward(normalized(b, input_), true);
@@ -64,13 +68,25 @@ class CpuStepEngine final : public StepEngine {
         setup_.config.fields.label_smoothing(), dlogits_.data<float>());
     loss_sum_ = micro.index == 0 ? loss : loss_sum_ + loss;
     micro_ = micro;
+    const double forward_done = trace ? timeline_clock() : 0;
     if (micro.last()) sync_->begin_step();
     model_.backward(dlogits_);
+    const double backward_done = trace ? timeline_clock() : 0;
     finished_.push_back(&b);
-    if (!micro.last()) return;
+    if (!micro.last()) {
+      if (trace) add_spans(*trace, micro, {started, forward_done, backward_done, 0, 0});
+      return;
+    }
     sync_->finish();
+    const double averaged = trace ? timeline_clock() : 0;
     sgd_->step(params.params_flat(), params.grads_flat(), lr);
     loss_ = loss_sum_ / micro.count;
+    if (trace) add_spans(*trace, micro, {started, forward_done, backward_done, averaged, timeline_clock()});
+  }
+
+  void trace_next_step(TimelineRecorder* recorder, long step) override {
+    trace_ = recorder;
+    trace_step_ = step;
   }
 
   // The CPU engine is done with a batch when its step returns.
@@ -113,6 +129,26 @@ class CpuStepEngine final : public StepEngine {
   }
 
  private:
+  // The step's phases on the step loop's thread (normalizing the input counts as forward), and
+  // each bucket's all-reduce as it ran on the communicator's worker thread.
+  // With accumulation, a micro-batch but the last has its forward and backward only, each span
+  // marked with its micro-batch.
+  void add_spans(TimelineRecorder& trace, const MicroBatch& micro, const std::array<double, 5>& t) const {
+    const TimelineTrack loop = TimelineTrack::kStepLoop;
+    const int index = micro.count > 1 ? micro.index : -1;
+    trace.add({loop, "forward", trace_step_, t[0], t[1], -1, -1, index});
+    trace.add({loop, "backward", trace_step_, t[1], t[2], -1, -1, index});
+    if (!micro.last()) return;
+    // Blocked in finish() on the buckets still in flight when backward ended.
+    trace.add({loop, "gradient wait", trace_step_, t[2], t[3]});
+    trace.add({loop, "SGD update", trace_step_, t[3], t[4]});
+    for (const comm::GradientSynchronizer::BucketSpan& s : sync_->bucket_spans()) {
+      if (std::isnan(s.begin) || std::isnan(s.end)) continue;  // a backend that does not say
+      trace.add({TimelineTrack::kComm, "all-reduce", trace_step_, s.begin, s.end, static_cast<long>(s.bucket),
+                 static_cast<int64_t>(s.bytes)});
+    }
+  }
+
   // The batch's uint8 NHWC pixels as normalized fp32 NCHW in `out`.
   const core::Tensor& normalized(const Batch& b, core::Tensor& out) const {
     const ImageShape& s = setup_.image;
@@ -135,6 +171,8 @@ class CpuStepEngine final : public StepEngine {
   std::vector<const Batch*> finished_;
   EvalTotals totals_;
   double loss_ = 0;
+  TimelineRecorder* trace_ = nullptr;  // the next step's, while the timeline records it
+  long trace_step_ = 0;
 };
 
 }  // namespace

@@ -6,9 +6,11 @@
 #include <vector>
 
 #include "comm/stall_inspector.h"
+#include "runtime/core/cli.h"
 #include "runtime/core/error.h"
 #include "runtime/core/stop_signals.h"
 #include "runtime/train/config_limits.h"
+#include "runtime/train/timeline_events.h"
 
 namespace dtrain::train {
 namespace {
@@ -93,6 +95,8 @@ ResolvedConfig resolve(const TrainConfig& c) {
   DTRAIN_USAGE_CHECK(!c.has_backbone_lr_scale() || c.backbone_lr_scale() >= 0)
       << "backbone_lr_scale " << c.backbone_lr_scale() << " must not be negative";
   r.backbone_lr_scale = c.has_backbone_lr_scale() ? static_cast<float>(c.backbone_lr_scale()) : 1.0f;
+  // Also checked here, so a malformed range fails with the other flag mistakes, before MPI starts.
+  if (!c.timeline().empty()) parse_timeline_steps(c.timeline_steps(), core::flag_name("timeline_steps"));
   validate_limits(c);  // absurd sizes and non-finite numbers, before anything is allocated
   return r;
 }

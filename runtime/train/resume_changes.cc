@@ -27,6 +27,8 @@ const std::set<std::string>& free_fields() {
                                                "max_total_steps",
                                                "metrics_file",
                                                "tensorboard_dir",
+                                               "timeline",
+                                               "timeline_steps",
                                                "run_dir",
                                                "log_every_steps",
                                                "timing_warmup_steps",

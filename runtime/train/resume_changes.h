@@ -4,7 +4,7 @@
 //    images, rescales the lr by the linear rule and deals the rest of the epoch over the new
 //    ranks), bn_sync_group (which must divide the world size, so it goes with it; it only chooses
 //    how many ranks' images each batch norm sees, as batch_per_rank does), and run-control fields
-//    that leave the trained function alone: checkpointing, logging, stop limits, loader threads
+//    that leave the trained function alone: checkpointing, logging, the timeline, stop limits, loader threads
 //    and depth, device, precision, backend, bucket size, wire dtype, bad-data limits.
 //  - Everything else (model, data, schedule shape, seed) must match; a difference is a UsageError
 //    naming the field and both values, unless the field is listed in resume_allow_changes.

@@ -14,6 +14,7 @@
 #include "runtime/train/data/data_loader.h"
 #include "runtime/train/gradient_accumulation.h"
 #include "runtime/train/resolved_config.h"
+#include "runtime/train/timeline_events.h"
 
 namespace dtrain::train {
 
@@ -79,6 +80,14 @@ class StepEngine {
   // step on; 0 freezes them (no update, no momentum; BN running statistics still follow the data).
   virtual void set_backbone_lr_scale(float scale) = 0;
   virtual DeviceMemory device_memory() const { return {}; }
+
+  // The timeline (timeline.h): the next train_step adds its phases to `recorder` as global step
+  // `step` (forward, backward, the gradient buckets' all-reduces, the SGD update; the GPU engine
+  // also the H2D copy); nullptr, as for every step outside the range: it records nothing. The CPU
+  // engine adds host times as it goes. The GPU engine records timing events on its streams and
+  // adds the spans only at flush_timeline(), which waits once for the latest recorded step.
+  virtual void trace_next_step(TimelineRecorder* recorder, long step) = 0;
+  virtual void flush_timeline() {}
 };
 
 // Top-1 and top-5 of one row of logits: the classes scoring strictly above the label's logit

@@ -100,6 +100,7 @@ TrainConfig default_train_config() {
   c.set_stop_signals("TERM,USR1");
   c.set_stall_warning_seconds(60);
   c.set_bn_sync_group(1);
+  c.set_timeline_steps("10:12");  // after the first steps' warm-up (cuDNN's algorithm search, the allocator)
   return c;
 }
 

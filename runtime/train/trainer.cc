@@ -32,7 +32,9 @@
 #include "runtime/train/run_directory.h"
 #include "runtime/train/run_report.h"
 #include "runtime/train/tensorboard_writer.h"
+#include "runtime/train/timeline.h"
 #include "runtime/train/torchvision_weights.h"
+#include "runtime/train/trainer_collective.h"
 
 namespace dtrain::train {
 namespace {
@@ -53,22 +55,6 @@ void release_finished(StepEngine& engine, DataLoader& loader, bool wait_all) {
   for (const Batch* b : engine.finished_batches(wait_all)) loader.release(b);
 }
 
-// One of the trainer's own collectives, from its start to its end: the fault hook counts it (and,
-// under DTRAIN_FAULT_INJECT_TRAINER=K,R,stop, stops rank R at the K-th), then the stall inspector
-// watches it.
-class TrainerCollective {
- public:
-  TrainerCollective(comm::StallChannel& channel, comm::FaultInjector& faults, const char* what)
-      : watched_(counted(channel, faults, what), what) {}
-
- private:
-  static comm::StallChannel& counted(comm::StallChannel& channel, comm::FaultInjector& faults, const char* what) {
-    faults.on_operation(what);
-    return channel;
-  }
-  comm::StallChannel::Operation watched_;
-};
-
 }  // namespace
 
 struct Trainer::Parts {
@@ -87,6 +73,7 @@ struct Trainer::Parts {
   std::unique_ptr<LinearScalingSchedule> schedule;
   std::unique_ptr<MetricsLog> metrics;
   std::unique_ptr<TensorBoardWriter> tensorboard;  // rank 0's; writes nothing elsewhere
+  std::unique_ptr<Timeline> timeline;              // records nothing without --timeline
   long global_step = 0;
   int start_epoch = 0;
   int loading_epoch = -1;  // the epoch the train loader already works on from its first batch
@@ -195,6 +182,15 @@ Trainer::Trainer(const ResolvedConfig& config, const core::RankContext& ctx, int
     if (!config_.run_dir.empty()) p.outputs.run_dir = prepare_run_dir(config_.run_dir, config_.fresh_run_dir);
   }
   if (!config_.fields.resume().empty()) resume_from(config_.fields.resume());
+  // Now that the run's first and last steps are known, the timeline's range must lie within them.
+  p.timeline = std::make_unique<Timeline>(config_, ctx, on_gpu ? "GPU " + std::to_string(gpu) : std::string());
+  if (p.timeline->enabled()) {
+    std::string why;
+    const long last = last_global_step(&why);
+    core::collective_usage_check(ctx.world(), [&] { p.timeline->check_run(p.global_step + 1, last, why); });
+    DTRAIN_LOG0(kInfo) << "timeline: steps " << config_.fields.timeline_steps() << " of every rank to "
+                       << config_.fields.timeline();
+  }
   // Collective (the hosts are gathered); rank 0 writes config.pbtxt and the metrics "run" record.
   start_run_record(config_, ctx_, p.run_id, p.global_step, p.outputs, *p.metrics);
   p.tensorboard->text("config", markdown_code_block(config_text(config_, "dtrain-train's effective config")),
@@ -209,8 +205,32 @@ Trainer::Trainer(const ResolvedConfig& config, const core::RankContext& ctx, int
 }
 
 Trainer::~Trainer() {
+  // An error inside the timeline's range: what this rank recorded is still worth a file (the
+  // other ranks may be gone, so no gather).
+  if (std::uncaught_exceptions() > 0 && parts_->timeline) parts_->timeline->write_after_error();
   // Every rank posted the same requests, so completing the last one cannot block for long.
   if (std::uncaught_exceptions() == 0) finish_stop_poll();
+}
+
+long Trainer::last_global_step(std::string* why) const {
+  const Parts& p = *parts_;
+  const long steps = steps_per_epoch();
+  long last = p.global_step;
+  for (int epoch = p.start_epoch; epoch < config_.fields.epochs(); ++epoch) {
+    last += steps - (epoch == p.start_epoch ? p.start_step_in_epoch : 0);
+  }
+  *why = std::to_string(config_.fields.epochs()) + " epoch(s) of " + std::to_string(steps) + " steps";
+  if (config_.fields.max_total_steps() > 0 && config_.fields.max_total_steps() < last) {
+    last = config_.fields.max_total_steps();
+    *why = "max_total_steps " + std::to_string(last);
+  }
+  return last;
+}
+
+void Trainer::write_timeline(const std::string& ending) {
+  Parts& p = *parts_;
+  p.engine->flush_timeline();  // the GPU's events into host times: one wait, after the range
+  p.timeline->write(*p.stall, p.faults, ending);
 }
 
 void Trainer::finish_stop_poll() {
@@ -361,7 +381,12 @@ EpochResult Trainer::train_epoch(int epoch) {
   long losses_read = 0;
   StepTimer timer;
   for (long step = first_step; step < steps && !step_limit_reached(); ++step) {
+    // Inside the timeline's range: this step's spans (the step loop's here, the engine's phases).
+    const long this_step = p.global_step + 1;
+    TimelineRecorder* trace = p.timeline->recorder_for(this_step);
+    const double step_began = trace ? timeline_clock() : 0;
     timer.begin_step();
+    if (trace) p.timeline->mark_started();
     // The schedule's position by images seen: epoch x steps + step exactly without a change of
     // world size or batch; after one, the share of the epoch's images seen, in steps.
     const double lr =
@@ -370,11 +395,17 @@ EpochResult Trainer::train_epoch(int epoch) {
     // One optimizer step: accumulation_steps micro-batches, the gradient all-reduce and the SGD
     // update on the last one only.
     for (int m = 0; m < accumulation; ++m) {
+      const double wait_began = trace && m > 0 ? timeline_clock() : step_began;
       if (m > 0) timer.begin_wait();
       const Batch* b = p.train_loader->next();
       timer.batch_arrived();
       DTRAIN_CHECK(b != nullptr) << "loader ran dry at step " << step << ", micro-batch " << m + 1 << " of "
                                  << accumulation;
+      if (trace) {
+        trace->add({TimelineTrack::kStepLoop, "data wait", this_step, wait_began, timeline_clock(), -1, -1,
+                    accumulation > 1 ? m : -1});
+        p.engine->trace_next_step(trace, this_step);
+      }
       p.engine->train_step(*b, static_cast<float>(lr), MicroBatch{m, accumulation});
       p.train_loader->retain(b);
       release_finished(*p.engine, *p.train_loader, false);
@@ -387,6 +418,7 @@ EpochResult Trainer::train_epoch(int epoch) {
     const int world = ctx_.topology().world_size;
     std::vector<double> losses(static_cast<size_t>(world));
     DeviceMemory memory;  // the largest over the ranks
+    const double read_began = trace ? timeline_clock() : 0;
     if (read) {
       // Every rank's loss, for the divergence guard and the reported mean, with its device memory.
       const DeviceMemory mine = p.engine->device_memory();
@@ -404,6 +436,8 @@ EpochResult Trainer::train_epoch(int epoch) {
         loss_sum += loss;
         ++losses_read;
       }
+      // On the GPU the host waits for the step here (the loss is read back only where it is logged).
+      if (trace) trace->add({TimelineTrack::kStepLoop, "loss read-back", this_step, read_began, timeline_clock()});
     }
     timer.end_step();
     ++p.totals.steps;
@@ -413,7 +447,18 @@ EpochResult Trainer::train_epoch(int epoch) {
     const bool last = step + 1 == steps || step_limit_reached();
     if (stop) release_finished(*p.engine, *p.train_loader, true);
     p.position = {epoch, step + 1};
-    if (checkpoint_due(config_.fields, p.global_step, last, stop)) save_checkpoint(epoch, step + 1);
+    if (checkpoint_due(config_.fields, p.global_step, last, stop)) {
+      const double write_began = trace ? timeline_clock() : 0;
+      save_checkpoint(epoch, step + 1);
+      if (trace && ctx_.topology().world_rank == 0) {  // rank 0 writes it; the others go on
+        trace->add({TimelineTrack::kStepLoop, "checkpoint write", this_step, write_began, timeline_clock()});
+      }
+    }
+    if (trace) trace->add({TimelineTrack::kStepLoop, "step", this_step, step_began, timeline_clock()});
+    // The range's end, or a stop signal inside it: every rank is here at the same step.
+    if (p.timeline->pending() && (this_step == p.timeline->last_step() || stop)) {
+      write_timeline(stop ? "stopped by a stop signal at step " + std::to_string(this_step) : std::string());
+    }
     if (stop) {
       const bool saved = !config_.fields.checkpoint_dir().empty();
       DTRAIN_LOG0(kWarn) << "stopped by a stop signal ("
@@ -787,6 +832,9 @@ void Trainer::run() {
     train_epoch(epoch);
   }
   finish_stop_poll();
+  // The range lies within the run (checked at start), so only a run that ended otherwise than
+  // planned leaves spans here.
+  if (p.timeline->pending()) write_timeline("the run ended at step " + std::to_string(p.global_step));
   // Nothing trained is lost by default: without checkpoint_dir the weights go to the run directory.
   if (config_.fields.checkpoint_dir().empty() && !config_.run_dir.empty() && p.totals.steps > 0) {
     save_checkpoint(p.position.first, p.position.second, true);

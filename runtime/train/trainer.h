@@ -3,6 +3,7 @@
 // the rank's GPU), the shared-seed sharded data, gradients averaged while backward runs, one fused
 // SGD update per step, and top-1/top-5 accuracy all-reduced over the ranks at every epoch's end.
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -87,6 +88,11 @@ class Trainer {
   // Rank 0 writes the checkpoint (final_weights: the one file of a run without checkpoint_dir, to its
   // run directory); non-finite parameters stop the run instead (never saved).
   void save_checkpoint(int epoch, long step_in_epoch, bool final_weights = false);
+  // The global step the run ends at, from its position and its epochs or max_total_steps (`why`
+  // says which), for the timeline's range check.
+  long last_global_step(std::string* why) const;
+  // Collective: the GPU's timeline events into spans, then the file (timeline.h).
+  void write_timeline(const std::string& ending);
   // Optimizer steps in an epoch: the loader's batches over accumulation_steps (the batches left
   // over, too few for a step, are dropped), capped by max_steps_per_epoch.
   long steps_per_epoch() const;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <numeric>
 
 #include "comm/backends/mpi_ring_communicator.h"
@@ -71,6 +72,38 @@ TEST_P(Synchronizer, RejectsDoubleReports) {
   synchronizer.mark_ready(10, 100);
   synchronizer.finish();
   EXPECT_EQ(grads[99], 1.0f);
+}
+
+// The timeline's buckets (issue 17): each bucket's span is when its all-reduce ran on the worker,
+// inside the step, in bucket order, with the bytes it moved in the wire format.
+TEST_P(Synchronizer, BucketSpansAreWhenTheAllReducesRan) {
+  const DType wire = GetParam();
+  MpiRingCommunicator comm(MPI_COMM_WORLD, RingTuning{});
+  const size_t count = 250007;
+  std::vector<float> grads(count, 1.0f);
+  GradientSynchronizer synchronizer(comm, grads.data(), count, 256 * 1024, wire);
+  const auto now = [] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  };
+  const double began = now();
+  synchronizer.begin_step();
+  synchronizer.mark_ready(0, count);
+  synchronizer.finish();
+  const double finished = now();
+  const std::vector<GradientSynchronizer::BucketSpan> spans = synchronizer.bucket_spans();
+  ASSERT_EQ(spans.size(), 4u);
+  size_t elements = 0;
+  for (size_t i = 0; i < spans.size(); ++i) {
+    EXPECT_EQ(spans[i].bucket, i);
+    EXPECT_LE(began, spans[i].begin) << "bucket " << i;
+    EXPECT_LE(spans[i].begin, spans[i].end) << "bucket " << i;
+    EXPECT_LE(spans[i].end, finished) << "bucket " << i;
+    if (i > 0) {
+      EXPECT_LE(spans[i - 1].end, spans[i].begin) << "the worker runs them one after the other";
+    }
+    elements += spans[i].bytes / core::dtype_size(wire);
+  }
+  EXPECT_EQ(elements, count);
 }
 
 INSTANTIATE_TEST_SUITE_P(WireFormats, Synchronizer, testing::Values(DType::kF32, DType::kBF16, DType::kF16),

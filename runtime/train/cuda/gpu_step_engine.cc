@@ -63,7 +63,21 @@ class GpuStepEngine final : public StepEngine {
     DTRAIN_CHECK(b.size == step_->options().batch)
         << "GPU step of batch " << step_->options().batch << " got " << b.size << " images";
     make_room();
-    held_.push_back({&b, step_->run(static_cast<const uint8_t*>(b.pixels.data()), b.labels.data(), lr, micro)});
+    TimelineRecorder* recorder = std::exchange(trace_recorder_, nullptr);
+    if (recorder != nullptr) {
+      if (!trace_) trace_ = std::make_unique<cuda::GpuStepTrace>(gpu_);
+      trace_->begin_step(recorder, trace_step_, micro.count > 1 ? micro.index : -1);
+    }
+    held_.push_back({&b, step_->run(static_cast<const uint8_t*>(b.pixels.data()), b.labels.data(), lr, micro,
+                                    recorder ? trace_.get() : nullptr)});
+  }
+
+  void trace_next_step(TimelineRecorder* recorder, long step) override {
+    trace_recorder_ = recorder;
+    trace_step_ = step;
+  }
+  void flush_timeline() override {
+    if (trace_) trace_->resolve(step_->context().stream());
   }
 
   std::vector<const Batch*> finished_batches(bool wait_all) override {
@@ -130,8 +144,11 @@ class GpuStepEngine final : public StepEngine {
   std::unique_ptr<cuda::GpuTrainStep> step_;
   std::vector<float> momentum_;
   std::string description_;
-  std::deque<Held> held_;                 // oldest first
-  std::vector<const Batch*> done_early_;  // copied, taken off held_ by make_room()
+  std::deque<Held> held_;                       // oldest first
+  std::vector<const Batch*> done_early_;        // copied, taken off held_ by make_room()
+  std::unique_ptr<cuda::GpuStepTrace> trace_;   // made for the timeline's first step
+  TimelineRecorder* trace_recorder_ = nullptr;  // the next step's, while the timeline records it
+  long trace_step_ = 0;
 };
 
 }  // namespace

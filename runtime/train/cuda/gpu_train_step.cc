@@ -176,29 +176,37 @@ GpuTrainStep::~GpuTrainStep() {
   if (context_) cudaStreamSynchronize(context_->stream());
 }
 
-int GpuTrainStep::stage_input(const uint8_t* images, const int32_t* labels, int count) {
+int GpuTrainStep::stage_input(const uint8_t* images, const int32_t* labels, int count, GpuStepTrace* trace) {
   slot_ = (slot_ + 1) % kInputSlots;
   const int s = slot_;
   const size_t image_bytes = images_[s].bytes() / static_cast<size_t>(options_.batch) * static_cast<size_t>(count);
+  const size_t label_bytes = sizeof(int32_t) * static_cast<size_t>(count);
   // The copy into this slot waits until the compute stream has consumed its previous contents.
   consumed_[s].make_stream_wait(copy_stream_.get());
+  const int copy_span = trace ? trace->begin(copy_stream_.get(), TimelineTrack::kCopyStream, "H2D copy", -1,
+                                             static_cast<int64_t>(image_bytes + label_bytes))
+                              : -1;
   DTRAIN_CUDA_CHECK(
       cudaMemcpyAsync(images_[s].data(), images, image_bytes, cudaMemcpyHostToDevice, copy_stream_.get()));
-  DTRAIN_CUDA_CHECK(cudaMemcpyAsync(labels_[s].data(), labels, sizeof(int32_t) * static_cast<size_t>(count),
-                                    cudaMemcpyHostToDevice, copy_stream_.get()));
+  DTRAIN_CUDA_CHECK(
+      cudaMemcpyAsync(labels_[s].data(), labels, label_bytes, cudaMemcpyHostToDevice, copy_stream_.get()));
+  if (trace) trace->end(copy_span, copy_stream_.get());
   copied_[s].record(copy_stream_.get());
   copied_[s].make_stream_wait(context_->stream());
   return s;
 }
 
-int GpuTrainStep::run(const uint8_t* images, const int32_t* labels, float lr, const MicroBatch& micro) {
+int GpuTrainStep::run(const uint8_t* images, const int32_t* labels, float lr, const MicroBatch& micro,
+                      GpuStepTrace* trace) {
   check_micro_batch(micro);
   DTRAIN_CHECK(micro.count == options_.accumulation_steps)
       << "micro-batch of a step of " << micro.count << " for a GPU step of accumulation_steps "
       << options_.accumulation_steps;
   core::DeviceGuard on(context_->device());
   const cudaStream_t stream = context_->stream();
-  const int s = stage_input(images, labels, options_.batch);
+  const int s = stage_input(images, labels, options_.batch, trace);
+  // Forward counts from the input's normalize-and-cast to the loss.
+  int span = trace ? trace->begin(stream, TimelineTrack::kComputeStream, "forward") : -1;
   normalize(images_[s].data(), options_.batch, input_);
   const auto* labels_device = static_cast<const int32_t*>(labels_[s].data());
 
@@ -215,13 +223,32 @@ int GpuTrainStep::run(const uint8_t* images, const int32_t* labels, float lr, co
                                         options_.label_smoothing, dlogits_.data<float>(), out);
   }
   consumed_[s].record(stream);
+  if (trace) {
+    trace->end(span, stream);
+    span = trace->begin(stream, TimelineTrack::kComputeStream, "backward");
+  }
 
   micro_ = micro;
   const bool reduce = sync_ && micro.last();
+  // Each bucket's all-reduce between two events on the comm stream, as it runs there.
+  if (reduce && trace) {
+    sync_->set_bucket_observer([this, trace](size_t bucket, size_t bytes, cudaStream_t comm, bool after) {
+      if (after) {
+        trace->end(open_bucket_span_, comm);
+      } else {
+        open_bucket_span_ = trace->begin(comm, TimelineTrack::kComm, "all-reduce", static_cast<long>(bucket),
+                                         static_cast<int64_t>(bytes));
+      }
+    });
+  }
   if (reduce) sync_->begin_step();
   model_->backward(dlogits_);
+  if (trace) trace->end(span, stream);
   if (!micro.last()) return s;
   if (reduce) sync_->finish();
+  if (reduce && trace) sync_->set_bucket_observer(nullptr);
+  // The compute stream waited for the comm stream: the update starts when the buckets are averaged.
+  span = trace ? trace->begin(stream, TimelineTrack::kComputeStream, "SGD update") : -1;
 
   models::cuda::DeviceParameters& params = model_->device_parameters();
   SgdStep step;
@@ -235,6 +262,7 @@ int GpuTrainStep::run(const uint8_t* images, const int32_t* labels, float lr, co
   step.nesterov = options_.sgd.nesterov;
   step.params_bf16 = context_->bf16() ? params.params_bf16() : nullptr;
   sgd_update<float>(stream, step, params.grads_f32());
+  if (trace) trace->end(span, stream);
   any_step_ = true;
   return s;
 }

@@ -26,6 +26,7 @@
 #include "models/resnet_plan.h"
 #include "runtime/core/buffer.h"
 #include "runtime/core/cuda/stream.h"
+#include "runtime/train/cuda/gpu_step_trace.h"
 #include "runtime/train/gradient_accumulation.h"
 #include "runtime/train/resolved_config.h"
 #include "runtime/train/sgd.h"
@@ -68,8 +69,11 @@ class GpuTrainStep {
 
   // Queues one micro-batch of a step (micro.count must be options().accumulation_steps; the default,
   // with one micro-batch, is a whole step); returns the input slot its batch is copied into. lr is
-  // read on the last micro-batch only.
-  int run(const uint8_t* images, const int32_t* labels, float lr, const MicroBatch& micro = {});
+  // read on the last micro-batch only. trace: the timeline's spans of this micro-batch (H2D copy on
+  // the copy stream; forward, backward and, on the last, SGD update on the compute stream and each
+  // bucket's all-reduce on the comm stream), or nullptr.
+  int run(const uint8_t* images, const int32_t* labels, float lr, const MicroBatch& micro = {},
+          GpuStepTrace* trace = nullptr);
   // Whether the copy into `slot` finished (its host memory may be reused); never blocks.
   bool input_copied(int slot);
   void wait_input_copied(int slot);
@@ -104,7 +108,7 @@ class GpuTrainStep {
   void broadcast_from_rank0();
   // Queues the copy of `count` images and labels into the next input slot, after the compute
   // stream has consumed that slot's previous contents; the compute stream waits for the copy.
-  int stage_input(const uint8_t* images, const int32_t* labels, int count);
+  int stage_input(const uint8_t* images, const int32_t* labels, int count, GpuStepTrace* trace = nullptr);
   // uint8 NHWC pixels already on the device -> `out` in the context's type and layout.
   void normalize(const void* device_pixels, int count, core::Tensor& out);
 
@@ -125,6 +129,7 @@ class GpuTrainStep {
   core::Buffer gradient_sum_;  // the micro-batches' fp32 running sum (accumulation_steps > 1)
   MicroBatch micro_;           // of the micro-batch being queued
   int decay_range_count_ = 0;
+  int open_bucket_span_ = -1;  // the timeline's span of the bucket all-reduce being queued
 };
 
 }  // namespace dtrain::train::cuda

@@ -1,0 +1,145 @@
+// The GPU side of the timeline (issue 17, item 2): GpuTrainStep's spans from CUDA events on their
+// streams, turned into host time once after the range. For each recorded step: one H2D copy on the
+// copy stream, forward, backward and SGD update on the compute stream, in that order, and (with 2
+// or more ranks) every gradient bucket's all-reduce on the comm stream, each beginning after
+// backward began and ending before the SGD update began: inside the step as the GPU ran it. All
+// times lie between the first step's queueing and the resolve. A step queued after the range adds
+// nothing. The ranks may share one GPU: each is its own simulated node (DTRAIN_RANKS_PER_NODE=1
+// semantics) on the staged mpi-ring, so one GPU is enough. Skips, saying why, without a GPU.
+#include <gtest/gtest.h>
+#include <mpi.h>
+#include <stdlib.h>
+
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "comm/factory.h"
+#include "comm/gradient_buckets.h"
+#include "runtime/core/buffer.h"
+#include "runtime/core/gpu_binding.h"
+#include "runtime/core/rank_context.h"
+#include "runtime/train/timeline_events.h"
+#include "tests/support/mpi_world.h"
+
+#if DTRAIN_WITH_CUDA
+#include "runtime/train/cuda/gpu_step_trace.h"
+#include "runtime/train/cuda/gpu_train_step.h"
+#endif
+
+namespace dtrain::train {
+namespace {
+
+using test::world_rank;
+using test::world_size;
+
+// Events on different streams are compared: allow their timer's resolution and a little more.
+constexpr double kTolerance = 5e-6;  // seconds
+
+TEST(TimelineOnGpu, BucketAllReducesLieInsideTheStepOnTheGpu) {
+#if DTRAIN_WITH_CUDA
+  int gpus = static_cast<int>(core::detail::runtime_visible_gpus().size());
+  MPI_Allreduce(MPI_IN_PLACE, &gpus, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (gpus == 0) GTEST_SKIP() << "no GPU visible to the CUDA runtime";
+  setenv("DTRAIN_MPI_DEVICE_POINTERS", "stage", 1);  // ranks may share a GPU: the host ring, staged
+  const core::RankContext ctx(MPI_COMM_WORLD, core::NodeLayout{1, false});
+  const core::GpuBinding binding = core::bind_gpu(ctx, true);
+  const std::unique_ptr<comm::Communicator> comm = comm::make_communicator(comm::Backend::kMpiRing, ctx, true);
+  cuda::GpuStepOptions o;
+  o.model.small_input = true;
+  o.model.blocks_per_stage = {1, 1, 1};
+  o.model.bottleneck = false;
+  o.model.width = 48;
+  o.model.num_classes = 10;
+  o.model.in_channels = 3;
+  o.batch = 16;
+  o.height = o.width = 32;
+  o.bucket_bytes = size_t{1} << 20;  // 1.9 M parameters: 8 buckets or so
+  const int device = binding.device.index;
+  cuda::GpuTrainStep step(o, comm.get(), device);
+  const size_t pixels = size_t{3} * o.batch * o.height * o.width;
+  core::Buffer images(core::MemoryKind::kPinnedHost, pixels);
+  core::Buffer labels(core::MemoryKind::kPinnedHost, sizeof(int32_t) * o.batch);
+  std::mt19937_64 rng(7 + static_cast<uint64_t>(world_rank()));
+  for (size_t i = 0; i < pixels; ++i) static_cast<uint8_t*>(images.data())[i] = static_cast<uint8_t>(rng() % 256);
+  for (int i = 0; i < o.batch; ++i) static_cast<int32_t*>(labels.data())[i] = static_cast<int32_t>(rng() % 10);
+  const auto* pixels_in = static_cast<const uint8_t*>(images.data());
+  const auto* labels_in = static_cast<const int32_t*>(labels.data());
+
+  step.run(pixels_in, labels_in, 0.01f);  // a warm-up step outside the range
+  step.synchronize();
+  TimelineRecorder recorder({2, 4}, 10000);
+  cuda::GpuStepTrace trace(device);
+  const double queued = timeline_clock();
+  for (long s = 2; s <= 4; ++s) {
+    trace.begin_step(&recorder, s);
+    step.run(pixels_in, labels_in, 0.01f, {}, &trace);
+  }
+  step.run(pixels_in, labels_in, 0.01f);  // after the range: records nothing
+  trace.resolve(step.context().stream());
+  const double resolved = timeline_clock();
+  step.synchronize();
+
+  const size_t count = static_cast<size_t>(step.model().device_parameters().count());
+  const size_t buckets = world_size() > 1 ? comm::GradientBuckets(count, o.bucket_bytes).size() : 0;  // 1 rank: none
+  EXPECT_TRUE(world_size() == 1 || buckets >= 4) << buckets << " buckets";
+  EXPECT_EQ(recorder.dropped(), 0u);
+  ASSERT_EQ(recorder.spans().size(), 3 * (4 + buckets));
+  std::map<long, std::map<std::string, std::vector<TimelineSpan>>> by_step;
+  for (const TimelineSpan& s : recorder.spans()) {
+    EXPECT_LE(queued, s.begin) << s.name << " step " << s.step;
+    EXPECT_LE(s.begin, s.end) << s.name << " step " << s.step;
+    EXPECT_LE(s.end, resolved) << s.name << " step " << s.step;
+    const TimelineTrack expected = std::string(s.name) == "H2D copy"     ? TimelineTrack::kCopyStream
+                                   : std::string(s.name) == "all-reduce" ? TimelineTrack::kComm
+                                                                         : TimelineTrack::kComputeStream;
+    EXPECT_EQ(s.track, expected) << s.name;
+    by_step[s.step][s.name].push_back(s);
+  }
+  for (long s = 2; s <= 4; ++s) {
+    auto& phases = by_step[s];
+    for (const char* name : {"H2D copy", "forward", "backward", "SGD update"}) {
+      ASSERT_EQ(phases[name].size(), 1u) << name << " step " << s;
+    }
+    const TimelineSpan& copy = phases["H2D copy"][0];
+    const TimelineSpan& forward = phases["forward"][0];
+    const TimelineSpan& backward = phases["backward"][0];
+    const TimelineSpan& sgd = phases["SGD update"][0];
+    EXPECT_EQ(copy.bytes, static_cast<int64_t>(pixels + sizeof(int32_t) * o.batch));
+    EXPECT_LE(copy.end, forward.begin + kTolerance) << "the compute stream waits for its input, step " << s;
+    EXPECT_LE(forward.end, backward.begin + kTolerance) << "step " << s;
+    EXPECT_LE(backward.end, sgd.begin + kTolerance) << "step " << s;
+    ASSERT_EQ(phases["all-reduce"].size(), buckets) << "step " << s;
+    int64_t bytes = 0;
+    for (size_t i = 0; i < buckets; ++i) {
+      const TimelineSpan& b = phases["all-reduce"][i];
+      EXPECT_EQ(b.bucket, static_cast<long>(i)) << "step " << s;
+      EXPECT_GE(b.begin + kTolerance, backward.begin) << "bucket " << i << " of step " << s << " began before backward";
+      EXPECT_LE(b.end, sgd.begin + kTolerance) << "bucket " << i << " of step " << s << " ended after the update began";
+      if (i > 0) {
+        EXPECT_LE(phases["all-reduce"][i - 1].end, b.begin + kTolerance) << "one comm stream, in order";
+      }
+      bytes += b.bytes;
+    }
+    if (buckets > 0) {
+      EXPECT_EQ(bytes, static_cast<int64_t>(count * sizeof(float))) << "step " << s;
+    }
+    if (world_rank() == 0) {
+      std::printf(
+          "step %ld on the GPU: H2D %.1f us, forward %.1f us, backward %.1f us, %zu bucket all-reduces "
+          "from %.1f us after backward began to %.1f us before the update, SGD %.1f us\n",
+          s, 1e6 * (copy.end - copy.begin), 1e6 * (forward.end - forward.begin), 1e6 * (backward.end - backward.begin),
+          buckets, buckets ? 1e6 * (phases["all-reduce"][0].begin - backward.begin) : 0.0,
+          buckets ? 1e6 * (sgd.begin - phases["all-reduce"].back().end) : 0.0, 1e6 * (sgd.end - sgd.begin));
+    }
+  }
+#else
+  GTEST_SKIP() << "built without CUDA (DTRAIN_CUDA=OFF or toolkit not found)";
+#endif
+}
+
+}  // namespace
+}  // namespace dtrain::train
