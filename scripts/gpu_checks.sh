@@ -102,7 +102,8 @@ if [ -x $BIN/dtrain-train ]; then
 fi
 # Issue 17, item 6: synchronized batch norm on GPUs, 2 ranks (sharing the GPU when there is one):
 # the engine test (2 ranks x batch 4 in one BN group against 1 rank x batch 8, gradients over
-# mpi-ring staged through the host), then dtrain-train itself as 2 simulated nodes.
+# mpi-ring staged through the host), then dtrain-train itself as 2 simulated nodes (sharing the GPU
+# when there is one: --allow-gpu-sharing).
 if [ -x $TESTS/dtrain-train-mpi-tests ]; then
   check_within 300 sync_batch_norm_gpu_np2 $MPI -np 2 -x DTRAIN_MPI_DEVICE_POINTERS=stage \
     $TESTS/dtrain-train-mpi-tests --gtest_filter='SyncBatchNorm.OnGpus*'
@@ -110,7 +111,7 @@ if [ -x $TESTS/dtrain-train-mpi-tests ]; then
 fi
 if [ -x $BIN/dtrain-train ]; then
   check_within 300 sync_batch_norm_train_np2 $MPI -np 2 -x DTRAIN_MPI_DEVICE_POINTERS=stage -x DTRAIN_RANKS_PER_NODE=1 \
-    $BIN/dtrain-train --device gpu --backend mpi-ring --bn-sync-group 2 --model small-resnet --blocks_per_stage 1,1 \
+    $BIN/dtrain-train --device gpu --backend mpi-ring --allow-gpu-sharing --bn-sync-group 2 --model small-resnet --blocks_per_stage 1,1 \
     --width 8 --image_size 16 --synthetic_samples 256 --batch_per_rank 8 --epochs 1 --log_every_steps 8
   grep -h "synchronized batch norm\|steps on\|epoch 0:" "$OUT/sync_batch_norm_train_np2.log"
   grep -q "steps on GPU .*BN synchronized over groups of 2 ranks" "$OUT/sync_batch_norm_train_np2.log" ||

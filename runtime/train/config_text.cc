@@ -48,6 +48,7 @@ bool field_applies(const ResolvedConfig& r, const std::string& field) {
   if (field == "gradient_wire_dtype")
     return r.backend == comm::Backend::kHierarchical || r.backend == comm::Backend::kAuto;
   if (field == "precision") return r.device != DeviceChoice::kCpu;
+  if (field == "allow_gpu_sharing") return r.device != DeviceChoice::kCpu;
   if (field == "no_tf32") return r.device != DeviceChoice::kCpu && r.precision == Precision::kFp32;
   if (field == "checkpoint_every_steps" || field == "keep_checkpoints") return !c.checkpoint_dir().empty();
   if (field == "resume_allow_changes") return !c.resume().empty();

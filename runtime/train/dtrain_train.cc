@@ -17,7 +17,8 @@ int train_main(int argc, char** argv) {
   core::install_stop_signals(config.stop_signals);
   core::BootstrapOptions options;
   options.bind_gpu = config.device != DeviceChoice::kCpu;  // --device cpu: GPUs neither bound nor counted
-  options.claim_cpu_share = true;                          // the loader's threads inherit the mask
+  options.allow_gpu_sharing = config.fields.allow_gpu_sharing();
+  options.claim_cpu_share = true;  // the loader's threads inherit the mask
   const core::RankBootstrap rank(&argc, &argv, options);
   comm::raise_injected_signal("bootstrap");
   bool stopped = false;

@@ -40,6 +40,7 @@ const std::set<std::string>& free_fields() {
                                                "device",
                                                "precision",
                                                "no_tf32",
+                                               "allow_gpu_sharing",
                                                "backend",
                                                "bucket_mib",
                                                "gradient_wire_dtype",
