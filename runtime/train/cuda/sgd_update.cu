@@ -30,8 +30,11 @@ __global__ void sgd_kernel(SgdStep s, const G* __restrict__ grads) {
   __nv_bfloat16* copy = reinterpret_cast<__nv_bfloat16*>(s.params_bf16);
   for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < s.count; i += size_t{gridDim.x} * blockDim.x) {
     const DecayRangeEnd& range = range_of(i, s.ranges, s.range_count);
-    if (range.lr_scale == 0.0f) continue;  // frozen: no update, no momentum
     const float p = s.params[i];
+    if (range.lr_scale == 0.0f) {  // frozen: no update, no momentum; the bf16 copy still mirrors it
+      if (copy != nullptr) copy[i] = __float2bfloat16_rn(p);
+      continue;
+    }
     // Written as the host loop writes it (no fused multiply-add), so both give the same floats.
     const float g = __fadd_rn(load(grads, i), __fmul_rn(range.weight_decay, p));
     const float buf = __fadd_rn(__fmul_rn(s.mu, s.momentum[i]), g);
