@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <unordered_set>
 
 #include "runtime/core/error.h"
 
@@ -52,12 +53,14 @@ class JsonParser {
       ++at_;
       skip_space();
       if (take('}')) return v;
+      // A set, not a scan of the members: a header of millions of keys must not take hours.
+      std::unordered_set<std::string> keys;
       do {
         skip_space();
         const size_t key_at = at_;
         if (at_ >= text_.size() || text_[at_] != '"') fail("expected a string key");
         std::string key = string();
-        if (v.find(key) != nullptr) {
+        if (!keys.insert(key).second) {
           at_ = key_at;
           fail("duplicate key \"" + key + "\"");
         }
@@ -158,7 +161,10 @@ class JsonParser {
   // One well-formed UTF-8 sequence copied from the text (no overlong forms, no surrogates).
   void utf8_sequence(std::string& out) {
     const auto lead = static_cast<unsigned char>(text_[at_]);
-    const int extra = lead >= 0xF0 && lead <= 0xF4 ? 3 : lead >= 0xE0 ? 2 : lead >= 0xC2 && lead <= 0xDF ? 1 : -1;
+    const int extra = lead >= 0xF0 && lead <= 0xF4   ? 3
+                      : lead >= 0xE0 && lead <= 0xEF ? 2
+                      : lead >= 0xC2 && lead <= 0xDF ? 1
+                                                     : -1;  // 0x80-0xC1 and 0xF5-0xFF never lead
     if (extra < 0 || at_ + static_cast<size_t>(extra) >= text_.size()) fail("invalid UTF-8 in a string");
     unsigned cp = lead & (0x3F >> extra);
     for (int i = 1; i <= extra; ++i) {

@@ -13,6 +13,7 @@
 #include "runtime/core/crc32c.h"
 #include "runtime/core/error.h"
 #include "runtime/core/log.h"
+#include "runtime/train/train_config.h"
 
 namespace dtrain::train {
 namespace {
@@ -189,6 +190,7 @@ void read_checkpoint(const std::string& path, proto::CheckpointHeader* header, c
   std::ifstream in(path, std::ios::binary);
   uint64_t data_bytes = 0;
   const uint64_t data_start = read_header(in, path, header, &data_bytes);
+  complete_stored_config(header->mutable_config());
   if (check_header) check_header(*header, path);
   for (const NamedTensor& t : tensors) {
     const auto entry = std::find_if(header->tensors().begin(), header->tensors().end(),

@@ -81,7 +81,7 @@ int export_main(int argc, char** argv) {
   const std::string model = describe(saved.model);
   // What PyTorch's num_batches_tracked counts: BN forward passes in training mode, one per
   // micro-batch (accumulation_steps of them per step; 0 in older configs meant none).
-  const int64_t tracked = saved.header.global_step() * std::max(1, saved.header.config().accumulation_steps());
+  const int64_t tracked = saved.header.global_step() * saved.header.config().accumulation_steps();
   const core::SafetensorsMetadata metadata = {
       {"format", "pt"},
       {"dtrain_version", DTRAIN_VERSION_STRING},

@@ -64,6 +64,9 @@ ResolvedConfig resolve(const TrainConfig& c) {
       << "accumulation_steps must be at least 1 (1: no gradient accumulation), got " << c.accumulation_steps();
   DTRAIN_USAGE_CHECK(c.epochs() > 0) << "epochs must be positive, got " << c.epochs();
   DTRAIN_USAGE_CHECK(c.bucket_mib() > 0) << "bucket_mib must be positive";
+  DTRAIN_USAGE_CHECK(!c.allow_gpu_sharing() || r.device == DeviceChoice::kCpu || r.backend == comm::Backend::kMpiRing)
+      << "allow_gpu_sharing needs backend mpi-ring, not " << c.backend()
+      << ": NCCL, which the other backends use between the ranks of a host, refuses two ranks on one GPU";
   // Whether it divides the world size is checked where the world is known (batch_norm_group.h).
   DTRAIN_USAGE_CHECK(c.bn_sync_group() >= 1)
       << "bn_sync_group " << c.bn_sync_group() << " is not a group size: use 1 (off) or a divisor of the world size";

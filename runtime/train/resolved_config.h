@@ -37,10 +37,10 @@ struct ResolvedConfig {
   float backbone_lr_scale = 1;  // backbone_lr_scale, 1 where unset
 };
 
-// Images one rank trains on per optimizer step: batch_per_rank x accumulation_steps. A config
-// stored before accumulation_steps existed (a checkpoint's) holds 0 there, which is one micro-batch.
+// Images one rank trains on per optimizer step: batch_per_rank x accumulation_steps (a stored
+// config from before accumulation_steps existed is completed by read_checkpoint).
 inline long images_per_rank_per_step(const TrainConfig& c) {
-  return static_cast<long>(c.batch_per_rank()) * std::max(1, c.accumulation_steps());
+  return static_cast<long>(c.batch_per_rank()) * c.accumulation_steps();
 }
 
 // UsageError naming the field: an unknown choice, an impossible combination, or a size or number

@@ -104,6 +104,12 @@ TrainConfig default_train_config() {
   return c;
 }
 
+void complete_stored_config(TrainConfig* stored) {
+  if (stored->accumulation_steps() == 0) stored->set_accumulation_steps(1);
+  if (stored->bn_sync_group() == 0) stored->set_bn_sync_group(1);
+  if (stored->timeline_steps().empty()) stored->set_timeline_steps(default_train_config().timeline_steps());
+}
+
 bool load_train_config(int argc, char** argv, ResolvedConfig* resolved) {
   // No arguments at all: the defaults would start a 90-epoch ResNet-50 run on synthetic data,
   // which is never what a new user meant.

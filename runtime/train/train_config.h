@@ -14,6 +14,12 @@ struct ResolvedConfig;  // resolved_config.h
 
 TrainConfig default_train_config();
 
+// A config read back from a checkpoint written before some fields existed: those fields read as
+// proto3's zero, which for some of them is no valid value (accumulation_steps, bn_sync_group) or
+// not their old behaviour. Sets each to the value that gives the behaviour of the time (K = 1, no
+// BN groups, the default timeline range). Every reader of a stored config sees it completed.
+void complete_stored_config(TrainConfig* stored);
+
 // argv: `--config FILE` and `--field-name=VALUE` / `--field-name VALUE` for any field (options
 // generated from the message; core/cli.h's rules: underscores work, the last of a repeated flag
 // wins, a bool field is a switch); repeated fields take a comma-separated list. No arguments at

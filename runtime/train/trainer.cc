@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -172,9 +173,6 @@ Trainer::Trainer(const ResolvedConfig& config, const core::RankContext& ctx, int
   });
   p.outputs.tensorboard_file = p.tensorboard->path();
 
-  if (!config_.fields.init_weights().empty()) init_from_weights();
-  // The engine gave every rank rank 0's initial values; prove every replica agrees.
-  verify_replicas();
   if (t.world_rank == 0) {
     p.run_id = new_run_id();
     if (!config_.fields.checkpoint_dir().empty()) prepare_checkpoint_dir();
@@ -182,6 +180,11 @@ Trainer::Trainer(const ResolvedConfig& config, const core::RankContext& ctx, int
     if (!config_.run_dir.empty()) p.outputs.run_dir = prepare_run_dir(config_.run_dir, config_.fresh_run_dir);
   }
   if (!config_.fields.resume().empty()) resume_from(config_.fields.resume());
+  // A checkpoint's weights replace any file's, so a resumed run (a requeued job with the same
+  // flags) neither needs init_weights' file any more nor reads it.
+  if (!config_.fields.init_weights().empty() && p.global_step == 0) init_from_weights();
+  // The engine gave every rank rank 0's values (initial, resumed or imported); prove every replica agrees.
+  verify_replicas();
   // Now that the run's first and last steps are known, the timeline's range must lie within them.
   p.timeline = std::make_unique<Timeline>(config_, ctx, on_gpu ? "GPU " + std::to_string(gpu) : std::string());
   if (p.timeline->enabled()) {
@@ -784,6 +787,7 @@ void Trainer::init_from_weights() {
   // Only rank 0 reads the file (the others need no copy of it); a bad file is one error on every rank.
   core::collective_usage_check(ctx_.world(), [&] {
     if (ctx_.topology().world_rank != 0) return;
+    DTRAIN_USAGE_CHECK(std::ifstream(path).good()) << "init_weights " << path << ": cannot open it for reading";
     WeightImport options;
     options.reinit_classifier = config_.fields.reinit_classifier();
     summary = import_torchvision_weights(path, p.engine->parameters(), options);

@@ -155,6 +155,10 @@ TEST_F(Safetensors, DamagedHeadersAreRefusedNamingTheTensor) {
       {R"({"a\ud800":1})", "lone high surrogate"},
       {"{\"a\x01\":1}", "control character"},
       {"{\"\xff\":1}", "invalid UTF-8"},
+      {"{\"a\xf8\x80\x80"
+       "b\":1}",
+       "invalid UTF-8"},                       // 0xF5-0xFF never lead a sequence
+      {"{\"a\xc0\x80\":1}", "invalid UTF-8"},  // an overlong NUL
       {"/*c*/{" + ok + "}", "invalid value"},
   };
   for (const auto& [header, expected] : cases) {

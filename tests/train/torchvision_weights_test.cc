@@ -199,6 +199,42 @@ TEST_F(TorchvisionWeights, CheckpointExportedAndImportedBackBitForBit) {
             std::string::npos);
 }
 
+// A checkpoint from before accumulation_steps, bn_sync_group and timeline_steps existed stores
+// them as proto3's zero: it still rebuilds and exports (K = 1, no BN groups), num_batches_tracked
+// counting one forward pass per step.
+TEST_F(TorchvisionWeights, ACheckpointFromBeforeTheNewerFieldsExports) {
+  TrainConfig c = default_train_config();
+  c.set_model("small-resnet");
+  c.add_blocks_per_stage(1);
+  c.set_width(4);
+  c.set_dataset("fashion-mnist");
+  const models::ResNetConfig model = resnet_config(resolve(c), 10, 1);
+  c.clear_accumulation_steps();
+  c.clear_bn_sync_group();
+  c.clear_timeline_steps();
+  models::ResNet trained(model);
+  proto::CheckpointHeader header;
+  *header.mutable_config() = c;  // as an older dtrain wrote it: no num_classes, no in_channels either
+  header.set_run_id(new_run_id());
+  header.set_global_step(40);
+  models::ParameterSet& p = trained.parameters();
+  std::vector<float> momentum(static_cast<size_t>(p.flat_size()), 0.0f);
+  const std::string ckpt = write_checkpoint(dir_.string(), header,
+                                            {{"params", p.params_flat(), static_cast<size_t>(p.flat_size())},
+                                             {"momentum", momentum.data(), momentum.size()},
+                                             {"bn_state", p.state_flat(), static_cast<size_t>(p.state_count())}},
+                                            1);
+  const CheckpointModel saved = read_checkpoint_model(ckpt);
+  EXPECT_EQ(saved.header.config().accumulation_steps(), 1);
+  EXPECT_EQ(saved.header.config().bn_sync_group(), 1);
+  EXPECT_EQ(saved.header.config().timeline_steps(), default_train_config().timeline_steps());
+  EXPECT_EQ(saved.model.num_classes, 10);
+  EXPECT_EQ(saved.model.in_channels, 1);
+  models::ResNet exported(saved.model);
+  read_checkpoint_weights(ckpt, exported.parameters());
+  EXPECT_TRUE(same_bits(exported.parameters(), trained.parameters()));
+}
+
 TEST_F(TorchvisionWeights, FilesThatDoNotFitTheModelAreRefusedNamingTheTensor) {
   std::mt19937_64 rng(test::random_seed());
   models::ResNetConfig config;
