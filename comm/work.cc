@@ -1,17 +1,13 @@
 #include "comm/work.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 
+#include "runtime/core/steady_seconds.h"
+
 namespace dtrain::comm {
-namespace {
 
-double steady_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
+using core::steady_seconds;
 
 Work Work::pending() {
   Work work;

@@ -58,7 +58,7 @@ class CpuStepEngine final : public StepEngine {
   void train_step(const Batch& b, float lr, const MicroBatch& micro) override {
     check_micro_batch(micro);
     TimelineRecorder* trace = std::exchange(trace_, nullptr);
-    const double started = trace ? timeline_clock() : 0;
+    const double started = trace ? core::steady_seconds() : 0;
     models::ParameterSet& params = model_.parameters();
     if (micro.count > 1) gradient_sum_.resize(static_cast<size_t>(params.flat_size()));
     const core::Tensor& logits = model_.forward(normalized(b, input_), true);
@@ -68,20 +68,20 @@ class CpuStepEngine final : public StepEngine {
         setup_.config.fields.label_smoothing(), dlogits_.data<float>());
     loss_sum_ = micro.index == 0 ? loss : loss_sum_ + loss;
     micro_ = micro;
-    const double forward_done = trace ? timeline_clock() : 0;
+    const double forward_done = trace ? core::steady_seconds() : 0;
     if (micro.last()) sync_->begin_step();
     model_.backward(dlogits_);
-    const double backward_done = trace ? timeline_clock() : 0;
+    const double backward_done = trace ? core::steady_seconds() : 0;
     finished_.push_back(&b);
     if (!micro.last()) {
       if (trace) add_spans(*trace, micro, {started, forward_done, backward_done, 0, 0});
       return;
     }
     sync_->finish();
-    const double averaged = trace ? timeline_clock() : 0;
+    const double averaged = trace ? core::steady_seconds() : 0;
     sgd_->step(params.params_flat(), params.grads_flat(), lr);
     loss_ = loss_sum_ / micro.count;
-    if (trace) add_spans(*trace, micro, {started, forward_done, backward_done, averaged, timeline_clock()});
+    if (trace) add_spans(*trace, micro, {started, forward_done, backward_done, averaged, core::steady_seconds()});
   }
 
   void trace_next_step(TimelineRecorder* recorder, long step) override {

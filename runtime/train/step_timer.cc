@@ -1,15 +1,15 @@
 #include "runtime/train/step_timer.h"
 
 #include <algorithm>
-#include <chrono>
 
+#include "runtime/core/steady_seconds.h"
 #include "runtime/train/progress.h"
 
 namespace dtrain::train {
 
 StepTimer::StepTimer(std::function<double()> now) : now_(std::move(now)) {
   if (!now_) {
-    now_ = [] { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); };
+    now_ = core::steady_seconds;
   }
   start_ = interval_start_ = step_start_ = wait_start_ = now_();
 }

@@ -91,7 +91,7 @@ void Timeline::write(comm::StallChannel& stall, comm::FaultInjector& faults, con
     TrainerCollective watched(stall, faults, "trainer: timeline gather");
     // Every rank leaves the barrier at nearly the same moment: that moment lines the clocks up.
     DTRAIN_MPI_CHECK(MPI_Barrier(ctx_.world()));
-    const double common = timeline_clock();
+    const double common = core::steady_seconds();
     double earliest = std::numeric_limits<double>::infinity();
     for (const TimelineSpan& s : spans) earliest = std::min(earliest, s.begin - common);
     DTRAIN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &earliest, 1, MPI_DOUBLE, MPI_MIN, ctx_.world()));

@@ -82,10 +82,6 @@ constexpr int kLaneStride = 10;  // extra track k of track t is tid t + 10 k
 
 }  // namespace
 
-double timeline_clock() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
 size_t timeline_spans_per_rank(int world_size) {
   return std::min(kMaxTimelineSpansPerRank, kMaxTimelineEvents / static_cast<size_t>(std::max(world_size, 1)));
 }

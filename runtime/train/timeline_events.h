@@ -4,7 +4,7 @@
 // trace events (the JSON that Perfetto and chrome://tracing load, as Horovod's timeline).
 //
 // A span is one phase of one step on one track of one rank, with its begin and end in seconds on
-// the steady clock (timeline_clock(); comm::Work spans and the GPU's events converted to host
+// the steady clock (core::steady_seconds(); comm::Work spans and the GPU's events converted to host
 // time use the same clock). Rendering makes them complete events ("ph": "X") with pid = the rank
 // and tid = the track, times in microseconds from a common zero, and names the process
 // ("rank R (host)") and the tracks in metadata events ("ph": "M"). Every track of the output is
@@ -16,10 +16,12 @@
 #include <string>
 #include <vector>
 
+#include "runtime/core/steady_seconds.h"
+
 namespace dtrain::train {
 
-// Seconds on std::chrono::steady_clock (StepTimer's and comm::Work's clock).
-double timeline_clock();
+// The timeline's clock is core::steady_seconds (runtime/core/steady_seconds.h), StepTimer's and
+// comm::Work's.
 
 // The tracks of a rank: its thread of the step loop, the GPU's streams, and where the gradients
 // are averaged (the comm stream on a GPU, the communicator's worker thread on the CPU path).
@@ -29,7 +31,7 @@ struct TimelineSpan {
   TimelineTrack track = TimelineTrack::kStepLoop;
   const char* name = "";  // a static string: "forward", "SGD update", ...
   long step = 0;          // the global step (1-based, as in the log and the metrics file)
-  double begin = 0;       // timeline_clock() seconds
+  double begin = 0;       // core::steady_seconds() seconds
   double end = 0;
   long bucket = -1;  // a gradient bucket's all-reduce: its index (rendered "all-reduce bucket N")
   int64_t bytes = -1;
@@ -88,7 +90,7 @@ struct TimelineRankLabel {
 };
 
 // The rank's trace events (metadata first, then its spans by track and time), as JSON values
-// separated by ",\n"; times are microseconds after `zero` (timeline_clock() seconds), which must
+// separated by ",\n"; times are microseconds after `zero` (core::steady_seconds() seconds), which must
 // not be after any span's begin. Empty when there are no spans.
 std::string timeline_rank_events(const std::vector<TimelineSpan>& spans, const TimelineRankLabel& label, double zero);
 

@@ -387,7 +387,7 @@ EpochResult Trainer::train_epoch(int epoch) {
     // Inside the timeline's range: this step's spans (the step loop's here, the engine's phases).
     const long this_step = p.global_step + 1;
     TimelineRecorder* trace = p.timeline->recorder_for(this_step);
-    const double step_began = trace ? timeline_clock() : 0;
+    const double step_began = trace ? core::steady_seconds() : 0;
     timer.begin_step();
     if (trace) p.timeline->mark_started();
     // The schedule's position by images seen: epoch x steps + step exactly without a change of
@@ -398,14 +398,14 @@ EpochResult Trainer::train_epoch(int epoch) {
     // One optimizer step: accumulation_steps micro-batches, the gradient all-reduce and the SGD
     // update on the last one only.
     for (int m = 0; m < accumulation; ++m) {
-      const double wait_began = trace && m > 0 ? timeline_clock() : step_began;
+      const double wait_began = trace && m > 0 ? core::steady_seconds() : step_began;
       if (m > 0) timer.begin_wait();
       const Batch* b = p.train_loader->next();
       timer.batch_arrived();
       DTRAIN_CHECK(b != nullptr) << "loader ran dry at step " << step << ", micro-batch " << m + 1 << " of "
                                  << accumulation;
       if (trace) {
-        trace->add({TimelineTrack::kStepLoop, "data wait", this_step, wait_began, timeline_clock(), -1, -1,
+        trace->add({TimelineTrack::kStepLoop, "data wait", this_step, wait_began, core::steady_seconds(), -1, -1,
                     accumulation > 1 ? m : -1});
         p.engine->trace_next_step(trace, this_step);
       }
@@ -421,7 +421,7 @@ EpochResult Trainer::train_epoch(int epoch) {
     const int world = ctx_.topology().world_size;
     std::vector<double> losses(static_cast<size_t>(world));
     DeviceMemory memory;  // the largest over the ranks
-    const double read_began = trace ? timeline_clock() : 0;
+    const double read_began = trace ? core::steady_seconds() : 0;
     if (read) {
       // Every rank's loss, for the divergence guard and the reported mean, with its device memory.
       const DeviceMemory mine = p.engine->device_memory();
@@ -440,7 +440,8 @@ EpochResult Trainer::train_epoch(int epoch) {
         ++losses_read;
       }
       // On the GPU the host waits for the step here (the loss is read back only where it is logged).
-      if (trace) trace->add({TimelineTrack::kStepLoop, "loss read-back", this_step, read_began, timeline_clock()});
+      if (trace)
+        trace->add({TimelineTrack::kStepLoop, "loss read-back", this_step, read_began, core::steady_seconds()});
     }
     timer.end_step();
     ++p.totals.steps;
@@ -451,13 +452,13 @@ EpochResult Trainer::train_epoch(int epoch) {
     if (stop) release_finished(*p.engine, *p.train_loader, true);
     p.position = {epoch, step + 1};
     if (checkpoint_due(config_.fields, p.global_step, last, stop)) {
-      const double write_began = trace ? timeline_clock() : 0;
+      const double write_began = trace ? core::steady_seconds() : 0;
       save_checkpoint(epoch, step + 1);
       if (trace && ctx_.topology().world_rank == 0) {  // rank 0 writes it; the others go on
-        trace->add({TimelineTrack::kStepLoop, "checkpoint write", this_step, write_began, timeline_clock()});
+        trace->add({TimelineTrack::kStepLoop, "checkpoint write", this_step, write_began, core::steady_seconds()});
       }
     }
-    if (trace) trace->add({TimelineTrack::kStepLoop, "step", this_step, step_began, timeline_clock()});
+    if (trace) trace->add({TimelineTrack::kStepLoop, "step", this_step, step_began, core::steady_seconds()});
     // The range's end, or a stop signal inside it: every rank is here at the same step.
     if (p.timeline->pending() && (this_step == p.timeline->last_step() || stop)) {
       write_timeline(stop ? "stopped by a stop signal at step " + std::to_string(this_step) : std::string());

@@ -13,6 +13,7 @@
 #include "runtime/core/error.h"
 #include "runtime/core/fingerprint.h"
 #include "runtime/core/mpi_agreement.h"
+#include "runtime/core/steady_seconds.h"
 #include "tests/comm/collective_reference.h"
 #include "tests/support/mpi_world.h"
 
@@ -82,9 +83,7 @@ TEST_P(Synchronizer, BucketSpansAreWhenTheAllReducesRan) {
   const size_t count = 250007;
   std::vector<float> grads(count, 1.0f);
   GradientSynchronizer synchronizer(comm, grads.data(), count, 256 * 1024, wire);
-  const auto now = [] {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-  };
+  const auto now = core::steady_seconds;
   const double began = now();
   synchronizer.begin_step();
   synchronizer.mark_ready(0, count);

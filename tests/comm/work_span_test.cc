@@ -9,12 +9,13 @@
 
 #include "comm/host/comm_worker.h"
 #include "comm/work.h"
+#include "runtime/core/steady_seconds.h"
 
 namespace dtrain::comm {
 namespace {
 
 double now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  return core::steady_seconds();
 }
 
 TEST(WorkSpan, IsWhenTheOperationRanOnTheWorker) {

@@ -36,7 +36,7 @@ void GpuStepTrace::resolve(cudaStream_t compute) {
   anchor_.synchronize();
   // The anchor completed no later than now: the wait returned right after it (the GPU was still
   // busy), or it completed right after it was recorded (the GPU had caught up).
-  const double anchor_time = timeline_clock();
+  const double anchor_time = core::steady_seconds();
   for (Pending& p : pending_) {
     p.span.begin = anchor_time - anchor_.elapsed_ms_since(events_[p.begin_event]) * 1e-3;
     p.span.end = anchor_time - anchor_.elapsed_ms_since(events_[p.end_event]) * 1e-3;

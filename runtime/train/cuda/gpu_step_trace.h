@@ -3,7 +3,7 @@
 // stream where the work runs (copy, compute, comm), so they show when the GPU really did it, not
 // when the host queued it. Recording only queues events (the host never waits inside a step);
 // resolve() records one more event on the compute stream, waits for it once, and turns every
-// event into host time (timeline_clock()) by its distance to that one, taken at the moment the
+// event into host time (core::steady_seconds()) by its distance to that one, taken at the moment the
 // wait returned. Every event recorded before it on any of the streams precedes it: the compute
 // stream waits for the copy into its input and for the comm stream's all-reduces before the SGD
 // update.
