@@ -68,21 +68,18 @@ fi
 # Issue 13: the multi-node GPU path, 2 ranks as 2 simulated nodes (DTRAIN_RANKS_PER_NODE=1), with
 # the cross-node ring staged through the host. Each training test in a process of its own (lazy
 # kernel loading, which the hang needed, happens once per process) and under a time limit. On a
-# one-GPU machine the two simulated nodes share the GPU on staged mpi-ring only (it never uses
-# NCCL between them); nccl and hierarchical need a GPU per rank and run from 2 GPUs on.
+# one-GPU machine the two simulated nodes share the GPU (hierarchical and staged mpi-ring never use
+# NCCL between nodes); nccl needs a GPU per rank and runs from 2 GPUs on.
 if [ -x $TESTS/dtrain-multinode-gpu-mpi-tests ] && [ "$GPUS" -ge 1 ]; then
   MN="$MPI -np 2 -x DTRAIN_MPI_DEVICE_POINTERS=stage"
-  backends="hierarchical mpi_ring"
-  [ "$GPUS" -ge 2 ] || backends=mpi_ring
-  for b in $backends; do
+  for b in hierarchical mpi_ring; do
     check_within 240 multinode_train_steps_$b $MN $TESTS/dtrain-multinode-gpu-mpi-tests --gtest_filter="*/MultiNodeTraining.*/$b"
     check_within 240 multinode_train_fault_$b $MN $TESTS/dtrain-multinode-gpu-mpi-tests --gtest_filter="*/TrainingFaults.*/$b"
   done
   filter='*/RankEquivalenceOnBackends.*'
-  [ "$GPUS" -ge 2 ] || filter='*/RankEquivalenceOnBackends.*/mpi_ring'
+  [ "$GPUS" -ge 2 ] || filter='*/RankEquivalenceOnBackends.*:-*/RankEquivalenceOnBackends.*/nccl'
   check_within 300 rank_equivalence_backends $MN $TESTS/dtrain-multinode-gpu-mpi-tests --gtest_filter="$filter"
-  # The 16-bit cross-node wire is hierarchical's.
-  [ "$GPUS" -ge 2 ] && check_within 300 cross_node_wire $MN $TESTS/dtrain-multinode-gpu-mpi-tests --gtest_filter='*/CrossNodeWireTraining.*'
+  check_within 300 cross_node_wire $MN $TESTS/dtrain-multinode-gpu-mpi-tests --gtest_filter='*/CrossNodeWireTraining.*'
   grep -hs "simulated nodes, \|worst relative" "$OUT"/multinode_train_steps_*.log "$OUT/rank_equivalence_backends.log" \
     "$OUT/cross_node_wire.log"
 fi

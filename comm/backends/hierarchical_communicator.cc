@@ -43,15 +43,14 @@ HierarchicalCommunicator::HierarchicalCommunicator(const core::RankContext& ctx,
 
   intra_ = unchecked(use_nccl ? make_nccl_communicator(ctx.node())
                               : std::make_unique<MpiRingCommunicator>(ctx.node(), tuning));
-  flat_ = unchecked(use_nccl ? make_nccl_communicator(ctx.world())
-                             : std::make_unique<MpiRingCommunicator>(ctx.world(), tuning));
+  // The collectives that span every node at once go over our ring, device buffers staged through
+  // the host, so NCCL never spans nodes (no world NCCL communicator: none of its memory and set-up
+  // on a large job, and simulated nodes may share a GPU).
+  flat_ = unchecked(std::make_unique<MpiRingCommunicator>(ctx.world(), tuning));
   host_intra_ = intra_.get();
-  host_flat_ = flat_.get();
   if (use_nccl) {
     own_host_intra_ = unchecked(std::make_unique<MpiRingCommunicator>(ctx.node(), tuning));
-    own_host_flat_ = unchecked(std::make_unique<MpiRingCommunicator>(ctx.world(), tuning));
     host_intra_ = own_host_intra_.get();
-    host_flat_ = own_host_flat_.get();
   }
   // Ranks that disagree on the wire would exchange messages of different sizes.
   check_same_setting(control_.get(), "the cross-node wire format (gradient_wire_dtype)",
@@ -94,7 +93,7 @@ Work HierarchicalCommunicator::submit(const Collective& call) {
       if (call.kind == CollectiveKind::kAllReduce) {
         all_reduce(call);
       } else {
-        flat(call.where).submit(call).wait();
+        flat().submit(call).wait();
       }
     });
   }
@@ -105,7 +104,7 @@ Work HierarchicalCommunicator::submit(const Collective& call) {
     StallChannel::Operation watched(stall_, name(), call);
     check_same_collective(control_.get(), call);
   }
-  if (call.kind != CollectiveKind::kAllReduce) return flat(call.where).submit(call);
+  if (call.kind != CollectiveKind::kAllReduce) return flat().submit(call);
   return Work::all_of(all_reduce(call));
 }
 

@@ -20,7 +20,8 @@
 // carries its partial sums in 16 bits (MpiRingCommunicator::Sixteen::kPartials); the intra-node
 // steps stay fp32. So with k nodes an element sees k roundings to 16 bits (the node's sum, then
 // one per hop): two on 2 nodes. Ranks must agree on the format (checked at construction). Broadcast, all-gather and
-// reduce-scatter delegate to a flat world communicator (NCCL for device buffers, our ring for host buffers).
+// reduce-scatter delegate to a flat world communicator: our ring, for host and device buffers
+// alike (device buffers staged through the host), so NCCL never spans nodes.
 //
 // Order (communicator.h): the sub-communicators see every call's steps in submission order, on
 // every rank, and the control communicator (the consistency check) is used by one thread at a
@@ -63,7 +64,7 @@ class HierarchicalCommunicator final : public Communicator {
   // The cross-node sum of `count` fp32 elements at `data` on `comm`, in cross_wire_ on the wire.
   Work cross_node_sum(Communicator& comm, float* data, size_t count, Location where);
   Communicator& intra(Location where) { return where.device ? *intra_ : *host_intra_; }
-  Communicator& flat(Location where) { return where.device ? *flat_ : *host_flat_; }
+  Communicator& flat() { return *flat_; }
 
   core::MpiComm control_;
   StallChannel stall_{control_.get()};  // watches each call as a whole (its parts have their own)
@@ -79,11 +80,10 @@ class HierarchicalCommunicator final : public Communicator {
   std::unique_ptr<Communicator> intra_;                     // this node's ranks (NCCL with GPUs)
   std::unique_ptr<Communicator> cross_;                     // uniform: ranks of my local index
   std::vector<std::unique_ptr<Communicator>> shard_cross_;  // uneven: [shard] -> owners, or null
-  std::unique_ptr<Communicator> flat_;                      // the other collectives
-  // Host buffers with GPUs: our ring (NCCL takes device buffers only). Without GPUs: intra_ / flat_.
-  std::unique_ptr<Communicator> own_host_intra_, own_host_flat_;
+  std::unique_ptr<Communicator> flat_;                      // the other collectives: our ring
+  // Host buffers with GPUs: our ring (NCCL takes device buffers only). Without GPUs: intra_.
+  std::unique_ptr<Communicator> own_host_intra_;
   Communicator* host_intra_ = nullptr;
-  Communicator* host_flat_ = nullptr;
   std::mutex submit_mutex_;  // one submission at a time, so every rank sees one order
   // Host calls run here, in order. Last member: its thread stops before the communicators it uses go.
   std::unique_ptr<CommWorker> worker_;

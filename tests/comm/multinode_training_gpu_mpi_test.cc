@@ -14,8 +14,8 @@
 //     staged mpi-ring.
 //   - CrossNodeWireTraining: the same on hierarchical with a bf16 / fp16 cross-node wire, within
 //     1e-2 of the fp32 result (and measurably off it).
-// Every test skips, saying why, without a CUDA build or a GPU, and nccl and hierarchical with
-// fewer GPUs than ranks; the tests need 2 or more ranks. Staged mpi-ring runs with ranks sharing a
+// Every test skips, saying why, without a CUDA build or a GPU, and nccl with fewer GPUs than
+// ranks; the tests need 2 or more ranks. Hierarchical and staged mpi-ring run with ranks sharing a
 // GPU where there are fewer GPUs than ranks (may_share_gpus).
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -55,14 +55,13 @@ namespace {
 using test::world_rank;
 using test::world_size;
 
-// On staged mpi-ring every rank is a simulated node of its own whose bytes cross "nodes" through
-// our MPI ring, staged through host memory, never through NCCL. There the ranks may share a GPU
-// when the machine has fewer GPUs than ranks (a one-GPU machine runs 2 simulated nodes): each
-// process has its own context and memory, as on separate nodes. NCCL refuses two ranks on one GPU,
-// so nccl and hierarchical (whose device broadcast and all-gather use a world NCCL communicator)
-// need a GPU per rank.
+// On staged mpi-ring and hierarchical every rank is a simulated node of its own whose bytes cross
+// "nodes" through our MPI ring, staged through host memory; NCCL, if any, stays inside a node (of
+// one rank here). There the ranks may share a GPU when the machine has fewer GPUs than ranks (a
+// one-GPU machine runs 2 simulated nodes): each process has its own context and memory, as on
+// separate nodes. NCCL refuses two ranks on one GPU, so nccl needs a GPU per rank.
 bool may_share_gpus(const std::string& backend) {
-  return backend == "mpi-ring";
+  return backend != "nccl";
 }
 
 // Collective: why these training tests cannot run here on `backend` ("" when they can).
