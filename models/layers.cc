@@ -113,26 +113,21 @@ const core::Tensor& BatchNorm2d::backward(const core::Tensor& dy) {
   const core::Shape& shape = input_->shape();
   const cpu::BatchNormShape s{static_cast<int>(shape[0]), channels_, shape[2] * shape[3]};
   ensure_shape(dx_, shape);
-  std::vector<double> sum_dy(static_cast<size_t>(channels_)), sum_dy_xhat(static_cast<size_t>(channels_));
+  // [sum(dy) | sum(dy * xhat)] in one buffer: synchronized BN exchanges both in one call.
+  std::vector<double> sums(2 * static_cast<size_t>(channels_));
+  double* sum_dy = sums.data();
+  double* sum_dy_xhat = sums.data() + channels_;
   cpu::batch_norm_backward_sums(s, input_->data<float>(), dy.data<float>(), saved_mean_.data(), saved_inv_std_.data(),
-                                sum_dy.data(), sum_dy_xhat.data());
+                                sum_dy, sum_dy_xhat);
   float* dgamma = params_.grad(slots_.gamma);
   float* dbeta = params_.grad(slots_.beta);
-  for (size_t c = 0; c < sum_dy.size(); ++c) {
+  for (int c = 0; c < channels_; ++c) {
     dgamma[c] = static_cast<float>(sum_dy_xhat[c]);
     dbeta[c] = static_cast<float>(sum_dy[c]);
   }
-  if (synchronizes(reducer_)) {
-    // One exchange of both sums: [sum(dy) | sum(dy * xhat)].
-    std::vector<double> sums(sum_dy);
-    sums.insert(sums.end(), sum_dy_xhat.begin(), sum_dy_xhat.end());
-    sum_over_group(*reducer_, sums.data(), sums.size());
-    std::copy(sums.begin(), sums.begin() + channels_, sum_dy.begin());
-    std::copy(sums.begin() + channels_, sums.end(), sum_dy_xhat.begin());
-  }
+  if (synchronizes(reducer_)) sum_over_group(*reducer_, sums.data(), sums.size());
   cpu::batch_norm_backward_dx(s, group_count_, input_->data<float>(), dy.data<float>(), params_.param(slots_.gamma),
-                              saved_mean_.data(), saved_inv_std_.data(), sum_dy.data(), sum_dy_xhat.data(),
-                              dx_.data<float>());
+                              saved_mean_.data(), saved_inv_std_.data(), sum_dy, sum_dy_xhat, dx_.data<float>());
   params_.gradient_ready(slots_.beta);  // beta was registered after gamma, so it sits first in the buffer
   params_.gradient_ready(slots_.gamma);
   return dx_;
