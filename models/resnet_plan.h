@@ -53,12 +53,15 @@ struct ResidualBlockSpec {
   std::optional<ConvNormSpec> shortcut;
 };
 
+// The classifier's layer name in every plan (torchvision's, so exported weights keep their names).
+inline constexpr char kClassifierName[] = "fc";
+
 struct ResNetPlan {
   ConvNormSpec stem;
   bool stem_max_pool = true;  // 3x3, stride 2, pad 1
   std::vector<ResidualBlockSpec> blocks;
-  std::string classifier = "fc";  // global average pool, then this linear layer
-  int features = 0;               // the classifier's inputs
+  std::string classifier = kClassifierName;  // global average pool, then this linear layer
+  int features = 0;                          // the classifier's inputs
   int num_classes = 0;
   uint64_t seed = 0;
 };

@@ -7,7 +7,8 @@
 namespace dtrain::train {
 
 std::vector<DecayRange> decay_ranges(const models::ParameterSet& params, float weight_decay, bool exempt_norm_and_bias,
-                                     float backbone_lr_scale, const std::string& head) {
+                                     float backbone_lr_scale, const std::string& classifier) {
+  const std::string head = classifier + ".";
   std::vector<DecayRange> ranges;
   std::vector<models::ParamSlot> slots = params.slots();
   std::sort(slots.begin(), slots.end(), [](const auto& a, const auto& b) { return a.offset < b.offset; });

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "models/parameter_set.h"
+#include "models/resnet_plan.h"
 
 namespace dtrain::train {
 
@@ -32,10 +33,11 @@ struct DecayRange {
 
 // The decay ranges of a model's flat buffer, in offset order, runs of equal decay and scale
 // merged: weight decay on every parameter, or (exempt_norm_and_bias) only on conv and linear
-// weights. Fine-tuning: every parameter whose name does not start with `head` (the classifier,
-// "fc.") takes lr_scale backbone_lr_scale.
+// weights. Fine-tuning: every parameter outside the layer `classifier` takes lr_scale
+// backbone_lr_scale.
 std::vector<DecayRange> decay_ranges(const models::ParameterSet& params, float weight_decay, bool exempt_norm_and_bias,
-                                     float backbone_lr_scale = 1, const std::string& head = "fc.");
+                                     float backbone_lr_scale = 1,
+                                     const std::string& classifier = models::kClassifierName);
 
 class Sgd {
  public:

@@ -22,6 +22,7 @@
 #include <string>
 
 #include "models/parameter_set.h"
+#include "models/resnet_plan.h"
 #include "runtime/core/safetensors.h"
 
 namespace dtrain::train {
@@ -33,7 +34,7 @@ void export_torchvision_weights(const std::string& path, models::ParameterSet& p
 
 struct WeightImport {
   bool reinit_classifier = false;
-  std::string classifier = "fc";  // the classifier's layer name (models::ResNetPlan::classifier)
+  std::string classifier = models::kClassifierName;  // the classifier's layer name
 };
 
 // Reads `path` into the parameters and BN state of `params` (every check first, so a refused file
