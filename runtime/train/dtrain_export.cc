@@ -80,7 +80,7 @@ int export_main(int argc, char** argv) {
   read_checkpoint_weights(checkpoint, net.parameters());
   const std::string model = describe(saved.model);
   // What PyTorch's num_batches_tracked counts: BN forward passes in training mode, one per
-  // micro-batch (accumulation_steps of them per step; 0 in older configs meant none).
+  // micro-batch (accumulation_steps of them per step; read_checkpoint gives older configs 1).
   const int64_t tracked = saved.header.global_step() * saved.header.config().accumulation_steps();
   const core::SafetensorsMetadata metadata = {
       {"format", "pt"},
