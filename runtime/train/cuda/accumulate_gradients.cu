@@ -1,6 +1,5 @@
-#include <algorithm>
-
 #include "runtime/core/cuda/cuda_check.h"
+#include "runtime/core/cuda/device_elements.cuh"
 #include "runtime/train/cuda/accumulate_gradients.h"
 
 namespace dtrain::train::cuda {
@@ -26,8 +25,8 @@ __global__ void fold_kernel(float* __restrict__ grads, float* __restrict__ sum, 
 void accumulate_gradients(cudaStream_t stream, const MicroBatch& m, float* grads, float* sum, size_t n) {
   check_micro_batch(m);
   if (m.count == 1 || n == 0) return;
-  constexpr int kThreads = 256;
-  const int blocks = static_cast<int>(std::min<size_t>((n + kThreads - 1) / kThreads, 132 * 16));
+  const unsigned blocks = core::cuda::elementwise_grid(static_cast<int64_t>(n));
+  constexpr int kThreads = core::cuda::kElementwiseThreads;
   const float count = static_cast<float>(m.count);
   if (m.index == 0) {
     fold_kernel<Fold::kStart><<<blocks, kThreads, 0, stream>>>(grads, sum, n, count);
