@@ -6,8 +6,14 @@
 // shape, stored as the context says (fp32 NCHW or bf16 NHWC).
 //
 // Same contract as Module: forward keeps a pointer to its input, which the caller keeps alive
-// until backward; outputs and input gradients are owned by the layer and reused every step; each
-// parameter gradient is written (not added) once per backward and reported with gradient_ready().
+// until backward; outputs and input gradients are owned by the layer; each parameter gradient is
+// written (not added) once per backward and reported with gradient_ready().
+//
+// Outputs are kept from step to step (backward needs them). An input gradient lives only until its
+// consumer is queued: the owner then calls release_input_gradient(), and the memory goes back to
+// the caching allocator for the next layer's gradient. Every activation and gradient is used on
+// the context's stream only, so stream order makes that reuse safe. That keeps backward's
+// gradients to a few live tensors instead of one per layer (bench/results/2026-11-24_h200/memory).
 #include <memory>
 #include <string>
 
@@ -35,6 +41,7 @@ class GpuConv2d {
   // Both, the input gradient into the layer's own tensor.
   const core::Tensor& backward(const core::Tensor& dy);
   const core::Shape& input_shape() const { return input_->shape(); }
+  void release_input_gradient() { dx_ = core::Tensor(); }
 
  private:
   const void* weight();
@@ -59,6 +66,7 @@ class GpuNormAct {
   // Returns dx; writes the residual's gradient into *dresidual (shaped like dy) when not null.
   const core::Tensor& backward(const core::Tensor& dy, core::Tensor* dresidual);
   bool has_batch_norm() const { return gamma_ >= 0; }
+  void release_input_gradient() { dx_ = core::Tensor(); }
 
  private:
   GpuContext& context_;
@@ -76,6 +84,7 @@ class GpuMaxPool2d {
   GpuMaxPool2d(GpuContext& context, int window, int stride, int pad);
   const core::Tensor& forward(const core::Tensor& x);
   const core::Tensor& backward(const core::Tensor& dy);
+  void release_input_gradient() { dx_ = core::Tensor(); }
 
  private:
   GpuContext& context_;
@@ -90,6 +99,7 @@ class GpuGlobalAvgPool {
   explicit GpuGlobalAvgPool(GpuContext& context) : context_(context) {}
   const core::Tensor& forward(const core::Tensor& x);
   const core::Tensor& backward(const core::Tensor& dy);
+  void release_input_gradient() { dx_ = core::Tensor(); }
 
  private:
   GpuContext& context_;

@@ -1,5 +1,6 @@
 #include "models/cuda/gpu_resnet.h"
 
+#include <functional>
 #include <string>
 
 #include "runtime/core/error.h"
@@ -33,22 +34,31 @@ class GpuResNet::Block {
 
   // The branch's gradients first (they precede the shortcut's in the flat buffer), then the
   // shortcut's; the branch's input gradient is added to the shortcut's by the first convolution.
+  // Each intermediate gradient is released as soon as its consumer is queued (gpu_layers.h).
   const core::Tensor& backward(const core::Tensor& dy, core::DType dtype) {
     ensure_device_tensor(dx_, dtype, input_->shape());
     const bool identity = !shortcut_.conv;
     if (!identity) ensure_device_tensor(d_skip_, dtype, dy.shape());
     const core::Tensor* d = &branch_.back().norm->backward(dy, identity ? &dx_ : &d_skip_);
-    for (size_t i = branch_.size() - 1; i > 0; --i)
-      d = &branch_[i - 1].norm->backward(branch_[i].conv->backward(*d), nullptr);
+    for (size_t i = branch_.size() - 1; i > 0; --i) {
+      const core::Tensor& dh = branch_[i].conv->backward(*d);
+      branch_[i].norm->release_input_gradient();
+      d = &branch_[i - 1].norm->backward(dh, nullptr);
+      branch_[i].conv->release_input_gradient();
+    }
     branch_[0].conv->backward_weights(*d);
     if (!identity) {
       const core::Tensor* ds = shortcut_.norm ? &shortcut_.norm->backward(d_skip_, nullptr) : &d_skip_;
       shortcut_.conv->backward_weights(*ds);
       shortcut_.conv->backward_data(*ds, dx_, false);
+      if (shortcut_.norm) shortcut_.norm->release_input_gradient();
+      d_skip_ = core::Tensor();
     }
     branch_[0].conv->backward_data(*d, dx_, true);
+    branch_[0].norm->release_input_gradient();
     return dx_;
   }
+  void release_input_gradient() { dx_ = core::Tensor(); }
 
  private:
   std::vector<Stage> branch_;
@@ -113,10 +123,22 @@ const core::Tensor& GpuResNet::forward(const core::Tensor& x, bool training) {
 }
 
 const core::Tensor& GpuResNet::backward(const core::Tensor& dlogits) {
+  // Each layer's input gradient is released once the next layer down has queued its use of it.
   const core::Tensor* d = &pool_->backward(fc_->backward(dlogits));
-  for (auto it = blocks_.rbegin(); it != blocks_.rend(); ++it) d = &(*it)->backward(*d, context_.activation_dtype());
-  if (stem_pool_) d = &stem_pool_->backward(*d);
+  std::function<void()> release_previous = [this] { pool_->release_input_gradient(); };
+  for (auto it = blocks_.rbegin(); it != blocks_.rend(); ++it) {
+    d = &(*it)->backward(*d, context_.activation_dtype());
+    release_previous();
+    release_previous = [block = it->get()] { block->release_input_gradient(); };
+  }
+  if (stem_pool_) {
+    d = &stem_pool_->backward(*d);
+    release_previous();
+    release_previous = [this] { stem_pool_->release_input_gradient(); };
+  }
   stem_conv_->backward_weights(stem_norm_->backward(*d, nullptr));
+  release_previous();
+  stem_norm_->release_input_gradient();
   return no_input_gradient_;
 }
 

@@ -1,4 +1,9 @@
 #include "models/cuda/pooling.h"
+
+#include <cstdint>
+#include <initializer_list>
+#include <type_traits>
+
 #include "runtime/core/cuda/cuda_check.h"
 #include "runtime/core/cuda/device_elements.cuh"
 
@@ -115,6 +120,125 @@ __global__ void global_avg_pool_backward_kernel(int channels, int64_t spatial, i
   }
 }
 
+// NHWC bf16 with channels a multiple of 8 (ResNet's stem pool): one thread per position and 8
+// channels, one 16-byte load per window tap. Same window order, tie rule and summation order as
+// the kernels above, so the results are bit-identical to theirs.
+constexpr int kPoolVec = 8;
+
+__device__ inline void unpack8(const __nv_bfloat16* p, float out[kPoolVec]) {
+  const uint4 raw = *reinterpret_cast<const uint4*>(p);
+  const __nv_bfloat162* pairs = reinterpret_cast<const __nv_bfloat162*>(&raw);
+#pragma unroll
+  for (int k = 0; k < kPoolVec / 2; ++k) {
+    const float2 f = __bfloat1622float2(pairs[k]);
+    out[2 * k] = f.x;
+    out[2 * k + 1] = f.y;
+  }
+}
+
+__device__ inline void pack8(__nv_bfloat16* p, const float in[kPoolVec]) {
+  uint4 raw;
+  __nv_bfloat162* pairs = reinterpret_cast<__nv_bfloat162*>(&raw);
+#pragma unroll
+  for (int k = 0; k < kPoolVec / 2; ++k) pairs[k] = __floats2bfloat162_rn(in[2 * k], in[2 * k + 1]);
+  *reinterpret_cast<uint4*>(p) = raw;
+}
+
+__global__ void max_pool_forward_vec_kernel(cpu::PoolShape s, int oh_n, int ow_n, const __nv_bfloat16* __restrict__ x,
+                                            __nv_bfloat16* __restrict__ y, int32_t* __restrict__ argmax) {
+  const int groups = s.channels / kPoolVec;
+  const int64_t total = int64_t{s.batch} * oh_n * ow_n * groups;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total; i += int64_t{gridDim.x} * blockDim.x) {
+    int64_t rest = i;
+    const int g = static_cast<int>(rest % groups);
+    rest /= groups;
+    const int ow = static_cast<int>(rest % ow_n);
+    rest /= ow_n;
+    const int oh = static_cast<int>(rest % oh_n);
+    const int64_t n = rest / oh_n;
+    float best[kPoolVec], v[kPoolVec];
+    int32_t best_at[kPoolVec];
+#pragma unroll
+    for (int k = 0; k < kPoolVec; ++k) {
+      best[k] = -INFINITY;
+      best_at[k] = -1;
+    }
+    for (int r = 0; r < s.window; ++r) {
+      const int ih = oh * s.stride - s.pad + r;
+      if (ih < 0 || ih >= s.in_h) continue;
+      for (int q = 0; q < s.window; ++q) {
+        const int iw = ow * s.stride - s.pad + q;
+        if (iw < 0 || iw >= s.in_w) continue;
+        unpack8(x + ((n * s.in_h + ih) * s.in_w + iw) * s.channels + g * kPoolVec, v);
+        const int32_t at = ih * s.in_w + iw;
+#pragma unroll
+        for (int k = 0; k < kPoolVec; ++k) {
+          if (best_at[k] < 0 || v[k] > best[k]) {
+            best[k] = v[k];
+            best_at[k] = at;
+          }
+        }
+      }
+    }
+    const int64_t o = i * kPoolVec;  // NHWC: (n, oh, ow, channel 8g) is element 8i
+    pack8(y + o, best);
+    int4* out = reinterpret_cast<int4*>(argmax + o);
+    out[0] = make_int4(best_at[0], best_at[1], best_at[2], best_at[3]);
+    out[1] = make_int4(best_at[4], best_at[5], best_at[6], best_at[7]);
+  }
+}
+
+__global__ void max_pool_backward_vec_kernel(cpu::PoolShape s, int oh_n, int ow_n, const __nv_bfloat16* __restrict__ dy,
+                                             const int32_t* __restrict__ argmax, __nv_bfloat16* __restrict__ dx) {
+  const int groups = s.channels / kPoolVec;
+  const int64_t total = int64_t{s.batch} * s.in_h * s.in_w * groups;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total; i += int64_t{gridDim.x} * blockDim.x) {
+    int64_t rest = i;
+    const int g = static_cast<int>(rest % groups);
+    rest /= groups;
+    const int w = static_cast<int>(rest % s.in_w);
+    rest /= s.in_w;
+    const int h = static_cast<int>(rest % s.in_h);
+    const int64_t n = rest / s.in_h;
+    const int32_t self = h * s.in_w + w;
+    const int oh_first = max(0, (h + s.pad - s.window + s.stride) / s.stride);
+    const int oh_last = min(oh_n - 1, (h + s.pad) / s.stride);
+    const int ow_first = max(0, (w + s.pad - s.window + s.stride) / s.stride);
+    const int ow_last = min(ow_n - 1, (w + s.pad) / s.stride);
+    float sum[kPoolVec] = {}, g_dy[kPoolVec];
+    for (int oh = oh_first; oh <= oh_last; ++oh) {
+      for (int ow = ow_first; ow <= ow_last; ++ow) {
+        const int64_t o = ((n * oh_n + oh) * ow_n + ow) * s.channels + g * kPoolVec;
+        const int4 a0 = reinterpret_cast<const int4*>(argmax + o)[0];
+        const int4 a1 = reinterpret_cast<const int4*>(argmax + o)[1];
+        const int32_t chose[kPoolVec] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+        unpack8(dy + o, g_dy);
+#pragma unroll
+        for (int k = 0; k < kPoolVec; ++k) {
+          if (chose[k] == self) sum[k] += g_dy[k];
+        }
+      }
+    }
+    pack8(dx + i * kPoolVec, sum);
+  }
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// Whether the 8-channel kernels take this call.
+template <typename T>
+bool vectorizable(const cpu::PoolShape& shape, bool channels_last, std::initializer_list<const void*> pointers) {
+  if constexpr (!std::is_same_v<T, core::bfloat16>) {
+    return false;
+  } else {
+    if (!channels_last || shape.channels % kPoolVec != 0) return false;
+    for (const void* p : pointers) {
+      if (!aligned16(p)) return false;
+    }
+    return true;
+  }
+}
+
 }  // namespace
 
 template <typename T>
@@ -123,6 +247,14 @@ void max_pool_forward(cudaStream_t stream, const cpu::PoolShape& shape, bool cha
   const int64_t n = int64_t{shape.batch} * shape.channels * shape.out_h() * shape.out_w();
   if (n == 0) return;
   using D = DeviceTypeOf<T>;
+  if (vectorizable<T>(shape, channels_last, {x, y, argmax})) {
+    const int64_t vectors = n / kPoolVec;
+    max_pool_forward_vec_kernel<<<elementwise_grid(vectors), kElementwiseThreads, 0, stream>>>(
+        shape, shape.out_h(), shape.out_w(), reinterpret_cast<const __nv_bfloat16*>(x),
+        reinterpret_cast<__nv_bfloat16*>(y), argmax);
+    DTRAIN_CUDA_CHECK(cudaGetLastError()) << "max pool forward";
+    return;
+  }
   max_pool_forward_kernel<D><<<elementwise_grid(n), kElementwiseThreads, 0, stream>>>(
       shape, shape.out_h(), shape.out_w(), channels_last, reinterpret_cast<const D*>(x), reinterpret_cast<D*>(y),
       argmax);
@@ -135,6 +267,14 @@ void max_pool_backward(cudaStream_t stream, const cpu::PoolShape& shape, bool ch
   const int64_t n = int64_t{shape.batch} * shape.channels * shape.in_h * shape.in_w;
   if (n == 0) return;
   using D = DeviceTypeOf<T>;
+  if (vectorizable<T>(shape, channels_last, {dy, argmax, dx})) {
+    const int64_t vectors = n / kPoolVec;
+    max_pool_backward_vec_kernel<<<elementwise_grid(vectors), kElementwiseThreads, 0, stream>>>(
+        shape, shape.out_h(), shape.out_w(), reinterpret_cast<const __nv_bfloat16*>(dy), argmax,
+        reinterpret_cast<__nv_bfloat16*>(dx));
+    DTRAIN_CUDA_CHECK(cudaGetLastError()) << "max pool backward";
+    return;
+  }
   max_pool_backward_kernel<D><<<elementwise_grid(n), kElementwiseThreads, 0, stream>>>(
       shape, shape.out_h(), shape.out_w(), channels_last, reinterpret_cast<const D*>(dy), argmax,
       reinterpret_cast<D*>(dx));

@@ -81,8 +81,10 @@ void typed(bool bf16, Fn&& fn) {
 }
 
 TEST_P(GpuLayersTest, MaxPoolMatchesReference) {
-  // The ImageNet stem's 3x3/2 pad 1 pool and an odd-sized one with a 2x2/2 window.
-  for (const cpu::PoolShape s : {cpu::PoolShape{3, 5, 13, 11, 3, 2, 1}, cpu::PoolShape{2, 3, 9, 7, 2, 2, 0}}) {
+  // The ImageNet stem's 3x3/2 pad 1 pool and an odd-sized one with a 2x2/2 window; with channels
+  // a multiple of 8 too, which bf16 NHWC runs through the 8-channel kernels.
+  for (const cpu::PoolShape s : {cpu::PoolShape{3, 5, 13, 11, 3, 2, 1}, cpu::PoolShape{2, 3, 9, 7, 2, 2, 0},
+                                 cpu::PoolShape{3, 16, 13, 11, 3, 2, 1}, cpu::PoolShape{2, 24, 9, 7, 2, 2, 0}}) {
     const Layout in{s.batch, s.channels, s.in_h, s.in_w, bf16()},
         out{s.batch, s.channels, s.out_h(), s.out_w(), bf16()};
     std::vector<double> x = random_values(in.size(), rng_), dy = random_values(out.size(), rng_);
