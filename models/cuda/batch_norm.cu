@@ -81,9 +81,11 @@ __global__ void partial_moments_kernel(Indexer ix, int64_t rows, int channels_pe
   if (lane_r == 0 && c < ix.channels) partials[blockIdx.y * int64_t{ix.channels} + c] = shared[threadIdx.x];
 }
 
-// The finalize kernels: a block is 32 channels x 8 lanes; each lane merges every 8th row block's
-// partials in double, then the 8 lanes merge in a fixed tree (deterministic).
-constexpr int kFinalizeChannels = 32, kFinalizeLanes = 8;
+// The finalize kernels: a block is 32 channels x 32 lanes; each lane merges every 32nd row block's
+// partials in double, then the 32 lanes merge in a fixed tree (deterministic). (With 8 lanes, the
+// serial merges of a 64-channel layer's ~500 row blocks made each finalize ~7 us, 1.2 ms a step:
+// bench/results/2026-11-24_h100/kernel_profile.)
+constexpr int kFinalizeChannels = 32, kFinalizeLanes = 32;
 
 struct MomentsD {
   double n, mean, m2;
@@ -116,12 +118,12 @@ __device__ void write_statistics(int c, double n, double mean, double m2, const 
 
 // Merges the partials, then write_statistics. With `local` (synchronized BN) it stops at the
 // merged moments instead: local[c] = mean, local[C + c] = M2, for the exchange over the group.
-__global__ void finalize_forward_kernel(int channels, int row_blocks, const Moments* __restrict__ partials,
-                                        const float* __restrict__ gamma, const float* __restrict__ beta, double eps,
-                                        double momentum, float* __restrict__ saved_mean,
-                                        float* __restrict__ saved_inv_std, float* __restrict__ running_mean,
-                                        float* __restrict__ running_var, float* __restrict__ scale,
-                                        float* __restrict__ shift, double* __restrict__ local) {
+__global__ void __launch_bounds__(kFinalizeChannels* kFinalizeLanes)
+    finalize_forward_kernel(int channels, int row_blocks, const Moments* __restrict__ partials,
+                            const float* __restrict__ gamma, const float* __restrict__ beta, double eps,
+                            double momentum, float* __restrict__ saved_mean, float* __restrict__ saved_inv_std,
+                            float* __restrict__ running_mean, float* __restrict__ running_var,
+                            float* __restrict__ scale, float* __restrict__ shift, double* __restrict__ local) {
   const int lane_c = threadIdx.x % kFinalizeChannels, lane_r = threadIdx.x / kFinalizeChannels;
   const int c = blockIdx.x * kFinalizeChannels + lane_c;
   MomentsD m{0, 0, 0};
@@ -241,10 +243,11 @@ __device__ void write_backward(int c, int channels, double local_dy, double loca
 
 // Adds the partials, then write_backward. With `local` (synchronized BN) it stops at the sums
 // instead: local[c] = sum(dy'), local[C + c] = sum(dy' * xhat), for the exchange over the group.
-__global__ void finalize_backward_kernel(int channels, int row_blocks, double rows, const float2* __restrict__ partials,
-                                         const float* __restrict__ gamma, const float* __restrict__ inv_std,
-                                         float* __restrict__ dgamma, float* __restrict__ dbeta,
-                                         float* __restrict__ coefficients, double* __restrict__ local) {
+__global__ void __launch_bounds__(kFinalizeChannels* kFinalizeLanes)
+    finalize_backward_kernel(int channels, int row_blocks, double rows, const float2* __restrict__ partials,
+                             const float* __restrict__ gamma, const float* __restrict__ inv_std,
+                             float* __restrict__ dgamma, float* __restrict__ dbeta, float* __restrict__ coefficients,
+                             double* __restrict__ local) {
   const int lane_c = threadIdx.x % kFinalizeChannels, lane_r = threadIdx.x / kFinalizeChannels;
   const int c = blockIdx.x * kFinalizeChannels + lane_c;
   double sum_dy = 0, sum_dy_xhat = 0;
@@ -411,16 +414,37 @@ __global__ void apply_vec_kernel(int channels, int64_t vectors, const __nv_bfloa
     if (residual != nullptr) load8(residual, i, r);
 #pragma unroll
     for (int k = 0; k < kVec; ++k) {
-      const float out = xs[k] * a[k] + b[k] + r[k];
+      const float out = fmaf(xs[k], a[k], b[k]) + r[k];  // backward's relu_mask8 recomputes this
       xs[k] = relu ? fmaxf(out, 0.0f) : out;
     }
     store8(y, i, xs);
   }
 }
 
+// The ReLU mask of 8 elements: from the forward output y, or, for a layer without a residual, from
+// x and the forward's scale and shift (mask_coefficients: scale | shift), recomputed exactly as the
+// forward computed it, which saves reading y. (y > 0 exactly when that pre-activation is > 0: a
+// positive float never rounds to a bf16 zero above bf16's smallest subnormal, ~9e-41.)
+__device__ inline void relu_mask8(const __nv_bfloat16* y, int64_t i, const float xs[kVec],
+                                  const float* mask_coefficients, int channels, int c0, bool keep[kVec]) {
+  float v[kVec];
+  if (mask_coefficients != nullptr) {
+    float a[kVec], b[kVec];
+    load8(mask_coefficients, c0, a);
+    load8(mask_coefficients + channels, c0, b);
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) v[k] = fmaf(xs[k], a[k], b[k]) + 0.0f;
+  } else {
+    load8(y, i, v);
+  }
+#pragma unroll
+  for (int k = 0; k < kVec; ++k) keep[k] = v[k] > 0.0f;
+}
+
 __global__ void backward_partials_vec_kernel(int channels, int64_t rows, int groups,
                                              const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ y,
                                              const __nv_bfloat16* __restrict__ dy, bool relu,
+                                             const float* __restrict__ mask_coefficients,
                                              const float* __restrict__ mean, const float* __restrict__ inv_std,
                                              float2* __restrict__ partials) {
   const int lane_g = threadIdx.x % groups, lane_r = threadIdx.x / groups, lanes = blockDim.x / groups;
@@ -432,13 +456,14 @@ __global__ void backward_partials_vec_kernel(int channels, int64_t rows, int gro
     load8(inv_std, c0, is);
     for (int64_t r = blockIdx.y * int64_t{lanes} + lane_r; r < rows; r += int64_t{gridDim.y} * lanes) {
       const int64_t i = r * channels + c0;
-      float g[kVec], xs[kVec], ys[kVec];
+      float g[kVec], xs[kVec];
+      bool keep[kVec];
       load8(dy, i, g);
       load8(x, i, xs);
-      if (relu) load8(y, i, ys);
+      if (relu) relu_mask8(y, i, xs, mask_coefficients, channels, c0, keep);
 #pragma unroll
       for (int k = 0; k < kVec; ++k) {
-        const float gk = relu && !(ys[k] > 0.0f) ? 0.0f : g[k];
+        const float gk = relu && !keep[k] ? 0.0f : g[k];
         sum_dy[k] += gk;
         sum_dy_xhat[k] += gk * (xs[k] - mu[k]) * is[k];
       }
@@ -469,16 +494,18 @@ __global__ void backward_partials_vec_kernel(int channels, int64_t rows, int gro
 
 __global__ void backward_apply_vec_kernel(int channels, int64_t vectors, const __nv_bfloat16* __restrict__ x,
                                           const __nv_bfloat16* __restrict__ y, const __nv_bfloat16* __restrict__ dy,
-                                          bool relu, const float* __restrict__ mean, const float* __restrict__ inv_std,
+                                          bool relu, const float* __restrict__ mask_coefficients,
+                                          const float* __restrict__ mean, const float* __restrict__ inv_std,
                                           const float* __restrict__ coefficients, __nv_bfloat16* __restrict__ dx,
                                           __nv_bfloat16* __restrict__ dresidual) {
   for (int64_t v = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; v < vectors; v += int64_t{gridDim.x} * blockDim.x) {
     const int64_t i = v * kVec;
     const int c0 = static_cast<int>(i % channels);
-    float g[kVec], xs[kVec], ys[kVec], mu[kVec], is[kVec], k_[kVec], a[kVec], b[kVec];
+    float g[kVec], xs[kVec], mu[kVec], is[kVec], k_[kVec], a[kVec], b[kVec];
+    bool keep[kVec];
     load8(dy, i, g);
     load8(x, i, xs);
-    if (relu) load8(y, i, ys);
+    if (relu) relu_mask8(y, i, xs, mask_coefficients, channels, c0, keep);
     load8(mean, c0, mu);
     load8(inv_std, c0, is);
     load8(coefficients, c0, k_);
@@ -486,7 +513,7 @@ __global__ void backward_apply_vec_kernel(int channels, int64_t vectors, const _
     load8(coefficients + 2 * channels, c0, b);
 #pragma unroll
     for (int k = 0; k < kVec; ++k) {
-      if (relu && !(ys[k] > 0.0f)) g[k] = 0.0f;
+      if (relu && !keep[k]) g[k] = 0.0f;
     }
     if (dresidual != nullptr) store8(dresidual, i, g);
 #pragma unroll
@@ -540,13 +567,13 @@ template <typename T>
 void batch_norm_forward_train(cudaStream_t stream, const BatchNormDims& d, const T* x_host_type, const float* gamma,
                               const float* beta, const T* residual_host_type, bool relu, T* y_host_type,
                               float* saved_mean, float* saved_inv_std, float* running_mean, float* running_var,
-                              BatchStatsReducer* group) {
+                              BatchStatsReducer* group, float* saved_scale_shift) {
   using D = DeviceTypeOf<T>;
   check_dims(d);
   const D* x = reinterpret_cast<const D*>(x_host_type);
   const ReductionLaunch launch = reduction_launch(d);
   const VecLaunch vec = vec_launch(d);
-  const bool vectorized = vector_path<D>(d, {x, residual_host_type, y_host_type});
+  const bool vectorized = vector_path<D>(d, {x, residual_host_type, y_host_type, saved_scale_shift});
   const int row_blocks = vectorized ? vec.row_blocks : launch.row_blocks;
   const bool sync = synchronizes(group);
   // Scale and shift first (16-byte aligned for the vector loads), then the partials, then (sync)
@@ -556,7 +583,7 @@ void batch_norm_forward_train(cudaStream_t stream, const BatchNormDims& d, const
   const size_t exchanged = sync ? 2 * size_t(d.channels) : 0;
   core::Buffer scratch(core::MemoryKind::kDevice, coefficient_bytes + partial_bytes + sizeof(double) * exchanged,
                        stream);
-  float* scale = static_cast<float*>(scratch.data());
+  float* scale = saved_scale_shift != nullptr ? saved_scale_shift : static_cast<float*>(scratch.data());
   float* shift = scale + d.channels;
   Moments* partials = reinterpret_cast<Moments*>(static_cast<char*>(scratch.data()) + coefficient_bytes);
   double* moments =
@@ -626,7 +653,7 @@ template <typename T>
 void batch_norm_backward(cudaStream_t stream, const BatchNormDims& d, const T* x_host_type, const T* y_host_type,
                          const T* dy_host_type, const float* gamma, const float* saved_mean, const float* saved_inv_std,
                          bool relu, T* dx_host_type, T* dresidual_host_type, float* dgamma, float* dbeta,
-                         BatchStatsReducer* group) {
+                         BatchStatsReducer* group, const float* mask_scale_shift) {
   using D = DeviceTypeOf<T>;
   check_dims(d);
   DTRAIN_CHECK(!relu || y_host_type != nullptr) << "batch norm backward with ReLU needs the forward output";
@@ -635,7 +662,8 @@ void batch_norm_backward(cudaStream_t stream, const BatchNormDims& d, const T* x
   const D* dy = reinterpret_cast<const D*>(dy_host_type);
   const ReductionLaunch launch = reduction_launch(d);
   const VecLaunch vec = vec_launch(d);
-  const bool vectorized = vector_path<D>(d, {x, y, dy, dx_host_type, dresidual_host_type, saved_mean, saved_inv_std});
+  const bool vectorized =
+      vector_path<D>(d, {x, y, dy, dx_host_type, dresidual_host_type, saved_mean, saved_inv_std, mask_scale_shift});
   const int row_blocks = vectorized ? vec.row_blocks : launch.row_blocks;
   const bool sync = synchronizes(group);
   // Coefficients first (16-byte aligned for the vector loads), then the partials, then (sync) the
@@ -653,8 +681,8 @@ void batch_norm_backward(cudaStream_t stream, const BatchNormDims& d, const T* x
   if (vectorized) {
     backward_partials_vec_kernel<<<vec.grid(), kThreads, 0, stream>>>(
         d.channels, vec.rows, vec.groups, reinterpret_cast<const __nv_bfloat16*>(x),
-        reinterpret_cast<const __nv_bfloat16*>(y), reinterpret_cast<const __nv_bfloat16*>(dy), relu, saved_mean,
-        saved_inv_std, partials);
+        reinterpret_cast<const __nv_bfloat16*>(y), reinterpret_cast<const __nv_bfloat16*>(dy), relu, mask_scale_shift,
+        saved_mean, saved_inv_std, partials);
   } else {
     backward_partials_kernel<<<launch.grid(), kThreads, 0, stream>>>(
         launch.ix, launch.rows, launch.channels_per_block, x, y, dy, relu, saved_mean, saved_inv_std, partials);
@@ -681,7 +709,7 @@ void batch_norm_backward(cudaStream_t stream, const BatchNormDims& d, const T* x
   if (vectorized) {
     backward_apply_vec_kernel<<<elementwise_blocks(n / kVec), kThreads, 0, stream>>>(
         d.channels, n / kVec, reinterpret_cast<const __nv_bfloat16*>(x), reinterpret_cast<const __nv_bfloat16*>(y),
-        reinterpret_cast<const __nv_bfloat16*>(dy), relu, saved_mean, saved_inv_std, coefficients,
+        reinterpret_cast<const __nv_bfloat16*>(dy), relu, mask_scale_shift, saved_mean, saved_inv_std, coefficients,
         reinterpret_cast<__nv_bfloat16*>(dx_host_type), reinterpret_cast<__nv_bfloat16*>(dresidual_host_type));
     DTRAIN_CUDA_CHECK(cudaGetLastError()) << "batch norm backward kernels";
     return;
@@ -694,11 +722,13 @@ void batch_norm_backward(cudaStream_t stream, const BatchNormDims& d, const T* x
 
 #define DTRAIN_INSTANTIATE(T)                                                                                          \
   template void batch_norm_forward_train<T>(cudaStream_t, const BatchNormDims&, const T*, const float*, const float*,  \
-                                            const T*, bool, T*, float*, float*, float*, float*, BatchStatsReducer*);   \
+                                            const T*, bool, T*, float*, float*, float*, float*, BatchStatsReducer*,    \
+                                            float*);                                                                   \
   template void batch_norm_forward_eval<T>(cudaStream_t, const BatchNormDims&, const T*, const float*, const float*,   \
                                            const float*, const float*, const T*, bool, T*);                            \
   template void batch_norm_backward<T>(cudaStream_t, const BatchNormDims&, const T*, const T*, const T*, const float*, \
-                                       const float*, const float*, bool, T*, T*, float*, float*, BatchStatsReducer*);
+                                       const float*, const float*, bool, T*, T*, float*, float*, BatchStatsReducer*,   \
+                                       const float*);
 DTRAIN_INSTANTIATE(float)
 DTRAIN_INSTANTIATE(core::bfloat16)
 #undef DTRAIN_INSTANTIATE

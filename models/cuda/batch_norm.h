@@ -35,12 +35,13 @@ struct BatchNormDims {
 };
 
 // y = act(bn(x) [+ residual]); act is ReLU when relu. residual may be null. Writes saved_mean and
-// saved_inv_std for backward and updates running_mean / running_var.
+// saved_inv_std for backward and updates running_mean / running_var. saved_scale_shift (2 x C floats,
+// or null) keeps the per-channel scale and shift y was computed with, for backward's mask.
 template <typename T>
 void batch_norm_forward_train(cudaStream_t stream, const BatchNormDims& dims, const T* x, const float* gamma,
                               const float* beta, const T* residual, bool relu, T* y, float* saved_mean,
                               float* saved_inv_std, float* running_mean, float* running_var,
-                              BatchStatsReducer* group = nullptr);
+                              BatchStatsReducer* group = nullptr, float* saved_scale_shift = nullptr);
 
 // Inference: normalizes with the running statistics.
 template <typename T>
@@ -50,10 +51,12 @@ void batch_norm_forward_eval(cudaStream_t stream, const BatchNormDims& dims, con
 
 // Backward of forward_train (with the same group). y is the forward output (its sign is the ReLU mask; null when
 // !relu). Writes dx, dgamma and dbeta, and dresidual (the gradient reaching the residual input, i.e. dy through the
-// ReLU) when it is not null.
+// ReLU) when it is not null. mask_scale_shift: for a forward without residual, its saved_scale_shift; the bf16 NHWC
+// kernels then recompute the mask from x instead of reading y (a third less traffic in both passes).
 template <typename T>
 void batch_norm_backward(cudaStream_t stream, const BatchNormDims& dims, const T* x, const T* y, const T* dy,
                          const float* gamma, const float* saved_mean, const float* saved_inv_std, bool relu, T* dx,
-                         T* dresidual, float* dgamma, float* dbeta, BatchStatsReducer* group = nullptr);
+                         T* dresidual, float* dgamma, float* dbeta, BatchStatsReducer* group = nullptr,
+                         const float* mask_scale_shift = nullptr);
 
 }  // namespace dtrain::models::cuda

@@ -3,8 +3,8 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <cstdint>
 #include <array>
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -23,17 +23,22 @@ namespace {
 constexpr int64_t kUidX = 1, kUidW = 2, kUidY = 3;
 constexpr int64_t kAlignment = 16;  // bytes; every operand comes from the caching allocator or an aligned slot
 constexpr int kMaxHeuristicResults = 64;
-constexpr int kMeasuredFromModeA = 12;     // cuDNN's best-predicted configurations measured
-constexpr int kMeasuredFromFallback = 4;   // plus the first of its fallback list
+constexpr int kMeasuredFromModeA = 12;    // cuDNN's best-predicted configurations measured
+constexpr int kMeasuredFromFallback = 4;  // plus the first of its fallback list
 constexpr int kTimedRuns = 3;
 
 using Key = std::tuple<int, int, int, int, int, int, int, int, int, int, int, int, bool, int, bool, int>;
 
 Key key_tuple(const ConvPlanKey& k, int device) {
   const Conv2dShape& g = k.geometry;
-  return {g.batch,    g.in_channels, g.in_h,     g.in_w,  g.out_channels, g.kernel_h,
-          g.kernel_w, g.stride_h,    g.stride_w, g.pad_h, g.pad_w,        static_cast<int>(k.numerics),
-          k.allow_tf32, static_cast<int>(k.pass), k.accumulate, device};
+  return {g.batch,        g.in_channels,
+          g.in_h,         g.in_w,
+          g.out_channels, g.kernel_h,
+          g.kernel_w,     g.stride_h,
+          g.stride_w,     g.pad_h,
+          g.pad_w,        static_cast<int>(k.numerics),
+          k.allow_tf32,   static_cast<int>(k.pass),
+          k.accumulate,   device};
 }
 
 std::mutex cache_mutex;
@@ -57,9 +62,8 @@ cudnnHandle_t planning_handle(int device) {
 
 // dims in cuDNN's logical order (N, C, H, W), strides of NHWC or NCHW storage.
 BackendDescriptor tensor(int64_t uid, cudnnDataType_t type, std::array<int64_t, 4> d, bool channels_last) {
-  const std::vector<int64_t> strides = channels_last
-                                           ? std::vector<int64_t>{d[1] * d[2] * d[3], 1, d[3] * d[1], d[1]}
-                                           : std::vector<int64_t>{d[1] * d[2] * d[3], d[2] * d[3], d[3], 1};
+  const std::vector<int64_t> strides = channels_last ? std::vector<int64_t>{d[1] * d[2] * d[3], 1, d[3] * d[1], d[1]}
+                                                     : std::vector<int64_t>{d[1] * d[2] * d[3], d[2] * d[3], d[3], 1};
   BackendDescriptor t(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
   t.set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type)
       .set_int64(CUDNN_ATTR_TENSOR_DIMENSIONS, {d[0], d[1], d[2], d[3]})
@@ -265,8 +269,8 @@ std::shared_ptr<const ConvPlan> measure(cudnnHandle_t caller, const ConvPlanKey&
   const size_t limit = workspace_limit();
 
   std::vector<Candidate> candidates;
-  for (auto [mode, wanted] : {std::pair{CUDNN_HEUR_MODE_A, kMeasuredFromModeA},
-                              std::pair{CUDNN_HEUR_MODE_FALLBACK, kMeasuredFromFallback}}) {
+  for (auto [mode, wanted] :
+       {std::pair{CUDNN_HEUR_MODE_A, kMeasuredFromModeA}, std::pair{CUDNN_HEUR_MODE_FALLBACK, kMeasuredFromFallback}}) {
     int taken = 0;
     for (const BackendDescriptor& config : engine_configs(graph, mode)) {
       if (taken == wanted) break;
@@ -313,7 +317,8 @@ const char* conv_pass_name(ConvPass pass) {
   return "?";
 }
 
-std::shared_ptr<const ConvPlan> conv_plan(cudnnHandle_t handle, const ConvPlanKey& key, const ConvOperands& measure_on) {
+std::shared_ptr<const ConvPlan> conv_plan(cudnnHandle_t handle, const ConvPlanKey& key,
+                                          const ConvOperands& measure_on) {
   int device = 0;
   DTRAIN_CUDA_CHECK(cudaGetDevice(&device));
   const Key k = key_tuple(key, device);

@@ -7,7 +7,8 @@
 namespace dtrain::models::cuda {
 
 BackendDescriptor::BackendDescriptor(cudnnBackendDescriptorType_t type) {
-  DTRAIN_CUDNN_CHECK(cudnnBackendCreateDescriptor(type, &descriptor_)) << "creating a cuDNN descriptor of type " << type;
+  DTRAIN_CUDNN_CHECK(cudnnBackendCreateDescriptor(type, &descriptor_))
+      << "creating a cuDNN descriptor of type " << type;
 }
 
 BackendDescriptor::~BackendDescriptor() {
@@ -55,6 +56,8 @@ void BackendDescriptor::finalize(const char* what) {
   DTRAIN_CUDNN_CHECK(cudnnBackendFinalize(descriptor_)) << "finalizing " << what;
 }
 
-cudnnStatus_t BackendDescriptor::try_finalize() { return cudnnBackendFinalize(descriptor_); }
+cudnnStatus_t BackendDescriptor::try_finalize() {
+  return cudnnBackendFinalize(descriptor_);
+}
 
 }  // namespace dtrain::models::cuda

@@ -27,7 +27,8 @@ class BackendDescriptor {
   BackendDescriptor& set_int64(cudnnBackendAttributeName_t name, std::initializer_list<int64_t> values);
   BackendDescriptor& set_int64(cudnnBackendAttributeName_t name, const std::vector<int64_t>& values);
   BackendDescriptor& set_descriptor(cudnnBackendAttributeName_t name, const BackendDescriptor& value);
-  BackendDescriptor& set_descriptors(cudnnBackendAttributeName_t name, const std::vector<cudnnBackendDescriptor_t>& values);
+  BackendDescriptor& set_descriptors(cudnnBackendAttributeName_t name,
+                                     const std::vector<cudnnBackendDescriptor_t>& values);
 
   void finalize(const char* what);
   // Finalizing an engine or a plan fails, by design, for configurations that do not support the

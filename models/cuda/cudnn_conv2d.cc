@@ -4,7 +4,9 @@
 
 namespace dtrain::models::cuda {
 
-size_t CudnnConv2d::measurements_made() { return conv_plans_measured(); }
+size_t CudnnConv2d::measurements_made() {
+  return conv_plans_measured();
+}
 
 CudnnConv2d::CudnnConv2d(cudnnHandle_t handle, const Conv2dShape& geometry, ConvNumerics numerics, bool allow_tf32)
     : handle_(handle), geometry_(geometry), numerics_(numerics), allow_tf32_(allow_tf32) {

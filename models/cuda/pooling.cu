@@ -1,9 +1,8 @@
-#include "models/cuda/pooling.h"
-
 #include <cstdint>
 #include <initializer_list>
 #include <type_traits>
 
+#include "models/cuda/pooling.h"
 #include "runtime/core/cuda/cuda_check.h"
 #include "runtime/core/cuda/device_elements.cuh"
 
@@ -223,7 +222,9 @@ __global__ void max_pool_backward_vec_kernel(cpu::PoolShape s, int oh_n, int ow_
   }
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+bool aligned16(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
 
 // Whether the 8-channel kernels take this call.
 template <typename T>

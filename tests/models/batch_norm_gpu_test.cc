@@ -98,13 +98,19 @@ void run_case(const Case& c, cudaStream_t stream) {
   const size_t channels = static_cast<size_t>(c.channels);
   Floats saved_mean_dev(channels), saved_inv_std_dev(channels), dgamma_dev(channels), dbeta_dev(channels);
 
+  // Without a residual, backward gets the forward's scale and shift, as GpuNormAct passes them (the
+  // bf16 NHWC kernels then recompute the ReLU mask from x; the mask checked below is still y's).
+  Floats scale_shift_dev(2 * static_cast<size_t>(c.channels));
+  float* mask_from = c.residual ? nullptr : scale_shift_dev.get();
   cuda::BatchNormDims dims{c.batch, c.channels, static_cast<int64_t>(spatial), c.bf16_nhwc, 1e-5, 0.1};
   cuda::batch_norm_forward_train<T>(stream, dims, x_dev.as<T>(), gamma_dev.get(), beta_dev.get(),
                                     c.residual ? residual_dev.as<T>() : nullptr, c.relu, y_dev.as<T>(),
-                                    saved_mean_dev.get(), saved_inv_std_dev.get(), rmean_dev.get(), rvar_dev.get());
+                                    saved_mean_dev.get(), saved_inv_std_dev.get(), rmean_dev.get(), rvar_dev.get(),
+                                    nullptr, mask_from);
   cuda::batch_norm_backward<T>(stream, dims, x_dev.as<T>(), c.relu ? y_dev.as<T>() : nullptr, dy_dev.as<T>(),
                                gamma_dev.get(), saved_mean_dev.get(), saved_inv_std_dev.get(), c.relu, dx_dev.as<T>(),
-                               c.residual ? dres_dev.as<T>() : nullptr, dgamma_dev.get(), dbeta_dev.get());
+                               c.residual ? dres_dev.as<T>() : nullptr, dgamma_dev.get(), dbeta_dev.get(), nullptr,
+                               mask_from);
   DTRAIN_CUDA_CHECK(cudaStreamSynchronize(stream));
 
   // Reference: the CPU kernels in double, then the residual and ReLU.
