@@ -29,6 +29,17 @@ Backend parse_backend(std::string_view text, std::string_view source) {
   DTRAIN_USAGE_FAIL() << source << "='" << text << "' is not a backend (use auto, mpi-ring, mpi, nccl or hierarchical)";
 }
 
+const char* sixteen_bit_sum_name(SixteenBitSum sum) {
+  return sum == SixteenBitSum::kNative ? "native" : "fp32";
+}
+
+SixteenBitSum parse_sixteen_bit_sum(std::string_view text, std::string_view source) {
+  for (SixteenBitSum s : {SixteenBitSum::kFp32, SixteenBitSum::kNative}) {
+    if (text == sixteen_bit_sum_name(s)) return s;
+  }
+  DTRAIN_USAGE_FAIL() << source << "='" << text << "': 16-bit sums are fp32 (widened, one rounding) or native";
+}
+
 Backend resolve_backend(Backend requested, const core::Topology& topology, bool gpus) {
   if (requested != Backend::kAuto) return requested;
   // Across nodes the hierarchical scheme sends each byte over the network once per node instead of
@@ -38,8 +49,12 @@ Backend resolve_backend(Backend requested, const core::Topology& topology, bool 
 }
 
 std::unique_ptr<Communicator> make_communicator(Backend requested, const core::RankContext& ctx, bool gpus,
-                                                DType cross_node_wire) {
+                                                DType cross_node_wire, SixteenBitSum sum16) {
   const Backend backend = resolve_backend(requested, ctx.topology(), gpus);
+  DTRAIN_USAGE_CHECK(sum16 == SixteenBitSum::kFp32 || backend == Backend::kNccl)
+      << "native 16-bit sums are the nccl backend's (NCCL adds bf16 and fp16 natively), and this job's backend is "
+      << backend_name(backend) << (requested == Backend::kAuto ? " (auto)" : "")
+      << "; the other backends add 16-bit values in fp32";
   DTRAIN_USAGE_CHECK(gpus || backend != Backend::kNccl) << "the nccl backend needs GPUs, and this run is in CPU mode";
   DTRAIN_USAGE_CHECK(cross_node_wire == DType::kF32 || backend == Backend::kHierarchical)
       << "a " << core::dtype_name(cross_node_wire)
@@ -54,11 +69,12 @@ std::unique_ptr<Communicator> make_communicator(Backend requested, const core::R
                      << ")"
                      << (cross_node_wire != DType::kF32
                              ? std::string(", cross-node wire ") + core::dtype_name(cross_node_wire)
-                             : std::string());
+                             : std::string())
+                     << (sum16 == SixteenBitSum::kNative ? ", native 16-bit sums" : "");
   switch (backend) {
     case Backend::kMpiRing: return std::make_unique<MpiRingCommunicator>(ctx.world(), tuning);
     case Backend::kMpi: return std::make_unique<MpiCommunicator>(ctx.world());
-    case Backend::kNccl: return make_nccl_communicator(ctx.world());
+    case Backend::kNccl: return make_nccl_communicator(ctx.world(), sum16);
     case Backend::kHierarchical: return std::make_unique<HierarchicalCommunicator>(ctx, gpus, tuning, cross_node_wire);
     case Backend::kAuto: break;
   }

@@ -4,7 +4,7 @@
 
 namespace dtrain::comm {
 
-std::unique_ptr<Communicator> make_nccl_communicator(MPI_Comm) {
+std::unique_ptr<Communicator> make_nccl_communicator(MPI_Comm, SixteenBitSum) {
   DTRAIN_USAGE_FAIL() << "the nccl backend needs a CUDA build of dtrain (DTRAIN_CUDA=ON)";
 }
 

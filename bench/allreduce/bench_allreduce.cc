@@ -48,6 +48,7 @@ struct Options {
   DType dtype = DType::kF32;
   std::string backend = "auto";
   ReduceOp op = ReduceOp::kSum;
+  comm::SixteenBitSum sum16 = comm::SixteenBitSum::kFp32;
   std::string json;
   bool check_calls = false;
   bool allow_gpu_sharing = false;
@@ -84,7 +85,7 @@ size_t parse_bytes(const std::string& text, const char* flag) {
 
 Options parse(int argc, char** argv, bool* help) {
   core::po::options_description desc("dtrain-bench-allreduce options (as nccl-tests)");
-  std::string min_b, max_b, dtype = "fp32", op = "sum";
+  std::string min_b, max_b, dtype = "fp32", op = "sum", sum16 = "fp32";
   Options o;
   desc.add_options()("minbytes,b", core::po::value(&min_b)->default_value("8"),
                      "smallest size in bytes (K, M, G suffixes)")(
@@ -95,8 +96,10 @@ Options parse(int argc, char** argv, bool* help) {
       "datatype,d", core::po::value(&dtype)->default_value("fp32"), "fp32, fp16 or bf16")(
       "backend", core::po::value(&o.backend)->default_value("auto"),
       "auto, mpi-ring, mpi, nccl, hierarchical, or the raw peers raw-mpi / raw-nccl")(
-      "op", core::po::value(&op)->default_value("sum"), "sum or avg")("metrics-file", core::po::value(&o.json),
-                                                                      "also write the results to this JSON file")(
+      "op", core::po::value(&op)->default_value("sum"), "sum or avg")(
+      "sixteen-bit-sum", core::po::value(&sum16)->default_value("fp32"),
+      "fp16/bf16: fp32 (widened, one rounding) or native (NCCL's 16-bit reduction; the nccl backend only)")(
+      "metrics-file", core::po::value(&o.json), "also write the results to this JSON file")(
       "check-calls", core::po::value(&o.check_calls)->default_value(false),
       "keep dtrain's per-call consistency check on (off: nccl-tests has none)")(
       "allow-gpu-sharing", core::po::bool_switch(&o.allow_gpu_sharing), "allow several ranks per GPU");
@@ -112,6 +115,7 @@ Options parse(int argc, char** argv, bool* help) {
   DTRAIN_USAGE_CHECK(comm::is_supported_dtype(o.dtype)) << "-d " << dtype << ": use fp32, fp16 or bf16";
   DTRAIN_USAGE_CHECK(op == "sum" || op == "avg") << "--op '" << op << "': use sum or avg";
   o.op = op == "sum" ? ReduceOp::kSum : ReduceOp::kAverage;
+  o.sum16 = comm::parse_sixteen_bit_sum(sum16, "--sixteen-bit-sum");
   DTRAIN_USAGE_CHECK(o.factor > 1) << "-f must be greater than 1";
   DTRAIN_USAGE_CHECK(o.iters > 0 && o.warmup >= 0) << "-n must be positive and -w not negative";
   DTRAIN_USAGE_CHECK(o.min_bytes <= o.max_bytes) << "-b must not exceed -e";
@@ -277,6 +281,7 @@ void write_json(const std::string& path, const Options& o, const std::string& ba
                                .integer("nodes", t.node_count)
                                .text("dtype", core::dtype_name(o.dtype))
                                .text("op", o.op == ReduceOp::kSum ? "sum" : "avg")
+                               .text("sixteen_bit_sum", comm::sixteen_bit_sum_name(o.sum16))
                                .text("host", core::process_identity().host)
                                .text("date", utc_date())
                                .text("command", command)
@@ -297,14 +302,14 @@ int bench_main(int argc, char** argv) {
   const core::RankContext& ctx = rank.ctx();
   const core::GpuBinding& binding = rank.gpu();
   const bool gpus = !binding.cpu_mode && !binding.device.simulated;
-  std::unique_ptr<AllReduceTarget> target = make_target(o.backend, ctx, gpus, o.check_calls);
+  std::unique_ptr<AllReduceTarget> target = make_target(o.backend, ctx, gpus, o.check_calls, o.sum16);
   const core::Topology& t = ctx.topology();
   const bool root = t.world_rank == 0;
 
   if (root) {
-    std::printf("# dtrain-bench-allreduce: %s, %d ranks on %d node(s), %s buffers, dtype %s, op %s\n",
+    std::printf("# dtrain-bench-allreduce: %s, %d ranks on %d node(s), %s buffers, dtype %s, op %s, 16-bit sums %s\n",
                 target->name().c_str(), t.world_size, t.node_count, target->device_buffers() ? "device" : "host",
-                core::dtype_name(o.dtype), o.op == ReduceOp::kSum ? "sum" : "avg");
+                core::dtype_name(o.dtype), o.op == ReduceOp::kSum ? "sum" : "avg", comm::sixteen_bit_sum_name(o.sum16));
     std::printf("# %s\n#\n", command.c_str());
     std::printf("#                                         out-of-place                     in-place\n");
     std::printf("# %10s %12s %6s %5s  %9s %7s %7s %6s  %9s %7s %7s %6s\n", "size", "count", "type", "redop", "time",

@@ -63,10 +63,11 @@ class RawMpiTarget final : public AllReduceTarget {
 }  // namespace
 
 std::unique_ptr<AllReduceTarget> make_target(const std::string& backend, const core::RankContext& ctx, bool gpus,
-                                             bool check_calls) {
+                                             bool check_calls, comm::SixteenBitSum sum16) {
   if (backend == "raw-mpi") return std::make_unique<RawMpiTarget>(ctx.world());
   if (backend == "raw-nccl") return make_raw_nccl_target(ctx);
-  auto communicator = comm::make_communicator(comm::parse_backend(backend, "--backend"), ctx, gpus);
+  auto communicator =
+      comm::make_communicator(comm::parse_backend(backend, "--backend"), ctx, gpus, comm::DType::kF32, sum16);
   communicator->set_consistency_check(check_calls);
   const bool device = gpus && std::string(communicator->name()) != "mpi";
   return std::make_unique<CommunicatorTarget>(std::move(communicator), device, device ? make_bench_stream() : nullptr);

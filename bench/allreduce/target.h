@@ -6,6 +6,7 @@
 #include <string>
 
 #include "comm/collective.h"
+#include "comm/factory.h"
 #include "runtime/core/rank_context.h"
 
 namespace dtrain::bench {
@@ -25,8 +26,10 @@ class AllReduceTarget {
 
 // backend: a dtrain backend name ("auto", "mpi-ring", ...) or "raw-mpi" / "raw-nccl".
 // check_calls: dtrain's per-call consistency check (off in benchmarks, as nccl-tests has none).
+// sum16: how dtrain's backends add fp16/bf16 (comm/factory.h); the raw peers ignore it (raw-nccl
+// always adds natively).
 std::unique_ptr<AllReduceTarget> make_target(const std::string& backend, const core::RankContext& ctx, bool gpus,
-                                             bool check_calls);
+                                             bool check_calls, comm::SixteenBitSum sum16);
 
 // The raw NCCL peer (target_nccl_cuda.cc); a UsageError in builds without CUDA.
 std::unique_ptr<AllReduceTarget> make_raw_nccl_target(const core::RankContext& ctx);

@@ -4,8 +4,8 @@
 
 namespace dtrain::comm {
 
-std::unique_ptr<Communicator> make_nccl_communicator(MPI_Comm comm) {
-  return std::make_unique<NcclCommunicator>(comm);
+std::unique_ptr<Communicator> make_nccl_communicator(MPI_Comm comm, SixteenBitSum sum16) {
+  return std::make_unique<NcclCommunicator>(comm, sum16);
 }
 
 }  // namespace dtrain::comm

@@ -404,6 +404,23 @@ TEST(Factory, AutoPicksByNodesAndGpus) {
   EXPECT_EQ(resolve_backend(Backend::kMpi, two_nodes, true), Backend::kMpi);
   EXPECT_EQ(parse_backend("mpi-ring", "--backend"), Backend::kMpiRing);
   EXPECT_THROW(parse_backend("gloo", "--backend"), core::UsageError);
+  EXPECT_EQ(parse_sixteen_bit_sum("native", "--sixteen-bit-sum"), SixteenBitSum::kNative);
+  EXPECT_EQ(parse_sixteen_bit_sum("fp32", "--sixteen-bit-sum"), SixteenBitSum::kFp32);
+  EXPECT_THROW(parse_sixteen_bit_sum("bf16", "--sixteen-bit-sum"), core::UsageError);
+}
+
+// Native 16-bit sums are NCCL's: every other backend refuses them at construction, naming itself.
+TEST(Factory, NativeSixteenBitSumsNeedTheNcclBackend) {
+  const core::RankContext ctx(MPI_COMM_WORLD, core::NodeLayout{});
+  for (Backend b : {Backend::kMpiRing, Backend::kMpi, Backend::kHierarchical}) {
+    try {
+      make_communicator(b, ctx, false, DType::kF32, SixteenBitSum::kNative);
+      ADD_FAILURE() << backend_name(b) << " accepted native 16-bit sums";
+    } catch (const core::UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find(backend_name(b)), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("native 16-bit sums"), std::string::npos) << e.what();
+    }
+  }
 }
 
 }  // namespace

@@ -39,9 +39,14 @@ bool copied_on_one_rank(int size, const Collective& call) {
 
 }  // namespace
 
-NcclCommunicator::NcclCommunicator(MPI_Comm comm) : control_(core::MpiComm::duplicate(comm)) {
+NcclCommunicator::NcclCommunicator(MPI_Comm comm, SixteenBitSum sum16)
+    : control_(core::MpiComm::duplicate(comm)), sum16_(sum16) {
   rank_ = control_.rank();
   size_ = control_.size();
+  // Ranks that disagree would call different NCCL collectives (all-reduce against reduce-scatter
+  // and all-gather) and wait for each other forever.
+  check_same_setting(control_.get(), "the 16-bit sum (fp32 or native)", static_cast<uint64_t>(sum16),
+                     [](uint64_t v) { return std::string(sixteen_bit_sum_name(static_cast<SixteenBitSum>(v))); });
   ncclUniqueId id;
   if (rank_ == 0) DTRAIN_NCCL_CHECK(ncclGetUniqueId(&id));
   DTRAIN_MPI_CHECK(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, control_.get())) << "broadcasting the NCCL unique id";
@@ -112,8 +117,8 @@ Work NcclCommunicator::submit(const Collective& call) {
 void NcclCommunicator::all_reduce(const Collective& call) {
   if (copied_on_one_rank(size_, call)) return;
   const cudaStream_t stream = stream_of(call);
-  if (call.dtype == DType::kF32 || call.count == 0) {
-    checked(ncclAllReduce(call.send, call.recv, call.count, ncclFloat32, nccl_op(call.op), nccl_, stream),
+  if (call.dtype == DType::kF32 || call.count == 0 || sum16_ == SixteenBitSum::kNative) {
+    checked(ncclAllReduce(call.send, call.recv, call.count, nccl_type(call.dtype), nccl_op(call.op), nccl_, stream),
             "ncclAllReduce");
     return;
   }
@@ -140,8 +145,8 @@ void NcclCommunicator::all_reduce(const Collective& call) {
 void NcclCommunicator::reduce_scatter(const Collective& call) {
   if (copied_on_one_rank(size_, call)) return;
   const cudaStream_t stream = stream_of(call);
-  if (call.dtype == DType::kF32) {
-    checked(ncclReduceScatter(call.send, call.recv, call.count, ncclFloat32, nccl_op(call.op), nccl_, stream),
+  if (call.dtype == DType::kF32 || sum16_ == SixteenBitSum::kNative) {
+    checked(ncclReduceScatter(call.send, call.recv, call.count, nccl_type(call.dtype), nccl_op(call.op), nccl_, stream),
             "ncclReduceScatter");
     return;
   }

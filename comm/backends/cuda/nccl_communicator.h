@@ -3,7 +3,8 @@
 // over the given communicator (one NCCL communicator per MPI communicator: world, node or
 // cross-node, as the caller needs). Device buffers only; calls enqueue on the caller's stream.
 // 16-bit all-reduce and reduce-scatter reduce in fp32 (widen, fp32 reduce-scatter, round once,
-// 16-bit all-gather). On an NCCL error the communicator is aborted (ncclCommAbort) before the
+// 16-bit all-gather), or, with SixteenBitSum::kNative, in NCCL's native 16-bit reductions (half the
+// bytes, one rounding per step: factory.h). On an NCCL error the communicator is aborted (ncclCommAbort) before the
 // error is thrown, so peers fail instead of waiting. The stall inspector's watchdog polls
 // ncclCommGetAsyncError: an asynchronous error (a dead link, a failed peer) aborts the communicator
 // and ends the job, instead of leaving kernels, and the host waiting on them, blocked forever.
@@ -14,6 +15,7 @@
 #include <mutex>
 
 #include "comm/communicator.h"
+#include "comm/factory.h"
 #include "comm/stall_inspector.h"
 #include "runtime/core/mpi_scope.h"
 
@@ -21,8 +23,9 @@ namespace dtrain::comm {
 
 class NcclCommunicator final : public Communicator {
  public:
-  // Collective over `comm`; the current CUDA device must already be bound.
-  explicit NcclCommunicator(MPI_Comm comm);
+  // Collective over `comm`; the current CUDA device must already be bound. Every rank of `comm`
+  // must pass the same sum16 (checked: a UsageError naming both values otherwise).
+  explicit NcclCommunicator(MPI_Comm comm, SixteenBitSum sum16 = SixteenBitSum::kFp32);
   ~NcclCommunicator() override;
 
   const char* name() const override { return "nccl"; }
@@ -46,6 +49,7 @@ class NcclCommunicator final : public Communicator {
   ncclComm_t nccl_ = nullptr;
   int rank_ = 0;
   int size_ = 1;
+  SixteenBitSum sum16_;
   bool check_ = true;
   std::atomic<bool> aborted_{false};
   // Last member: it unregisters (no more polls) before the members the poll uses are destroyed.
