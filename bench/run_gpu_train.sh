@@ -2,7 +2,7 @@
 # ResNet-50 training throughput on the GPU machine: dtrain-bench-train and the PyTorch peer in the
 # same call, logs and JSON under $OUT. Run from the repository root with build/bin carried.
 #   bench/run_gpu_train.sh single   # one GPU: bf16 b256 and fp32 b128, each beside PyTorch eager (+ compile)
-#   bench/run_gpu_train.sh scaling  # all GPUs: dtrain 1 and N GPUs, PyTorch DDP 1 and N GPUs
+#   bench/run_gpu_train.sh scaling  # all GPUs: dtrain 1 and N GPUs, PyTorch DDP 1 and N GPUs (eager and compile)
 #   bench/run_gpu_train.sh profile  # nsys (or ncu) kernel time summary of a few bf16 b256 steps
 set -u
 OUT=${OUT:-/tmp/dtrain_bench}
@@ -61,6 +61,9 @@ case "${1:-single}" in
     ours bf16_b256_scaling "$GPUS" --precision bf16 --batch-per-rank 256 --timing-warmup-steps 15 --steps 40 --world-sizes "1,$GPUS"
     peer ddp1_bf16_b256 1 --precision bf16 --batch-per-rank 256 --mode eager
     peer ddp${GPUS}_bf16_b256 "$GPUS" --precision bf16 --batch-per-rank 256 --mode eager
+    # The peer a performance-minded user compares against (issue 18): torch.compile, 1 GPU and DDP.
+    peer compile1_bf16_b256 1 --precision bf16 --batch-per-rank 256 --mode compile
+    peer ddp${GPUS}_compile_bf16_b256 "$GPUS" --precision bf16 --batch-per-rank 256 --mode compile
     bench/plot_if_possible.sh "$OUT/dtrain_bf16_b256_scaling.png" "$OUT/dtrain_bf16_b256_scaling.json"
     ;;
 esac
