@@ -89,6 +89,42 @@ BackendDescriptor convolution(const Conv2dShape& g) {
   return c;
 }
 
+// A pass's operation type and the attribute names of its operands (x or dx, w or dw, y or dy).
+struct PassAttributes {
+  cudnnBackendDescriptorType_t operation;
+  cudnnBackendAttributeName_t x, w, y, convolution, alpha, beta;
+};
+
+PassAttributes attributes_of(ConvPass pass) {
+  switch (pass) {
+    case ConvPass::kForward:
+      return {CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA};
+    case ConvPass::kBackwardData:
+      return {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA};
+    case ConvPass::kBackwardFilter:
+      return {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA};
+  }
+  DTRAIN_FAIL() << "unknown convolution pass";
+}
+
 // The one-operation graph of a pass.
 BackendDescriptor operation_graph(cudnnHandle_t handle, const ConvPlanKey& k) {
   const Conv2dShape& g = k.geometry;
@@ -99,36 +135,14 @@ BackendDescriptor operation_graph(cudnnHandle_t handle, const ConvPlanKey& k) {
   const BackendDescriptor y = tensor(kUidY, type, {g.batch, g.out_channels, g.out_h(), g.out_w()}, bf16);
   const BackendDescriptor conv = convolution(g);
   const float alpha = 1.0f, beta = k.accumulate ? 1.0f : 0.0f;
-  BackendDescriptor op;
-  switch (k.pass) {
-    case ConvPass::kForward:
-      op = BackendDescriptor(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR);
-      op.set_descriptor(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, x)
-          .set_descriptor(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, w)
-          .set_descriptor(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, y)
-          .set_descriptor(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, conv)
-          .set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha)
-          .set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT, 1, &beta);
-      break;
-    case ConvPass::kBackwardData:
-      op = BackendDescriptor(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR);
-      op.set_descriptor(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, x)
-          .set_descriptor(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, w)
-          .set_descriptor(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY, y)
-          .set_descriptor(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC, conv)
-          .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha)
-          .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA, CUDNN_TYPE_FLOAT, 1, &beta);
-      break;
-    case ConvPass::kBackwardFilter:
-      op = BackendDescriptor(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR);
-      op.set_descriptor(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X, x)
-          .set_descriptor(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW, w)
-          .set_descriptor(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY, y)
-          .set_descriptor(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC, conv)
-          .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha)
-          .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA, CUDNN_TYPE_FLOAT, 1, &beta);
-      break;
-  }
+  const PassAttributes a = attributes_of(k.pass);
+  BackendDescriptor op(a.operation);
+  op.set_descriptor(a.x, x)
+      .set_descriptor(a.w, w)
+      .set_descriptor(a.y, y)
+      .set_descriptor(a.convolution, conv)
+      .set(a.alpha, CUDNN_TYPE_FLOAT, 1, &alpha)
+      .set(a.beta, CUDNN_TYPE_FLOAT, 1, &beta);
   op.finalize("a convolution operation");
   BackendDescriptor graph(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
   graph.set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle)
