@@ -4,6 +4,7 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "runtime/core/error.h"
@@ -93,8 +94,11 @@ void check_same_setting(MPI_Comm comm, const char* name, uint64_t value,
     values << (describe ? describe(v) : std::to_string(v)) << " on rank"
            << (ranks.find(',') == std::string::npos ? " " : "s ") << ranks;
   }
-  DTRAIN_USAGE_FAIL() << name << " differs between ranks: " << values.str()
-                      << ". Every rank must use the same value (set it for all ranks, e.g. mpirun -x " << name << ")";
+  // Environment variables get the launcher's way of setting them everywhere; options are named as such.
+  const bool variable = std::string_view(name).rfind("DTRAIN_", 0) == 0;
+  DTRAIN_USAGE_FAIL() << name << " differs between ranks: " << values.str() << ". Every rank must use the same value"
+                      << (variable ? std::string(" (set it for all ranks, e.g. mpirun -x ") + name + ")"
+                                   : std::string(" (pass the same option to every rank)"));
 }
 
 }  // namespace dtrain::comm

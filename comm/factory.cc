@@ -6,6 +6,7 @@
 #include "comm/backends/mpi_communicator.h"
 #include "comm/backends/mpi_ring_communicator.h"
 #include "comm/host/mpi_features.h"
+#include "runtime/core/collective_usage_check.h"
 #include "runtime/core/error.h"
 #include "runtime/core/log.h"
 
@@ -51,15 +52,19 @@ Backend resolve_backend(Backend requested, const core::Topology& topology, bool 
 std::unique_ptr<Communicator> make_communicator(Backend requested, const core::RankContext& ctx, bool gpus,
                                                 DType cross_node_wire, SixteenBitSum sum16) {
   const Backend backend = resolve_backend(requested, ctx.topology(), gpus);
-  DTRAIN_USAGE_CHECK(sum16 == SixteenBitSum::kFp32 || backend == Backend::kNccl)
-      << "native 16-bit sums are the nccl backend's (NCCL adds bf16 and fp16 natively), and this job's backend is "
-      << backend_name(backend) << (requested == Backend::kAuto ? " (auto)" : "")
-      << "; the other backends add 16-bit values in fp32";
-  DTRAIN_USAGE_CHECK(gpus || backend != Backend::kNccl) << "the nccl backend needs GPUs, and this run is in CPU mode";
-  DTRAIN_USAGE_CHECK(cross_node_wire == DType::kF32 || backend == Backend::kHierarchical)
-      << "a " << core::dtype_name(cross_node_wire)
-      << " cross-node wire needs the hierarchical backend, and this job's is " << backend_name(backend)
-      << (requested == Backend::kAuto ? " (auto, one node)" : "");
+  // Collective: a rank that finds a problem must not leave the others waiting in the backend's
+  // constructor (settings passed differently to different ranks).
+  core::collective_usage_check(ctx.world(), [&] {
+    DTRAIN_USAGE_CHECK(sum16 == SixteenBitSum::kFp32 || backend == Backend::kNccl)
+        << "native 16-bit sums are the nccl backend's (NCCL adds bf16 and fp16 natively), and this job's backend is "
+        << backend_name(backend) << (requested == Backend::kAuto ? " (auto)" : "")
+        << "; the other backends add 16-bit values in fp32";
+    DTRAIN_USAGE_CHECK(gpus || backend != Backend::kNccl) << "the nccl backend needs GPUs, and this run is in CPU mode";
+    DTRAIN_USAGE_CHECK(cross_node_wire == DType::kF32 || backend == Backend::kHierarchical)
+        << "a " << core::dtype_name(cross_node_wire)
+        << " cross-node wire needs the hierarchical backend, and this job's is " << backend_name(backend)
+        << (requested == Backend::kAuto ? " (auto, one node)" : "");
+  });
   const RingTuning tuning = ring_tuning_from_env();
   DTRAIN_LOG0(kInfo) << "communicator: " << backend_name(backend)
                      << (requested == Backend::kAuto ? " (auto: " : " (requested: ") << ctx.topology().node_count

@@ -423,8 +423,9 @@ __global__ void apply_vec_kernel(int channels, int64_t vectors, const __nv_bfloa
 
 // The ReLU mask of 8 elements: from the forward output y, or, for a layer without a residual, from
 // x and the forward's scale and shift (mask_coefficients: scale | shift), recomputed exactly as the
-// forward computed it, which saves reading y. (y > 0 exactly when that pre-activation is > 0: a
-// positive float never rounds to a bf16 zero above bf16's smallest subnormal, ~9e-41.)
+// forward computed it, which saves reading y. (y > 0 exactly when that pre-activation is > 0,
+// except for 0 < pre-activation <= 2^-134, half bf16's smallest subnormal, where y rounds to 0 and
+// the recomputed mask still passes the gradient: a difference far below bf16's resolution.)
 __device__ inline void relu_mask8(const __nv_bfloat16* y, int64_t i, const float xs[kVec],
                                   const float* mask_coefficients, int channels, int c0, bool keep[kVec]) {
   float v[kVec];

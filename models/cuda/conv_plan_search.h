@@ -9,8 +9,10 @@
 // Numerics filter:
 //   - no engine that converts inputs down (fp32 to fp16/bf16) or, for fp32 without TF32, that
 //     uses tensor cores;
-//   - no non-deterministic engine (atomics in split reductions): a step's result is a function of
-//     its inputs, on every run;
+//   - no non-deterministic engine (atomics in split reductions): within a process, a pass's result
+//     is a function of its inputs (which engine wins the timing can differ between runs and ranks);
+//   - engines that reduce in lower precision (CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION) are
+//     allowed, as in PyTorch;
 //   - no engine that compiles at run time (its first call costs seconds of NVRTC).
 #include <cudnn.h>
 

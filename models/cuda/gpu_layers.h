@@ -11,9 +11,10 @@
 //
 // Outputs are kept from step to step (backward needs them). An input gradient lives only until its
 // consumer is queued: the owner then calls release_input_gradient(), and the memory goes back to
-// the caching allocator for the next layer's gradient. Every activation and gradient is used on
-// the context's stream only, so stream order makes that reuse safe. That keeps backward's
-// gradients to a few live tensors instead of one per layer (bench/results/2026-11-24_h200/memory).
+// the caching allocator for the next layer's gradient. Activations and gradients are allocated
+// without a stream tag, and all untagged device memory of a process is used on the context's
+// stream only (scratch of other streams carries their tag), so stream order makes that reuse safe. That keeps
+// backward's gradients to a few live tensors instead of one per layer (bench/results/2026-11-24_h200/memory).
 #include <memory>
 #include <string>
 

@@ -83,13 +83,13 @@ bool direct(const std::string& backend) {
 
 // The error a result may carry. Every backend adds 16-bit values in fp32 and rounds once, except
 // nccl-native (SixteenBitSum::kNative), which rounds at each step of NCCL's algorithm: at most one
-// rounding per rank, each at most half a unit in the last place of a partial sum no larger than the
-// sum of |terms|.
+// rounding per rank after the first (and one for the average's 1/n), each at most half a unit in
+// the last place of a partial sum no larger than the sum of |terms|.
 double bound_for(const std::string& backend, double want, double magnitude, DType dtype, int ranks) {
   const double one_rounding = test::tolerance(want, magnitude, dtype);
   if (backend != "nccl-native" || dtype == DType::kF32) return one_rounding;
   const int mantissa_bits = dtype == DType::kBF16 ? 7 : 10;
-  return one_rounding + ranks * std::ldexp(magnitude, -mantissa_bits);
+  return one_rounding + ranks * std::ldexp(magnitude, -(mantissa_bits + 1));
 }
 
 DeviceRun make(const std::string& backend, int ranks_per_node) {

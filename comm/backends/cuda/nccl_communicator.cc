@@ -45,7 +45,7 @@ NcclCommunicator::NcclCommunicator(MPI_Comm comm, SixteenBitSum sum16)
   size_ = control_.size();
   // Ranks that disagree would call different NCCL collectives (all-reduce against reduce-scatter
   // and all-gather) and wait for each other forever.
-  check_same_setting(control_.get(), "the 16-bit sum (fp32 or native)", static_cast<uint64_t>(sum16),
+  check_same_setting(control_.get(), "the 16-bit sum (--sixteen-bit-sum)", static_cast<uint64_t>(sum16),
                      [](uint64_t v) { return std::string(sixteen_bit_sum_name(static_cast<SixteenBitSum>(v))); });
   ncclUniqueId id;
   if (rank_ == 0) DTRAIN_NCCL_CHECK(ncclGetUniqueId(&id));
