@@ -311,23 +311,14 @@ __global__ void backward_apply_kernel(Indexer ix, int64_t n, const T* __restrict
 // the caching allocator); the same math as the kernels above, a vector at a time.
 constexpr int kVec = 8;
 
+static_assert(kVec == core::cuda::kBf16x8, "the BN vector path moves 8 bf16 channels a load");
+
 __device__ inline void load8(const __nv_bfloat16* p, int64_t i, float out[kVec]) {
-  const uint4 raw = *reinterpret_cast<const uint4*>(p + i);
-  const auto* pairs = reinterpret_cast<const __nv_bfloat162*>(&raw);
-#pragma unroll
-  for (int k = 0; k < kVec / 2; ++k) {
-    const float2 f = __bfloat1622float2(pairs[k]);
-    out[2 * k] = f.x;
-    out[2 * k + 1] = f.y;
-  }
+  core::cuda::load_bf16x8(p + i, out);
 }
 
 __device__ inline void store8(__nv_bfloat16* p, int64_t i, const float in[kVec]) {
-  uint4 raw;
-  auto* pairs = reinterpret_cast<__nv_bfloat162*>(&raw);
-#pragma unroll
-  for (int k = 0; k < kVec / 2; ++k) pairs[k] = __floats2bfloat162_rn(in[2 * k], in[2 * k + 1]);
-  *reinterpret_cast<uint4*>(p + i) = raw;
+  core::cuda::store_bf16x8(p + i, in);
 }
 
 __device__ inline void load8(const float* p, int c, float out[kVec]) {

@@ -122,26 +122,7 @@ __global__ void global_avg_pool_backward_kernel(int channels, int64_t spatial, i
 // NHWC bf16 with channels a multiple of 8 (ResNet's stem pool): one thread per position and 8
 // channels, one 16-byte load per window tap. Same window order, tie rule and summation order as
 // the kernels above, so the results are bit-identical to theirs.
-constexpr int kPoolVec = 8;
-
-__device__ inline void unpack8(const __nv_bfloat16* p, float out[kPoolVec]) {
-  const uint4 raw = *reinterpret_cast<const uint4*>(p);
-  const __nv_bfloat162* pairs = reinterpret_cast<const __nv_bfloat162*>(&raw);
-#pragma unroll
-  for (int k = 0; k < kPoolVec / 2; ++k) {
-    const float2 f = __bfloat1622float2(pairs[k]);
-    out[2 * k] = f.x;
-    out[2 * k + 1] = f.y;
-  }
-}
-
-__device__ inline void pack8(__nv_bfloat16* p, const float in[kPoolVec]) {
-  uint4 raw;
-  __nv_bfloat162* pairs = reinterpret_cast<__nv_bfloat162*>(&raw);
-#pragma unroll
-  for (int k = 0; k < kPoolVec / 2; ++k) pairs[k] = __floats2bfloat162_rn(in[2 * k], in[2 * k + 1]);
-  *reinterpret_cast<uint4*>(p) = raw;
-}
+constexpr int kPoolVec = core::cuda::kBf16x8;
 
 __global__ void max_pool_forward_vec_kernel(cpu::PoolShape s, int oh_n, int ow_n, const __nv_bfloat16* __restrict__ x,
                                             __nv_bfloat16* __restrict__ y, int32_t* __restrict__ argmax) {
@@ -168,7 +149,7 @@ __global__ void max_pool_forward_vec_kernel(cpu::PoolShape s, int oh_n, int ow_n
       for (int q = 0; q < s.window; ++q) {
         const int iw = ow * s.stride - s.pad + q;
         if (iw < 0 || iw >= s.in_w) continue;
-        unpack8(x + ((n * s.in_h + ih) * s.in_w + iw) * s.channels + g * kPoolVec, v);
+        core::cuda::load_bf16x8(x + ((n * s.in_h + ih) * s.in_w + iw) * s.channels + g * kPoolVec, v);
         const int32_t at = ih * s.in_w + iw;
 #pragma unroll
         for (int k = 0; k < kPoolVec; ++k) {
@@ -180,7 +161,7 @@ __global__ void max_pool_forward_vec_kernel(cpu::PoolShape s, int oh_n, int ow_n
       }
     }
     const int64_t o = i * kPoolVec;  // NHWC: (n, oh, ow, channel 8g) is element 8i
-    pack8(y + o, best);
+    core::cuda::store_bf16x8(y + o, best);
     int4* out = reinterpret_cast<int4*>(argmax + o);
     out[0] = make_int4(best_at[0], best_at[1], best_at[2], best_at[3]);
     out[1] = make_int4(best_at[4], best_at[5], best_at[6], best_at[7]);
@@ -211,14 +192,14 @@ __global__ void max_pool_backward_vec_kernel(cpu::PoolShape s, int oh_n, int ow_
         const int4 a0 = reinterpret_cast<const int4*>(argmax + o)[0];
         const int4 a1 = reinterpret_cast<const int4*>(argmax + o)[1];
         const int32_t chose[kPoolVec] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
-        unpack8(dy + o, g_dy);
+        core::cuda::load_bf16x8(dy + o, g_dy);
 #pragma unroll
         for (int k = 0; k < kPoolVec; ++k) {
           if (chose[k] == self) sum[k] += g_dy[k];
         }
       }
     }
-    pack8(dx + i * kPoolVec, sum);
+    core::cuda::store_bf16x8(dx + i * kPoolVec, sum);
   }
 }
 

@@ -31,6 +31,27 @@ __device__ inline void store(__nv_bfloat16* p, int64_t i, float v) { p[i] = __fl
 __device__ inline void store(__half* p, int64_t i, float v) { p[i] = __float2half_rn(v); }
 // clang-format on
 
+// 8 consecutive bf16 values (16 bytes at a 16-byte aligned address) widened to float, and 8 floats
+// rounded to nearest even into them: the vector loads and stores of the bf16 NHWC kernels.
+constexpr int kBf16x8 = 8;
+__device__ inline void load_bf16x8(const __nv_bfloat16* p, float out[kBf16x8]) {
+  const uint4 raw = *reinterpret_cast<const uint4*>(p);
+  const auto* pairs = reinterpret_cast<const __nv_bfloat162*>(&raw);
+#pragma unroll
+  for (int k = 0; k < kBf16x8 / 2; ++k) {
+    const float2 f = __bfloat1622float2(pairs[k]);
+    out[2 * k] = f.x;
+    out[2 * k + 1] = f.y;
+  }
+}
+__device__ inline void store_bf16x8(__nv_bfloat16* p, const float in[kBf16x8]) {
+  uint4 raw;
+  auto* pairs = reinterpret_cast<__nv_bfloat162*>(&raw);
+#pragma unroll
+  for (int k = 0; k < kBf16x8 / 2; ++k) pairs[k] = __floats2bfloat162_rn(in[2 * k], in[2 * k + 1]);
+  *reinterpret_cast<uint4*>(p) = raw;
+}
+
 // Grid-stride element-wise launches: 256 threads per block, enough blocks for one element per
 // thread up to 16 waves' worth of a full GPU (then the loop strides).
 constexpr int kElementwiseThreads = 256;
