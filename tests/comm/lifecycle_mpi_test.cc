@@ -123,7 +123,25 @@ TEST(RingTuningAgreement, DifferentSegmentBytesAreNamedWithBothValues) {
   tuning.segment_bytes = world_rank() == 0 ? 65536 : 131072;
   const std::string others = world_size() == 2 ? "131072 on rank 1" : "131072 on ranks 1,";
   expect_usage_error_everywhere([&] { MpiRingCommunicator comm(MPI_COMM_WORLD, tuning); },
-                                {"DTRAIN_RING_SEGMENT_BYTES differs between ranks", "65536 on rank 0", others});
+                                {"DTRAIN_RING_SEGMENT_BYTES differs between ranks", "65536 on rank 0", others,
+                                 "mpirun -x DTRAIN_RING_SEGMENT_BYTES"});
+}
+
+// A setting that is an option, not a DTRAIN_ variable, is named as one (no mpirun -x hint).
+TEST(RingTuningAgreement, DifferentWireFormatsAreNamedAsAnOption) {
+  if (world_size() == 1) GTEST_SKIP() << "needs 2 or more ranks to disagree";
+  const core::RankContext ctx(MPI_COMM_WORLD, core::NodeLayout{1, false});
+  const DType wire = world_rank() == 0 ? DType::kF32 : DType::kBF16;
+  std::string text;
+  try {
+    HierarchicalCommunicator comm(ctx, false, RingTuning{}, wire);
+  } catch (const core::UsageError& e) {
+    text = e.what();
+  }
+  ASSERT_FALSE(text.empty()) << "no UsageError on rank " << world_rank();
+  EXPECT_NE(text.find("(gradient_wire_dtype) differs between ranks"), std::string::npos) << text;
+  EXPECT_NE(text.find("pass the same option to every rank"), std::string::npos) << text;
+  EXPECT_EQ(text.find("mpirun -x"), std::string::npos) << text;
 }
 
 TEST(RingTuningAgreement, DifferentSmallBytesAreNamedOnHierarchicalToo) {
