@@ -9,33 +9,52 @@
 #include "runtime/core/buffer.h"
 #include "runtime/core/cuda/cuda_check.h"
 #include "runtime/core/cuda/device_elements.cuh"
+#include "runtime/core/cuda/resident_grid.h"
 
 namespace dtrain::models::cuda {
 namespace {
 
 using core::cuda::DeviceTypeOf;
 using core::cuda::load;
+using core::cuda::one_wave_grid;
+using core::cuda::resident_blocks;
 using core::cuda::store;
 
 // Rows are the (n, h, w) positions: M = batch * spatial of them per channel. Element (row, c):
-// NHWC: row * C + c. NCHW: (n * C + c) * S + s with n = row / S, s = row % S.
+// NHWC: row * C + c. NCHW: (n * C + c) * S + s with n = row / S, s = row % S. The divisions are
+// 32-bit where the tensor's element count fits (a 64-bit division is a long software sequence, and
+// the fp32 NCHW kernels did one or two per element).
 struct Indexer {
   int channels;
   int64_t spatial;
   bool channels_last;
+  bool fits_32_bits;  // every element index < 2^32
   __device__ int64_t operator()(int64_t row, int c) const {
     if (channels_last) return row * channels + c;
+    if (fits_32_bits) {
+      const uint32_t r = static_cast<uint32_t>(row), s = static_cast<uint32_t>(spatial);
+      return (int64_t{r / s} * channels + c) * spatial + r % s;
+    }
     return (row / spatial * channels + c) * spatial + row % spatial;
   }
   __device__ int channel_of(int64_t i) const {
+    if (fits_32_bits) {
+      const uint32_t u = static_cast<uint32_t>(i);
+      return static_cast<int>(channels_last ? u % static_cast<uint32_t>(channels)
+                                            : u / static_cast<uint32_t>(spatial) % static_cast<uint32_t>(channels));
+    }
     return channels_last ? static_cast<int>(i % channels) : static_cast<int>(i / spatial % channels);
   }
 };
+Indexer indexer(const BatchNormDims& d) {
+  const int64_t elements = int64_t{d.batch} * d.spatial * d.channels;
+  return {d.channels, d.spatial, d.channels_last, elements <= int64_t{UINT32_MAX}};
+}
 
 // The launch of a per-channel reduction over the rows. Block shape: 32 channels x 8 row-lanes for
 // NHWC (the 32 threads of a warp read 32 adjacent channels), 1 channel x 256 row-lanes for NCHW
-// (adjacent rows are adjacent). Row blocks: enough blocks in all to fill the GPU, each with at
-// least a few hundred rows.
+// (adjacent rows are adjacent). Row blocks: as many as fill the GPU in one wave (resident_blocks of
+// the kernel), each thread with at least 16 rows.
 constexpr int kThreads = 256;
 struct ReductionLaunch {
   Indexer ix;
@@ -44,12 +63,11 @@ struct ReductionLaunch {
   int row_blocks;
   dim3 grid() const { return dim3((ix.channels + channels_per_block - 1) / channels_per_block, row_blocks); }
 };
-ReductionLaunch reduction_launch(const BatchNormDims& d) {
-  ReductionLaunch launch{
-      {d.channels, d.spatial, d.channels_last}, int64_t{d.batch} * d.spatial, d.channels_last ? 32 : 1, 1};
+ReductionLaunch reduction_launch(const BatchNormDims& d, const void* kernel) {
+  ReductionLaunch launch{indexer(d), int64_t{d.batch} * d.spatial, d.channels_last ? 32 : 1, 1};
   const int row_lanes = kThreads / launch.channels_per_block;
   const int channel_blocks = static_cast<int>(launch.grid().x);
-  const int64_t want = std::max<int64_t>(1, 1024 / channel_blocks);
+  const int64_t want = std::max<int64_t>(1, resident_blocks(kernel, kThreads) / channel_blocks);
   launch.row_blocks = static_cast<int>(std::clamp<int64_t>(launch.rows / (row_lanes * 16), 1, want));
   return launch;
 }
@@ -176,24 +194,43 @@ __global__ void eval_coefficients_kernel(int channels, const float* __restrict__
   shift[c] = static_cast<float>(beta[c] - running_mean[c] * gamma[c] * inv_std);
 }
 
+// Bit i of the ReLU mask (element i in memory order: byte i / 8, bit i % 8) says whether y_i > 0
+// before rounding. Backward reads it instead of y: 1 bit per element instead of 16 or 32. (It
+// differs from y > 0 only for 0 < y < half bf16's smallest subnormal, 2^-134, where y rounds to 0
+// and the mask still passes the gradient: far below bf16's resolution.)
+__device__ inline bool relu_mask_bit(const uint8_t* __restrict__ mask, int64_t i) {
+  return (mask[i >> 3] >> (i & 7)) & 1;
+}
+
+// Each warp walks 32 consecutive elements at a time (blocks of 256 threads: a warp's first element
+// is a multiple of 32), so a ballot gives the warp's 32 mask bits as one 32-bit word.
 template <typename T>
 __global__ void apply_kernel(Indexer ix, int64_t n, const T* __restrict__ x, const float* __restrict__ scale,
                              const float* __restrict__ shift, const T* __restrict__ residual, bool relu,
-                             T* __restrict__ y) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
-    const int c = ix.channel_of(i);
-    float v = load(x, i) * scale[c] + shift[c];
-    if (residual != nullptr) v += load(residual, i);
-    if (relu) v = fmaxf(v, 0.0f);
-    store(y, i, v);
+                             T* __restrict__ y, uint32_t* __restrict__ relu_mask) {
+  const int lane = threadIdx.x % 32;
+  for (int64_t first = blockIdx.x * int64_t{blockDim.x} + threadIdx.x - lane; first < n;
+       first += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t i = first + lane;
+    float v = 0.0f;
+    if (i < n) {
+      const int c = ix.channel_of(i);
+      v = load(x, i) * scale[c] + shift[c];
+      if (residual != nullptr) v += load(residual, i);
+      store(y, i, relu ? fmaxf(v, 0.0f) : v);
+    }
+    if (relu_mask != nullptr) {
+      const uint32_t bits = __ballot_sync(0xffffffffu, i < n && v > 0.0f);
+      if (lane == 0) relu_mask[first / 32] = bits;
+    }
   }
 }
 
 // Backward partials per (row block, channel): sum of dy' and of dy' * xhat, dy' = dy through the
-// ReLU mask (y > 0).
+// ReLU mask.
 template <typename T>
 __global__ void backward_partials_kernel(Indexer ix, int64_t rows, int channels_per_block, const T* __restrict__ x,
-                                         const T* __restrict__ y, const T* __restrict__ dy, bool relu,
+                                         const uint8_t* __restrict__ relu_mask, const T* __restrict__ dy, bool relu,
                                          const float* __restrict__ mean, const float* __restrict__ inv_std,
                                          float2* __restrict__ partials) {
   const int lane_c = threadIdx.x % channels_per_block;
@@ -206,7 +243,7 @@ __global__ void backward_partials_kernel(Indexer ix, int64_t rows, int channels_
     for (int64_t r = blockIdx.y * int64_t{lanes} + lane_r; r < rows; r += int64_t{gridDim.y} * lanes) {
       const int64_t i = ix(r, c);
       float g = load(dy, i);
-      if (relu && !(load(y, i) > 0.0f)) g = 0.0f;
+      if (relu && !relu_mask_bit(relu_mask, i)) g = 0.0f;
       sum_dy += g;
       sum_dy_xhat += g * (load(x, i) - mu) * is;
     }
@@ -292,14 +329,15 @@ __global__ void group_backward_kernel(int channels, double rows, const double* _
 }
 
 template <typename T>
-__global__ void backward_apply_kernel(Indexer ix, int64_t n, const T* __restrict__ x, const T* __restrict__ y,
-                                      const T* __restrict__ dy, bool relu, const float* __restrict__ mean,
-                                      const float* __restrict__ inv_std, const float* __restrict__ coefficients,
-                                      T* __restrict__ dx, T* __restrict__ dresidual) {
+__global__ void backward_apply_kernel(Indexer ix, int64_t n, const T* __restrict__ x,
+                                      const uint8_t* __restrict__ relu_mask, const T* __restrict__ dy, bool relu,
+                                      const float* __restrict__ mean, const float* __restrict__ inv_std,
+                                      const float* __restrict__ coefficients, T* __restrict__ dx,
+                                      T* __restrict__ dresidual) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
     const int c = ix.channel_of(i);
     float g = load(dy, i);
-    if (relu && !(load(y, i) > 0.0f)) g = 0.0f;
+    if (relu && !relu_mask_bit(relu_mask, i)) g = 0.0f;
     if (dresidual != nullptr) store(dresidual, i, g);
     const float xhat = (load(x, i) - mean[c]) * inv_std[c];
     store(dx, i, g * coefficients[c] - coefficients[ix.channels + c] - xhat * coefficients[2 * ix.channels + c]);
@@ -326,7 +364,8 @@ __device__ inline void load8(const float* p, int c, float out[kVec]) {
   out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w, out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
 }
 
-// Block: `groups` 8-channel groups x (256 / groups) row lanes; groups is a power of two.
+// Block: `groups` 8-channel groups x (256 / groups) row lanes; groups is a power of two. Row
+// blocks: one wave of the kernel, each thread with at least 8 rows.
 struct VecLaunch {
   int channels;
   int64_t rows;
@@ -334,12 +373,12 @@ struct VecLaunch {
   int row_blocks;
   dim3 grid() const { return dim3((channels / kVec + groups - 1) / groups, row_blocks); }
 };
-VecLaunch vec_launch(const BatchNormDims& d) {
+VecLaunch vec_launch(const BatchNormDims& d, const void* kernel) {
   VecLaunch launch{d.channels, int64_t{d.batch} * d.spatial, 1, 1};
   while (launch.groups * 2 <= std::min(d.channels / kVec, 32)) launch.groups *= 2;
   const int lanes = kThreads / launch.groups;
-  // (Also computed for channel counts the vector path does not take: no division by a zero grid.)
-  const int64_t want = std::max<int64_t>(1, 528 / std::max(1u, launch.grid().x));
+  // (max: no division by zero for fewer than 8 channels, which the vector path never takes.)
+  const int64_t want = std::max<int64_t>(1, resident_blocks(kernel, kThreads) / std::max(1u, launch.grid().x));
   launch.row_blocks = static_cast<int>(std::clamp<int64_t>(launch.rows / (lanes * 8), 1, want));
   return launch;
 }
@@ -392,51 +431,57 @@ __global__ void partial_moments_vec_kernel(int channels, int64_t rows, int group
   }
 }
 
+// A grid-stride loop's first 8-channel group and its step between iterations, so that the loop
+// divides nothing. (Keeping the coefficients in registers while the group stays the same, as it
+// does for a one-wave grid and C a power of two, was slower: more registers, fewer blocks per SM;
+// bench/results/2026-11-25_h200/bn_waves.)
+struct ChannelWalk {
+  int c0, step;
+};
+__device__ inline ChannelWalk channel_walk(int channels) {
+  const int64_t first = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) * kVec;
+  const int64_t stride = int64_t{gridDim.x} * blockDim.x * kVec;
+  return {static_cast<int>(first % channels), static_cast<int>(stride % channels)};
+}
+__device__ inline void advance(ChannelWalk& walk, int channels) {
+  walk.c0 += walk.step;
+  if (walk.c0 >= channels) walk.c0 -= channels;
+}
+
 __global__ void apply_vec_kernel(int channels, int64_t vectors, const __nv_bfloat16* __restrict__ x,
                                  const float* __restrict__ scale, const float* __restrict__ shift,
-                                 const __nv_bfloat16* __restrict__ residual, bool relu, __nv_bfloat16* __restrict__ y) {
-  for (int64_t v = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; v < vectors; v += int64_t{gridDim.x} * blockDim.x) {
+                                 const __nv_bfloat16* __restrict__ residual, bool relu, __nv_bfloat16* __restrict__ y,
+                                 uint8_t* __restrict__ relu_mask) {
+  ChannelWalk walk = channel_walk(channels);
+  for (int64_t v = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; v < vectors;
+       v += int64_t{gridDim.x} * blockDim.x, advance(walk, channels)) {
     const int64_t i = v * kVec;
-    const int c0 = static_cast<int>(i % channels);
+    const int c0 = walk.c0;
     float xs[kVec], a[kVec], b[kVec], r[kVec] = {};
     load8(x, i, xs);
     load8(scale, c0, a);
     load8(shift, c0, b);
     if (residual != nullptr) load8(residual, i, r);
+    uint32_t bits = 0;
 #pragma unroll
     for (int k = 0; k < kVec; ++k) {
-      const float out = fmaf(xs[k], a[k], b[k]) + r[k];  // backward's relu_mask8 recomputes this
+      const float out = fmaf(xs[k], a[k], b[k]) + r[k];
+      bits |= uint32_t{out > 0.0f} << k;
       xs[k] = relu ? fmaxf(out, 0.0f) : out;
     }
     store8(y, i, xs);
+    if (relu_mask != nullptr) relu_mask[v] = static_cast<uint8_t>(bits);
   }
 }
 
-// The ReLU mask of 8 elements: from the forward output y, or, for a layer without a residual, from
-// x and the forward's scale and shift (mask_coefficients: scale | shift), recomputed exactly as the
-// forward computed it, which saves reading y. (y > 0 exactly when that pre-activation is > 0,
-// except for 0 < pre-activation <= 2^-134, half bf16's smallest subnormal, where y rounds to 0 and
-// the recomputed mask still passes the gradient: a difference far below bf16's resolution.)
-__device__ inline void relu_mask8(const __nv_bfloat16* y, int64_t i, const float xs[kVec],
-                                  const float* mask_coefficients, int channels, int c0, bool keep[kVec]) {
-  float v[kVec];
-  if (mask_coefficients != nullptr) {
-    float a[kVec], b[kVec];
-    load8(mask_coefficients, c0, a);
-    load8(mask_coefficients + channels, c0, b);
-#pragma unroll
-    for (int k = 0; k < kVec; ++k) v[k] = fmaf(xs[k], a[k], b[k]) + 0.0f;
-  } else {
-    load8(y, i, v);
-  }
-#pragma unroll
-  for (int k = 0; k < kVec; ++k) keep[k] = v[k] > 0.0f;
+// The ReLU mask of the 8 elements from i (a multiple of 8): one byte of the mask.
+__device__ inline uint32_t relu_mask8(const uint8_t* __restrict__ mask, int64_t i) {
+  return mask[i / kVec];
 }
 
 __global__ void backward_partials_vec_kernel(int channels, int64_t rows, int groups,
-                                             const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ y,
+                                             const __nv_bfloat16* __restrict__ x, const uint8_t* __restrict__ relu_mask,
                                              const __nv_bfloat16* __restrict__ dy, bool relu,
-                                             const float* __restrict__ mask_coefficients,
                                              const float* __restrict__ mean, const float* __restrict__ inv_std,
                                              float2* __restrict__ partials) {
   const int lane_g = threadIdx.x % groups, lane_r = threadIdx.x / groups, lanes = blockDim.x / groups;
@@ -449,13 +494,12 @@ __global__ void backward_partials_vec_kernel(int channels, int64_t rows, int gro
     for (int64_t r = blockIdx.y * int64_t{lanes} + lane_r; r < rows; r += int64_t{gridDim.y} * lanes) {
       const int64_t i = r * channels + c0;
       float g[kVec], xs[kVec];
-      bool keep[kVec];
       load8(dy, i, g);
       load8(x, i, xs);
-      if (relu) relu_mask8(y, i, xs, mask_coefficients, channels, c0, keep);
+      const uint32_t keep = relu ? relu_mask8(relu_mask, i) : 0xffu;
 #pragma unroll
       for (int k = 0; k < kVec; ++k) {
-        const float gk = relu && !keep[k] ? 0.0f : g[k];
+        const float gk = (keep >> k) & 1 ? g[k] : 0.0f;
         sum_dy[k] += gk;
         sum_dy_xhat[k] += gk * (xs[k] - mu[k]) * is[k];
       }
@@ -485,19 +529,19 @@ __global__ void backward_partials_vec_kernel(int channels, int64_t rows, int gro
 }
 
 __global__ void backward_apply_vec_kernel(int channels, int64_t vectors, const __nv_bfloat16* __restrict__ x,
-                                          const __nv_bfloat16* __restrict__ y, const __nv_bfloat16* __restrict__ dy,
-                                          bool relu, const float* __restrict__ mask_coefficients,
-                                          const float* __restrict__ mean, const float* __restrict__ inv_std,
+                                          const uint8_t* __restrict__ relu_mask, const __nv_bfloat16* __restrict__ dy,
+                                          bool relu, const float* __restrict__ mean, const float* __restrict__ inv_std,
                                           const float* __restrict__ coefficients, __nv_bfloat16* __restrict__ dx,
                                           __nv_bfloat16* __restrict__ dresidual) {
-  for (int64_t v = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; v < vectors; v += int64_t{gridDim.x} * blockDim.x) {
+  ChannelWalk walk = channel_walk(channels);
+  for (int64_t v = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; v < vectors;
+       v += int64_t{gridDim.x} * blockDim.x, advance(walk, channels)) {
     const int64_t i = v * kVec;
-    const int c0 = static_cast<int>(i % channels);
+    const int c0 = walk.c0;
     float g[kVec], xs[kVec], mu[kVec], is[kVec], k_[kVec], a[kVec], b[kVec];
-    bool keep[kVec];
     load8(dy, i, g);
     load8(x, i, xs);
-    if (relu) relu_mask8(y, i, xs, mask_coefficients, channels, c0, keep);
+    const uint32_t keep = relu ? relu_mask8(relu_mask, i) : 0xffu;
     load8(mean, c0, mu);
     load8(inv_std, c0, is);
     load8(coefficients, c0, k_);
@@ -505,7 +549,7 @@ __global__ void backward_apply_vec_kernel(int channels, int64_t vectors, const _
     load8(coefficients + 2 * channels, c0, b);
 #pragma unroll
     for (int k = 0; k < kVec; ++k) {
-      if (relu && !keep[k]) g[k] = 0.0f;
+      if (!((keep >> k) & 1)) g[k] = 0.0f;
     }
     if (dresidual != nullptr) store8(dresidual, i, g);
 #pragma unroll
@@ -527,8 +571,9 @@ bool vector_path(const BatchNormDims& d, std::initializer_list<const void*> poin
   }
 }
 
-int elementwise_blocks(int64_t n) {
-  return static_cast<int>(std::clamp<int64_t>((n + kThreads - 1) / kThreads, 1, 132 * 16));
+template <typename Kernel>
+const void* address(Kernel* kernel) {
+  return reinterpret_cast<const void*>(kernel);
 }
 
 void check_dims(const BatchNormDims& d) {
@@ -559,13 +604,17 @@ template <typename T>
 void batch_norm_forward_train(cudaStream_t stream, const BatchNormDims& d, const T* x_host_type, const float* gamma,
                               const float* beta, const T* residual_host_type, bool relu, T* y_host_type,
                               float* saved_mean, float* saved_inv_std, float* running_mean, float* running_var,
-                              BatchStatsReducer* group, float* saved_scale_shift) {
+                              uint8_t* relu_mask, BatchStatsReducer* group) {
   using D = DeviceTypeOf<T>;
   check_dims(d);
+  DTRAIN_CHECK(!relu || (relu_mask != nullptr && reinterpret_cast<uintptr_t>(relu_mask) % 4 == 0))
+      << "batch norm forward with ReLU needs a 4-byte aligned mask of relu_mask_bytes(elements) bytes";
   const D* x = reinterpret_cast<const D*>(x_host_type);
-  const ReductionLaunch launch = reduction_launch(d);
-  const VecLaunch vec = vec_launch(d);
-  const bool vectorized = vector_path<D>(d, {x, residual_host_type, y_host_type, saved_scale_shift});
+  const bool vectorized = vector_path<D>(d, {x, residual_host_type, y_host_type});
+  const int64_t rows = int64_t{d.batch} * d.spatial;
+  const ReductionLaunch launch =
+      vectorized ? ReductionLaunch{} : reduction_launch(d, address(partial_moments_kernel<D>));
+  const VecLaunch vec = vectorized ? vec_launch(d, address(partial_moments_vec_kernel)) : VecLaunch{};
   const int row_blocks = vectorized ? vec.row_blocks : launch.row_blocks;
   const bool sync = synchronizes(group);
   // Scale and shift first (16-byte aligned for the vector loads), then the partials, then (sync)
@@ -575,7 +624,7 @@ void batch_norm_forward_train(cudaStream_t stream, const BatchNormDims& d, const
   const size_t exchanged = sync ? 2 * size_t(d.channels) : 0;
   core::Buffer scratch(core::MemoryKind::kDevice, coefficient_bytes + partial_bytes + sizeof(double) * exchanged,
                        stream);
-  float* scale = saved_scale_shift != nullptr ? saved_scale_shift : static_cast<float*>(scratch.data());
+  float* scale = static_cast<float*>(scratch.data());
   float* shift = scale + d.channels;
   Moments* partials = reinterpret_cast<Moments*>(static_cast<char*>(scratch.data()) + coefficient_bytes);
   double* moments =
@@ -595,22 +644,22 @@ void batch_norm_forward_train(cudaStream_t stream, const BatchNormDims& d, const
   if (sync) {
     int64_t group_rows = 0;
     round_trip(stream, moments, exchanged, exchanged, [&](std::vector<double>& host) {
-      group_rows = merge_moments_over_group(*group, d.channels, launch.rows, host.data(), host.data() + d.channels);
+      group_rows = merge_moments_over_group(*group, d.channels, rows, host.data(), host.data() + d.channels);
     });
     group_statistics_kernel<<<(d.channels + 127) / 128, 128, 0, stream>>>(
         d.channels, static_cast<double>(group_rows), moments, gamma, beta, d.eps, d.momentum, saved_mean, saved_inv_std,
         running_mean, running_var, scale, shift);
   }
-  const int64_t n = launch.rows * d.channels;
+  const int64_t n = rows * d.channels;
   if (vectorized) {
-    apply_vec_kernel<<<elementwise_blocks(n / kVec), kThreads, 0, stream>>>(
+    apply_vec_kernel<<<one_wave_grid(address(apply_vec_kernel), kThreads, n / kVec), kThreads, 0, stream>>>(
         d.channels, n / kVec, reinterpret_cast<const __nv_bfloat16*>(x), scale, shift,
-        reinterpret_cast<const __nv_bfloat16*>(residual_host_type), relu,
-        reinterpret_cast<__nv_bfloat16*>(y_host_type));
+        reinterpret_cast<const __nv_bfloat16*>(residual_host_type), relu, reinterpret_cast<__nv_bfloat16*>(y_host_type),
+        relu ? relu_mask : nullptr);
   } else {
-    apply_kernel<<<elementwise_blocks(n), kThreads, 0, stream>>>(launch.ix, n, x, scale, shift,
-                                                                 reinterpret_cast<const D*>(residual_host_type), relu,
-                                                                 reinterpret_cast<D*>(y_host_type));
+    apply_kernel<D><<<one_wave_grid(address(apply_kernel<D>), kThreads, n), kThreads, 0, stream>>>(
+        launch.ix, n, x, scale, shift, reinterpret_cast<const D*>(residual_host_type), relu,
+        reinterpret_cast<D*>(y_host_type), relu ? reinterpret_cast<uint32_t*>(relu_mask) : nullptr);
   }
   DTRAIN_CUDA_CHECK(cudaGetLastError()) << "batch norm forward kernels";
 }
@@ -628,34 +677,34 @@ void batch_norm_forward_eval(cudaStream_t stream, const BatchNormDims& d, const 
                                                                          running_var, d.eps, scale, shift);
   const int64_t n = int64_t{d.batch} * d.spatial * d.channels;
   if (vector_path<D>(d, {x_host_type, residual_host_type, y_host_type, shift})) {
-    apply_vec_kernel<<<elementwise_blocks(n / kVec), kThreads, 0, stream>>>(
+    apply_vec_kernel<<<one_wave_grid(address(apply_vec_kernel), kThreads, n / kVec), kThreads, 0, stream>>>(
         d.channels, n / kVec, reinterpret_cast<const __nv_bfloat16*>(x_host_type), scale, shift,
-        reinterpret_cast<const __nv_bfloat16*>(residual_host_type), relu,
-        reinterpret_cast<__nv_bfloat16*>(y_host_type));
+        reinterpret_cast<const __nv_bfloat16*>(residual_host_type), relu, reinterpret_cast<__nv_bfloat16*>(y_host_type),
+        nullptr);
     DTRAIN_CUDA_CHECK(cudaGetLastError()) << "batch norm eval kernels";
     return;
   }
-  apply_kernel<<<elementwise_blocks(n), kThreads, 0, stream>>>(
-      Indexer{d.channels, d.spatial, d.channels_last}, n, reinterpret_cast<const D*>(x_host_type), scale, shift,
-      reinterpret_cast<const D*>(residual_host_type), relu, reinterpret_cast<D*>(y_host_type));
+  apply_kernel<D><<<one_wave_grid(address(apply_kernel<D>), kThreads, n), kThreads, 0, stream>>>(
+      indexer(d), n, reinterpret_cast<const D*>(x_host_type), scale, shift,
+      reinterpret_cast<const D*>(residual_host_type), relu, reinterpret_cast<D*>(y_host_type), nullptr);
   DTRAIN_CUDA_CHECK(cudaGetLastError()) << "batch norm eval kernels";
 }
 
 template <typename T>
-void batch_norm_backward(cudaStream_t stream, const BatchNormDims& d, const T* x_host_type, const T* y_host_type,
+void batch_norm_backward(cudaStream_t stream, const BatchNormDims& d, const T* x_host_type, const uint8_t* relu_mask,
                          const T* dy_host_type, const float* gamma, const float* saved_mean, const float* saved_inv_std,
                          bool relu, T* dx_host_type, T* dresidual_host_type, float* dgamma, float* dbeta,
-                         BatchStatsReducer* group, const float* mask_scale_shift) {
+                         BatchStatsReducer* group) {
   using D = DeviceTypeOf<T>;
   check_dims(d);
-  DTRAIN_CHECK(!relu || y_host_type != nullptr) << "batch norm backward with ReLU needs the forward output";
+  DTRAIN_CHECK(!relu || relu_mask != nullptr) << "batch norm backward with ReLU needs the forward's ReLU mask";
   const D* x = reinterpret_cast<const D*>(x_host_type);
-  const D* y = reinterpret_cast<const D*>(y_host_type);
   const D* dy = reinterpret_cast<const D*>(dy_host_type);
-  const ReductionLaunch launch = reduction_launch(d);
-  const VecLaunch vec = vec_launch(d);
-  const bool vectorized =
-      vector_path<D>(d, {x, y, dy, dx_host_type, dresidual_host_type, saved_mean, saved_inv_std, mask_scale_shift});
+  const bool vectorized = vector_path<D>(d, {x, dy, dx_host_type, dresidual_host_type, saved_mean, saved_inv_std});
+  const int64_t rows = int64_t{d.batch} * d.spatial;
+  const ReductionLaunch launch =
+      vectorized ? ReductionLaunch{} : reduction_launch(d, address(backward_partials_kernel<D>));
+  const VecLaunch vec = vectorized ? vec_launch(d, address(backward_partials_vec_kernel)) : VecLaunch{};
   const int row_blocks = vectorized ? vec.row_blocks : launch.row_blocks;
   const bool sync = synchronizes(group);
   // Coefficients first (16-byte aligned for the vector loads), then the partials, then (sync) the
@@ -672,23 +721,22 @@ void batch_norm_backward(cudaStream_t stream, const BatchNormDims& d, const T* x
                      : nullptr;
   if (vectorized) {
     backward_partials_vec_kernel<<<vec.grid(), kThreads, 0, stream>>>(
-        d.channels, vec.rows, vec.groups, reinterpret_cast<const __nv_bfloat16*>(x),
-        reinterpret_cast<const __nv_bfloat16*>(y), reinterpret_cast<const __nv_bfloat16*>(dy), relu, mask_scale_shift,
-        saved_mean, saved_inv_std, partials);
+        d.channels, vec.rows, vec.groups, reinterpret_cast<const __nv_bfloat16*>(x), relu_mask,
+        reinterpret_cast<const __nv_bfloat16*>(dy), relu, saved_mean, saved_inv_std, partials);
   } else {
     backward_partials_kernel<<<launch.grid(), kThreads, 0, stream>>>(
-        launch.ix, launch.rows, launch.channels_per_block, x, y, dy, relu, saved_mean, saved_inv_std, partials);
+        launch.ix, launch.rows, launch.channels_per_block, x, relu_mask, dy, relu, saved_mean, saved_inv_std, partials);
   }
   finalize_backward_kernel<<<(d.channels + kFinalizeChannels - 1) / kFinalizeChannels,
                              kFinalizeChannels * kFinalizeLanes, 0, stream>>>(
-      d.channels, row_blocks, static_cast<double>(launch.rows), partials, gamma, saved_inv_std, dgamma, dbeta,
-      coefficients, sums);
+      d.channels, row_blocks, static_cast<double>(rows), partials, gamma, saved_inv_std, dgamma, dbeta, coefficients,
+      sums);
   if (sync) {
     double group_rows = 0;
     round_trip(stream, sums, local, 2 * local, [&](std::vector<double>& host) {
       // [sum(dy') | sum(dy' * xhat) | rows] added over the group, after this rank's own sums.
       std::vector<double> group_sums(host.begin(), host.begin() + static_cast<long>(local));
-      group_sums.push_back(static_cast<double>(launch.rows));
+      group_sums.push_back(static_cast<double>(rows));
       sum_over_group(*group, group_sums.data(), group_sums.size());
       std::copy(group_sums.begin(), group_sums.begin() + static_cast<long>(local),
                 host.begin() + static_cast<long>(local));
@@ -697,30 +745,31 @@ void batch_norm_backward(cudaStream_t stream, const BatchNormDims& d, const T* x
     group_backward_kernel<<<(d.channels + 127) / 128, 128, 0, stream>>>(d.channels, group_rows, sums, gamma,
                                                                         saved_inv_std, dgamma, dbeta, coefficients);
   }
-  const int64_t n = launch.rows * d.channels;
+  const int64_t n = rows * d.channels;
   if (vectorized) {
-    backward_apply_vec_kernel<<<elementwise_blocks(n / kVec), kThreads, 0, stream>>>(
-        d.channels, n / kVec, reinterpret_cast<const __nv_bfloat16*>(x), reinterpret_cast<const __nv_bfloat16*>(y),
-        reinterpret_cast<const __nv_bfloat16*>(dy), relu, mask_scale_shift, saved_mean, saved_inv_std, coefficients,
-        reinterpret_cast<__nv_bfloat16*>(dx_host_type), reinterpret_cast<__nv_bfloat16*>(dresidual_host_type));
+    backward_apply_vec_kernel<<<one_wave_grid(address(backward_apply_vec_kernel), kThreads, n / kVec), kThreads, 0,
+                                stream>>>(d.channels, n / kVec, reinterpret_cast<const __nv_bfloat16*>(x), relu_mask,
+                                          reinterpret_cast<const __nv_bfloat16*>(dy), relu, saved_mean, saved_inv_std,
+                                          coefficients, reinterpret_cast<__nv_bfloat16*>(dx_host_type),
+                                          reinterpret_cast<__nv_bfloat16*>(dresidual_host_type));
     DTRAIN_CUDA_CHECK(cudaGetLastError()) << "batch norm backward kernels";
     return;
   }
-  backward_apply_kernel<<<elementwise_blocks(n), kThreads, 0, stream>>>(
-      launch.ix, n, x, y, dy, relu, saved_mean, saved_inv_std, coefficients, reinterpret_cast<D*>(dx_host_type),
+  backward_apply_kernel<D><<<one_wave_grid(address(backward_apply_kernel<D>), kThreads, n), kThreads, 0, stream>>>(
+      launch.ix, n, x, relu_mask, dy, relu, saved_mean, saved_inv_std, coefficients, reinterpret_cast<D*>(dx_host_type),
       reinterpret_cast<D*>(dresidual_host_type));
   DTRAIN_CUDA_CHECK(cudaGetLastError()) << "batch norm backward kernels";
 }
 
-#define DTRAIN_INSTANTIATE(T)                                                                                          \
-  template void batch_norm_forward_train<T>(cudaStream_t, const BatchNormDims&, const T*, const float*, const float*,  \
-                                            const T*, bool, T*, float*, float*, float*, float*, BatchStatsReducer*,    \
-                                            float*);                                                                   \
-  template void batch_norm_forward_eval<T>(cudaStream_t, const BatchNormDims&, const T*, const float*, const float*,   \
-                                           const float*, const float*, const T*, bool, T*);                            \
-  template void batch_norm_backward<T>(cudaStream_t, const BatchNormDims&, const T*, const T*, const T*, const float*, \
-                                       const float*, const float*, bool, T*, T*, float*, float*, BatchStatsReducer*,   \
-                                       const float*);
+#define DTRAIN_INSTANTIATE(T)                                                                                         \
+  template void batch_norm_forward_train<T>(cudaStream_t, const BatchNormDims&, const T*, const float*, const float*, \
+                                            const T*, bool, T*, float*, float*, float*, float*, uint8_t*,             \
+                                            BatchStatsReducer*);                                                      \
+  template void batch_norm_forward_eval<T>(cudaStream_t, const BatchNormDims&, const T*, const float*, const float*,  \
+                                           const float*, const float*, const T*, bool, T*);                           \
+  template void batch_norm_backward<T>(cudaStream_t, const BatchNormDims&, const T*, const uint8_t*, const T*,        \
+                                       const float*, const float*, const float*, bool, T*, T*, float*, float*,        \
+                                       BatchStatsReducer*);
 DTRAIN_INSTANTIATE(float)
 DTRAIN_INSTANTIATE(core::bfloat16)
 #undef DTRAIN_INSTANTIATE

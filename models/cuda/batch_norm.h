@@ -19,6 +19,7 @@
 // own sums (the gradient average over the ranks makes them the group's).
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "models/batch_stats_reducer.h"
@@ -34,14 +35,20 @@ struct BatchNormDims {
   double momentum = 0.1;
 };
 
+// The bytes of a ReLU mask over `elements` activations: one bit each, in 32-bit words.
+inline size_t relu_mask_bytes(int64_t elements) {
+  return static_cast<size_t>((elements + 31) / 32 * 4);
+}
+
 // y = act(bn(x) [+ residual]); act is ReLU when relu. residual may be null. Writes saved_mean and
-// saved_inv_std for backward and updates running_mean / running_var. saved_scale_shift (2 x C floats,
-// or null) keeps the per-channel scale and shift y was computed with, for backward's mask.
+// saved_inv_std for backward and updates running_mean / running_var. With relu, also writes
+// relu_mask (relu_mask_bytes(N*C*H*W) bytes, 4-byte aligned): bit i (byte i / 8, bit i % 8) says
+// whether element i of y was kept, for backward, which then reads one bit instead of y.
 template <typename T>
 void batch_norm_forward_train(cudaStream_t stream, const BatchNormDims& dims, const T* x, const float* gamma,
                               const float* beta, const T* residual, bool relu, T* y, float* saved_mean,
-                              float* saved_inv_std, float* running_mean, float* running_var,
-                              BatchStatsReducer* group = nullptr, float* saved_scale_shift = nullptr);
+                              float* saved_inv_std, float* running_mean, float* running_var, uint8_t* relu_mask,
+                              BatchStatsReducer* group = nullptr);
 
 // Inference: normalizes with the running statistics.
 template <typename T>
@@ -49,14 +56,12 @@ void batch_norm_forward_eval(cudaStream_t stream, const BatchNormDims& dims, con
                              const float* beta, const float* running_mean, const float* running_var, const T* residual,
                              bool relu, T* y);
 
-// Backward of forward_train (with the same group). y is the forward output (its sign is the ReLU mask; null when
-// !relu). Writes dx, dgamma and dbeta, and dresidual (the gradient reaching the residual input, i.e. dy through the
-// ReLU) when it is not null. mask_scale_shift: for a forward without residual, its saved_scale_shift; the bf16 NHWC
-// kernels then recompute the mask from x instead of reading y (a third less traffic in both passes).
+// Backward of forward_train (with the same group). relu_mask is the forward's (null when !relu). Writes dx, dgamma
+// and dbeta, and dresidual (the gradient reaching the residual input, i.e. dy through the ReLU) when it is not null.
 template <typename T>
-void batch_norm_backward(cudaStream_t stream, const BatchNormDims& dims, const T* x, const T* y, const T* dy,
-                         const float* gamma, const float* saved_mean, const float* saved_inv_std, bool relu, T* dx,
-                         T* dresidual, float* dgamma, float* dbeta, BatchStatsReducer* group = nullptr,
-                         const float* mask_scale_shift = nullptr);
+void batch_norm_backward(cudaStream_t stream, const BatchNormDims& dims, const T* x, const uint8_t* relu_mask,
+                         const T* dy, const float* gamma, const float* saved_mean, const float* saved_inv_std,
+                         bool relu, T* dx, T* dresidual, float* dgamma, float* dbeta,
+                         BatchStatsReducer* group = nullptr);
 
 }  // namespace dtrain::models::cuda

@@ -124,7 +124,6 @@ GpuNormAct::GpuNormAct(GpuContext& context, DeviceParameters& params, const std:
   running_var_ = layout.find_state(bn_name + ".running_var");
   saved_mean_ = core::Buffer(core::MemoryKind::kDevice, sizeof(float) * channels, context.stream());
   saved_inv_std_ = core::Buffer(core::MemoryKind::kDevice, sizeof(float) * channels, context.stream());
-  saved_scale_shift_ = core::Buffer(core::MemoryKind::kDevice, 2 * sizeof(float) * channels, context.stream());
 }
 
 const core::Tensor& GpuNormAct::forward(const core::Tensor& x, const core::Tensor* residual, bool training) {
@@ -132,8 +131,10 @@ const core::Tensor& GpuNormAct::forward(const core::Tensor& x, const core::Tenso
   DTRAIN_CHECK(residual == nullptr || residual->shape() == x.shape())
       << "residual shaped " << core::shape_string(residual->shape()) << " added to " << core::shape_string(x.shape());
   input_ = &x;
-  had_residual_ = residual != nullptr;
   ensure_device_tensor(output_, context_.activation_dtype(), x.shape());
+  if (training && relu_ && has_batch_norm() && relu_mask_.bytes() != relu_mask_bytes(x.numel())) {
+    relu_mask_ = core::Buffer(core::MemoryKind::kDevice, relu_mask_bytes(x.numel()), context_.stream());
+  }
   with_element_type(context_, [&](auto tag) {
     using T = decltype(tag);
     const T* res = residual != nullptr ? as<T>(*residual) : nullptr;
@@ -147,8 +148,8 @@ const core::Tensor& GpuNormAct::forward(const core::Tensor& x, const core::Tenso
       batch_norm_forward_train(context_.stream(), dims, as<T>(x), params_.param(gamma_), params_.param(beta_), res,
                                relu_, as<T>(output_), static_cast<float*>(saved_mean_.data()),
                                static_cast<float*>(saved_inv_std_.data()), params_.state(running_mean_),
-                               params_.state(running_var_), context_.batch_stats_reducer(),
-                               static_cast<float*>(saved_scale_shift_.data()));
+                               params_.state(running_var_), static_cast<uint8_t*>(relu_mask_.data()),
+                               context_.batch_stats_reducer());
     } else {
       batch_norm_forward_eval(context_.stream(), dims, as<T>(x), params_.param(gamma_), params_.param(beta_),
                               params_.state(running_mean_), params_.state(running_var_), res, relu_, as<T>(output_));
@@ -171,11 +172,10 @@ const core::Tensor& GpuNormAct::backward(const core::Tensor& dy, core::Tensor* d
     }
     const BatchNormDims dims{static_cast<int>(dy.shape()[0]), channels_, dy.shape()[2] * dy.shape()[3],
                              context_.channels_last()};
-    batch_norm_backward(context_.stream(), dims, as<T>(*input_), relu_ ? as<T>(output_) : nullptr, as<T>(dy),
-                        params_.param(gamma_), static_cast<const float*>(saved_mean_.data()),
+    batch_norm_backward(context_.stream(), dims, as<T>(*input_), static_cast<const uint8_t*>(relu_mask_.data()),
+                        as<T>(dy), params_.param(gamma_), static_cast<const float*>(saved_mean_.data()),
                         static_cast<const float*>(saved_inv_std_.data()), relu_, as<T>(dx_), dres, params_.grad(gamma_),
-                        params_.grad(beta_), context_.batch_stats_reducer(),
-                        had_residual_ ? nullptr : static_cast<const float*>(saved_scale_shift_.data()));
+                        params_.grad(beta_), context_.batch_stats_reducer());
   });
   if (has_batch_norm()) {
     params_.gradient_ready(gamma_);

@@ -76,9 +76,9 @@ class GpuNormAct {
   bool relu_;
   int gamma_ = -1, beta_ = -1, running_mean_ = -1, running_var_ = -1;
   const core::Tensor* input_ = nullptr;
-  bool had_residual_ = false;  // in the last forward: backward then needs y for the ReLU mask
   core::Tensor output_, dx_;
-  core::Buffer saved_mean_, saved_inv_std_, saved_scale_shift_;
+  core::Buffer saved_mean_, saved_inv_std_;
+  core::Buffer relu_mask_;  // the last training forward's, 1 bit per element (batch norm with ReLU)
 };
 
 class GpuMaxPool2d {

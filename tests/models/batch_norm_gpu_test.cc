@@ -98,19 +98,17 @@ void run_case(const Case& c, cudaStream_t stream) {
   const size_t channels = static_cast<size_t>(c.channels);
   Floats saved_mean_dev(channels), saved_inv_std_dev(channels), dgamma_dev(channels), dbeta_dev(channels);
 
-  // Without a residual, backward gets the forward's scale and shift, as GpuNormAct passes them (the
-  // bf16 NHWC kernels then recompute the ReLU mask from x; the mask checked below is still y's).
-  Floats scale_shift_dev(2 * static_cast<size_t>(c.channels));
-  float* mask_from = c.residual ? nullptr : scale_shift_dev.get();
+  // The ReLU mask, 1 bit per element, from forward to backward (checked below through dx and
+  // dresidual against y's sign).
+  test::DeviceVector<uint32_t> relu_mask_dev(cuda::relu_mask_bytes(static_cast<int64_t>(n)) / sizeof(uint32_t));
+  uint8_t* relu_mask = c.relu ? reinterpret_cast<uint8_t*>(relu_mask_dev.get()) : nullptr;
   cuda::BatchNormDims dims{c.batch, c.channels, static_cast<int64_t>(spatial), c.bf16_nhwc, 1e-5, 0.1};
-  cuda::batch_norm_forward_train<T>(stream, dims, x_dev.as<T>(), gamma_dev.get(), beta_dev.get(),
-                                    c.residual ? residual_dev.as<T>() : nullptr, c.relu, y_dev.as<T>(),
-                                    saved_mean_dev.get(), saved_inv_std_dev.get(), rmean_dev.get(), rvar_dev.get(),
-                                    nullptr, mask_from);
-  cuda::batch_norm_backward<T>(stream, dims, x_dev.as<T>(), c.relu ? y_dev.as<T>() : nullptr, dy_dev.as<T>(),
-                               gamma_dev.get(), saved_mean_dev.get(), saved_inv_std_dev.get(), c.relu, dx_dev.as<T>(),
-                               c.residual ? dres_dev.as<T>() : nullptr, dgamma_dev.get(), dbeta_dev.get(), nullptr,
-                               mask_from);
+  cuda::batch_norm_forward_train<T>(
+      stream, dims, x_dev.as<T>(), gamma_dev.get(), beta_dev.get(), c.residual ? residual_dev.as<T>() : nullptr, c.relu,
+      y_dev.as<T>(), saved_mean_dev.get(), saved_inv_std_dev.get(), rmean_dev.get(), rvar_dev.get(), relu_mask);
+  cuda::batch_norm_backward<T>(stream, dims, x_dev.as<T>(), relu_mask, dy_dev.as<T>(), gamma_dev.get(),
+                               saved_mean_dev.get(), saved_inv_std_dev.get(), c.relu, dx_dev.as<T>(),
+                               c.residual ? dres_dev.as<T>() : nullptr, dgamma_dev.get(), dbeta_dev.get());
   DTRAIN_CUDA_CHECK(cudaStreamSynchronize(stream));
 
   // Reference: the CPU kernels in double, then the residual and ReLU.
@@ -169,9 +167,12 @@ TEST_P(BatchNormGpuTest, MatchesFloat64Reference) {
 
 std::vector<Case> cases() {
   // Channel counts below, at and above a 32-channel block, odd spatial sizes, one large reduction;
-  // multiples of 8 take bf16's vectorized path (264: 33 groups of 8, one past a full block).
-  const std::vector<Case> shapes = {{2, 3, 5, 7},   {4, 32, 6, 6},  {3, 45, 9, 11},   {8, 64, 28, 28},
-                                    {1, 130, 3, 3}, {2, 264, 5, 5}, {16, 256, 14, 14}};
+  // multiples of 8 take bf16's vectorized path (264: 33 groups of 8, one past a full block). 104
+  // channels (13 groups of 8) over 5.2 M elements: the element-wise kernels' one-wave grids loop
+  // several times, and their stride moves a thread to other channels (on a 132-SM GPU, as 13
+  // divides no multiple of 132 below 13 x 132): the channel walk's wrap-around is exercised.
+  const std::vector<Case> shapes = {{2, 3, 5, 7},   {4, 32, 6, 6},  {3, 45, 9, 11},    {8, 64, 28, 28},
+                                    {1, 130, 3, 3}, {2, 264, 5, 5}, {16, 256, 14, 14}, {64, 104, 28, 28}};
   std::vector<Case> all;
   for (const Case& s : shapes) {
     for (bool bf16 : {false, true}) {

@@ -62,6 +62,7 @@ struct Rank {
   size_t first = 0;  // its first logical element in the whole batch
   std::unique_ptr<test::DeviceActivations> x, dy, residual, y, dx, dresidual;
   std::unique_ptr<Floats> gamma, beta, running_mean, running_var, saved_mean, saved_inv_std, dgamma, dbeta;
+  std::unique_ptr<test::DeviceVector<uint32_t>> relu_mask;  // cuda::relu_mask_bytes of the slice
 };
 
 // A slice [first, first + count) of `whole` on the device, rounded to the storage type, and the
@@ -111,6 +112,8 @@ void run_sync_case(const SyncCase& c) {
     k.running_mean = std::make_unique<Floats>(floats(running_mean));
     k.running_var = std::make_unique<Floats>(floats(running_var));
     for (auto* v : {&k.saved_mean, &k.saved_inv_std, &k.dgamma, &k.dbeta}) *v = std::make_unique<Floats>(channels);
+    k.relu_mask = std::make_unique<test::DeviceVector<uint32_t>>(
+        cuda::relu_mask_bytes(static_cast<int64_t>(k.layout.size())) / sizeof(uint32_t));
     first += k.layout.size();
   }
 
@@ -128,10 +131,12 @@ void run_sync_case(const SyncCase& c) {
       const cuda::BatchNormDims dims{k.layout.n, c.channels, static_cast<int64_t>(spatial), c.bf16_nhwc, 1e-5, 0.1};
       cuda::batch_norm_forward_train<T>(stream, dims, k.x->as<T>(), k.gamma->get(), k.beta->get(), k.residual->as<T>(),
                                         true, k.y->as<T>(), k.saved_mean->get(), k.saved_inv_std->get(),
-                                        k.running_mean->get(), k.running_var->get(), members[size_t(r)].get());
-      cuda::batch_norm_backward<T>(stream, dims, k.x->as<T>(), k.y->as<T>(), k.dy->as<T>(), k.gamma->get(),
-                                   k.saved_mean->get(), k.saved_inv_std->get(), true, k.dx->as<T>(),
-                                   k.dresidual->as<T>(), k.dgamma->get(), k.dbeta->get(), members[size_t(r)].get());
+                                        k.running_mean->get(), k.running_var->get(),
+                                        reinterpret_cast<uint8_t*>(k.relu_mask->get()), members[size_t(r)].get());
+      cuda::batch_norm_backward<T>(stream, dims, k.x->as<T>(), reinterpret_cast<const uint8_t*>(k.relu_mask->get()),
+                                   k.dy->as<T>(), k.gamma->get(), k.saved_mean->get(), k.saved_inv_std->get(), true,
+                                   k.dx->as<T>(), k.dresidual->as<T>(), k.dgamma->get(), k.dbeta->get(),
+                                   members[size_t(r)].get());
       DTRAIN_CUDA_CHECK(cudaStreamSynchronize(stream));
       DTRAIN_CUDA_CHECK(cudaStreamDestroy(stream));
     });
