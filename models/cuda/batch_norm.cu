@@ -558,16 +558,35 @@ __global__ void backward_apply_vec_kernel(int channels, int64_t vectors, const _
   }
 }
 
+#include "models/cuda/batch_norm_fp32_nchw.cuh"
+
+bool aligned16(std::initializer_list<const void*> pointers) {
+  for (const void* p : pointers) {
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
+  }
+  return true;
+}
+
+// The fp32 NCHW quad path (batch_norm_fp32_nchw.cuh).
+template <typename D>
+bool quad_path(const BatchNormDims& d, std::initializer_list<const void*> pointers) {
+  if constexpr (!std::is_same_v<D, float>) {
+    return false;
+  } else {
+    const int64_t elements = int64_t{d.batch} * d.spatial * d.channels;
+    return !d.channels_last && d.spatial % kQuad == 0 && elements <= int64_t{UINT32_MAX} && aligned16(pointers);
+  }
+}
+QuadIndexer quad_indexer(const BatchNormDims& d) {
+  return {d.channels, static_cast<uint32_t>(d.spatial / kQuad)};
+}
+
 template <typename D>
 bool vector_path(const BatchNormDims& d, std::initializer_list<const void*> pointers) {
   if constexpr (!std::is_same_v<D, __nv_bfloat16>) {
     return false;
   } else {
-    if (!d.channels_last || d.channels % kVec != 0) return false;
-    for (const void* p : pointers) {
-      if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
-    }
-    return true;
+    return d.channels_last && d.channels % kVec == 0 && aligned16(pointers);
   }
 }
 
@@ -611,11 +630,13 @@ void batch_norm_forward_train(cudaStream_t stream, const BatchNormDims& d, const
       << "batch norm forward with ReLU needs a 4-byte aligned mask of relu_mask_bytes(elements) bytes";
   const D* x = reinterpret_cast<const D*>(x_host_type);
   const bool vectorized = vector_path<D>(d, {x, residual_host_type, y_host_type});
+  const bool quads = quad_path<D>(d, {x, residual_host_type, y_host_type});
   const int64_t rows = int64_t{d.batch} * d.spatial;
-  const ReductionLaunch launch =
-      vectorized ? ReductionLaunch{} : reduction_launch(d, address(partial_moments_kernel<D>));
+  const bool generic = !vectorized && !quads;
+  const ReductionLaunch launch = generic ? reduction_launch(d, address(partial_moments_kernel<D>)) : ReductionLaunch{};
   const VecLaunch vec = vectorized ? vec_launch(d, address(partial_moments_vec_kernel)) : VecLaunch{};
-  const int row_blocks = vectorized ? vec.row_blocks : launch.row_blocks;
+  const QuadLaunch quad = quads ? quad_launch(d, address(partial_moments_quad_kernel)) : QuadLaunch{};
+  const int row_blocks = vectorized ? vec.row_blocks : quads ? quad.row_blocks : launch.row_blocks;
   const bool sync = synchronizes(group);
   // Scale and shift first (16-byte aligned for the vector loads), then the partials, then (sync)
   // the exchanged moments (the 16-byte Moments keep them 8-byte aligned).
@@ -633,6 +654,9 @@ void batch_norm_forward_train(cudaStream_t stream, const BatchNormDims& d, const
   if (vectorized) {
     partial_moments_vec_kernel<<<vec.grid(), kThreads, 0, stream>>>(
         d.channels, vec.rows, vec.groups, reinterpret_cast<const __nv_bfloat16*>(x), partials);
+  } else if (quads) {
+    partial_moments_quad_kernel<<<quad.grid(), kThreads, 0, stream>>>(quad.ix, quad.quads,
+                                                                      reinterpret_cast<const float*>(x), partials);
   } else {
     partial_moments_kernel<<<launch.grid(), kThreads, 0, stream>>>(launch.ix, launch.rows, launch.channels_per_block, x,
                                                                    partials);
@@ -656,6 +680,11 @@ void batch_norm_forward_train(cudaStream_t stream, const BatchNormDims& d, const
         d.channels, n / kVec, reinterpret_cast<const __nv_bfloat16*>(x), scale, shift,
         reinterpret_cast<const __nv_bfloat16*>(residual_host_type), relu, reinterpret_cast<__nv_bfloat16*>(y_host_type),
         relu ? relu_mask : nullptr);
+  } else if (quads) {
+    apply_quad_kernel<<<one_wave_grid(address(apply_quad_kernel), kThreads, n / kQuad), kThreads, 0, stream>>>(
+        quad.ix, n / kQuad, reinterpret_cast<const float*>(x), scale, shift,
+        reinterpret_cast<const float*>(residual_host_type), relu, reinterpret_cast<float*>(y_host_type),
+        relu ? reinterpret_cast<uint32_t*>(relu_mask) : nullptr);
   } else {
     apply_kernel<D><<<one_wave_grid(address(apply_kernel<D>), kThreads, n), kThreads, 0, stream>>>(
         launch.ix, n, x, scale, shift, reinterpret_cast<const D*>(residual_host_type), relu,
@@ -684,6 +713,13 @@ void batch_norm_forward_eval(cudaStream_t stream, const BatchNormDims& d, const 
     DTRAIN_CUDA_CHECK(cudaGetLastError()) << "batch norm eval kernels";
     return;
   }
+  if (quad_path<D>(d, {x_host_type, residual_host_type, y_host_type})) {
+    apply_quad_kernel<<<one_wave_grid(address(apply_quad_kernel), kThreads, n / kQuad), kThreads, 0, stream>>>(
+        quad_indexer(d), n / kQuad, reinterpret_cast<const float*>(x_host_type), scale, shift,
+        reinterpret_cast<const float*>(residual_host_type), relu, reinterpret_cast<float*>(y_host_type), nullptr);
+    DTRAIN_CUDA_CHECK(cudaGetLastError()) << "batch norm eval kernels";
+    return;
+  }
   apply_kernel<D><<<one_wave_grid(address(apply_kernel<D>), kThreads, n), kThreads, 0, stream>>>(
       indexer(d), n, reinterpret_cast<const D*>(x_host_type), scale, shift,
       reinterpret_cast<const D*>(residual_host_type), relu, reinterpret_cast<D*>(y_host_type), nullptr);
@@ -701,11 +737,14 @@ void batch_norm_backward(cudaStream_t stream, const BatchNormDims& d, const T* x
   const D* x = reinterpret_cast<const D*>(x_host_type);
   const D* dy = reinterpret_cast<const D*>(dy_host_type);
   const bool vectorized = vector_path<D>(d, {x, dy, dx_host_type, dresidual_host_type, saved_mean, saved_inv_std});
+  const bool quads = quad_path<D>(d, {x, dy, dx_host_type, dresidual_host_type});
+  const bool generic = !vectorized && !quads;
   const int64_t rows = int64_t{d.batch} * d.spatial;
   const ReductionLaunch launch =
-      vectorized ? ReductionLaunch{} : reduction_launch(d, address(backward_partials_kernel<D>));
+      generic ? reduction_launch(d, address(backward_partials_kernel<D>)) : ReductionLaunch{};
   const VecLaunch vec = vectorized ? vec_launch(d, address(backward_partials_vec_kernel)) : VecLaunch{};
-  const int row_blocks = vectorized ? vec.row_blocks : launch.row_blocks;
+  const QuadLaunch quad = quads ? quad_launch(d, address(backward_partials_quad_kernel)) : QuadLaunch{};
+  const int row_blocks = vectorized ? vec.row_blocks : quads ? quad.row_blocks : launch.row_blocks;
   const bool sync = synchronizes(group);
   // Coefficients first (16-byte aligned for the vector loads), then the partials, then (sync) the
   // exchanged sums: this rank's, then the group's.
@@ -723,6 +762,10 @@ void batch_norm_backward(cudaStream_t stream, const BatchNormDims& d, const T* x
     backward_partials_vec_kernel<<<vec.grid(), kThreads, 0, stream>>>(
         d.channels, vec.rows, vec.groups, reinterpret_cast<const __nv_bfloat16*>(x), relu_mask,
         reinterpret_cast<const __nv_bfloat16*>(dy), relu, saved_mean, saved_inv_std, partials);
+  } else if (quads) {
+    backward_partials_quad_kernel<<<quad.grid(), kThreads, 0, stream>>>(
+        quad.ix, quad.quads, reinterpret_cast<const float*>(x), relu_mask, reinterpret_cast<const float*>(dy), relu,
+        saved_mean, saved_inv_std, partials);
   } else {
     backward_partials_kernel<<<launch.grid(), kThreads, 0, stream>>>(
         launch.ix, launch.rows, launch.channels_per_block, x, relu_mask, dy, relu, saved_mean, saved_inv_std, partials);
@@ -752,6 +795,15 @@ void batch_norm_backward(cudaStream_t stream, const BatchNormDims& d, const T* x
                                           reinterpret_cast<const __nv_bfloat16*>(dy), relu, saved_mean, saved_inv_std,
                                           coefficients, reinterpret_cast<__nv_bfloat16*>(dx_host_type),
                                           reinterpret_cast<__nv_bfloat16*>(dresidual_host_type));
+    DTRAIN_CUDA_CHECK(cudaGetLastError()) << "batch norm backward kernels";
+    return;
+  }
+  if (quads) {
+    backward_apply_quad_kernel<<<one_wave_grid(address(backward_apply_quad_kernel), kThreads, n / kQuad), kThreads, 0,
+                                 stream>>>(quad.ix, n / kQuad, reinterpret_cast<const float*>(x), relu_mask,
+                                           reinterpret_cast<const float*>(dy), relu, saved_mean, saved_inv_std,
+                                           coefficients, reinterpret_cast<float*>(dx_host_type),
+                                           reinterpret_cast<float*>(dresidual_host_type));
     DTRAIN_CUDA_CHECK(cudaGetLastError()) << "batch norm backward kernels";
     return;
   }

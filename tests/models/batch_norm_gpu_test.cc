@@ -170,9 +170,10 @@ std::vector<Case> cases() {
   // multiples of 8 take bf16's vectorized path (264: 33 groups of 8, one past a full block). 104
   // channels (13 groups of 8) over 5.2 M elements: the element-wise kernels' one-wave grids loop
   // several times, and their stride moves a thread to other channels (on a 132-SM GPU, as 13
-  // divides no multiple of 132 below 13 x 132): the channel walk's wrap-around is exercised.
-  const std::vector<Case> shapes = {{2, 3, 5, 7},   {4, 32, 6, 6},  {3, 45, 9, 11},    {8, 64, 28, 28},
-                                    {1, 130, 3, 3}, {2, 264, 5, 5}, {16, 256, 14, 14}, {64, 104, 28, 28}};
+  // divides no multiple of 132 below 13 x 132): the channel walk's wrap-around is exercised. fp32
+  // NCHW takes the quad path where H*W is a multiple of 4; 3x5x4x4 ends in a part-filled mask word.
+  const std::vector<Case> shapes = {{2, 3, 5, 7},   {4, 32, 6, 6}, {3, 45, 9, 11},    {8, 64, 28, 28},  {1, 130, 3, 3},
+                                    {2, 264, 5, 5}, {3, 5, 4, 4},  {16, 256, 14, 14}, {64, 104, 28, 28}};
   std::vector<Case> all;
   for (const Case& s : shapes) {
     for (bool bf16 : {false, true}) {
