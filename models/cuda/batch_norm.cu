@@ -196,8 +196,9 @@ __global__ void eval_coefficients_kernel(int channels, const float* __restrict__
 
 // Bit i of the ReLU mask (element i in memory order: byte i / 8, bit i % 8) says whether y_i > 0
 // before rounding. Backward reads it instead of y: 1 bit per element instead of 16 or 32. (It
-// differs from y > 0 only for 0 < y < half bf16's smallest subnormal, 2^-134, where y rounds to 0
-// and the mask still passes the gradient: far below bf16's resolution.)
+// differs from y > 0 only where the value v before rounding has 0 < v <= 2^-134, half bf16's
+// smallest subnormal: y rounds to 0 and the mask still passes the gradient, far below bf16's
+// resolution.)
 __device__ inline bool relu_mask_bit(const uint8_t* __restrict__ mask, int64_t i) {
   return (mask[i >> 3] >> (i & 7)) & 1;
 }

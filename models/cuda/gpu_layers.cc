@@ -131,6 +131,7 @@ const core::Tensor& GpuNormAct::forward(const core::Tensor& x, const core::Tenso
   DTRAIN_CHECK(residual == nullptr || residual->shape() == x.shape())
       << "residual shaped " << core::shape_string(residual->shape()) << " added to " << core::shape_string(x.shape());
   input_ = &x;
+  trained_forward_ = training;
   ensure_device_tensor(output_, context_.activation_dtype(), x.shape());
   if (training && relu_ && has_batch_norm() && relu_mask_.bytes() != relu_mask_bytes(x.numel())) {
     relu_mask_ = core::Buffer(core::MemoryKind::kDevice, relu_mask_bytes(x.numel()), context_.stream());
@@ -162,6 +163,8 @@ const core::Tensor& GpuNormAct::backward(const core::Tensor& dy, core::Tensor* d
   DTRAIN_CHECK(dy.shape() == input_->shape())
       << "batch norm / activation gradient shaped " << core::shape_string(dy.shape());
   DTRAIN_CHECK(dresidual == nullptr || dresidual->shape() == dy.shape()) << "residual gradient shaped wrong";
+  DTRAIN_CHECK(trained_forward_ || !has_batch_norm())
+      << "batch norm backward after an eval forward: it needs the batch statistics and ReLU mask of a training one";
   ensure_device_tensor(dx_, context_.activation_dtype(), dy.shape());
   with_element_type(context_, [&](auto tag) {
     using T = decltype(tag);

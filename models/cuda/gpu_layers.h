@@ -76,6 +76,7 @@ class GpuNormAct {
   bool relu_;
   int gamma_ = -1, beta_ = -1, running_mean_ = -1, running_var_ = -1;
   const core::Tensor* input_ = nullptr;
+  bool trained_forward_ = false;  // the last forward was a training one (backward needs its statistics and mask)
   core::Tensor output_, dx_;
   core::Buffer saved_mean_, saved_inv_std_;
   core::Buffer relu_mask_;  // the last training forward's, 1 bit per element (batch norm with ReLU)

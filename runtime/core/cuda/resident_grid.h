@@ -1,9 +1,10 @@
 #pragma once
 // How many blocks of a kernel the current GPU holds at once. A grid-stride or row-strided kernel
-// launched with exactly that many blocks runs in one wave: every block starts at once and finishes
-// together. A grid a little larger than that runs a second, mostly empty wave (528 blocks of a
-// kernel that fits 3 per SM on a 132-SM GPU ran 1.33 waves: a third of the time at a third of the
-// occupancy).
+// launched with exactly that many blocks runs in one wave on an otherwise idle GPU: every block
+// starts at once and finishes together. (Kernels overlapping on another stream, an all-reduce
+// during backward, take SMs; the grid then runs a partial second wave, which costs only time.) A grid a little larger
+// than that runs a second, mostly empty wave (528 blocks of a kernel that fits 3 per SM on a 132-SM GPU ran 1.33 waves:
+// a third of the time at a third of the occupancy).
 #include <cstdint>
 
 namespace dtrain::core::cuda {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "runtime/core/cuda/cuda_check.h"
+#include "runtime/core/cuda/resident_grid.h"
 #include "runtime/train/cuda/normalize_images.h"
 
 namespace dtrain::train::cuda {
@@ -21,10 +22,6 @@ Affine affine(const ImageBatchDims& d, const float mean[3], const float std[3]) 
     a.shift[c] = -mean[c] / std[c];
   }
   return a;
-}
-
-int blocks_for(int64_t n) {
-  return static_cast<int>(std::clamp<int64_t>((n + 255) / 256, 1, 132 * 16));
 }
 
 // Reads are coalesced (consecutive threads, consecutive input bytes); NCHW writes scatter over C
@@ -54,7 +51,8 @@ void normalize_images_nchw_f32(cudaStream_t stream, const ImageBatchDims& d, con
   const Affine a = affine(d, mean, std);
   const int64_t plane = int64_t{d.height} * d.width;
   const int64_t n = d.batch * plane * d.channels;
-  nchw_f32_kernel<<<blocks_for(n), 256, 0, stream>>>(n, d.channels, plane, nhwc, a, out);
+  nchw_f32_kernel<<<core::cuda::one_wave_grid(reinterpret_cast<const void*>(nchw_f32_kernel), 256, n), 256, 0,
+                    stream>>>(n, d.channels, plane, nhwc, a, out);
   DTRAIN_CUDA_CHECK(cudaGetLastError()) << "normalize images (fp32 NCHW)";
 }
 
@@ -62,7 +60,8 @@ void normalize_images_nhwc_bf16(cudaStream_t stream, const ImageBatchDims& d, co
                                 const float std[3], core::bfloat16* out) {
   const Affine a = affine(d, mean, std);
   const int64_t n = int64_t{d.batch} * d.height * d.width * d.channels;
-  nhwc_bf16_kernel<<<blocks_for(n), 256, 0, stream>>>(n, d.channels, nhwc, a, reinterpret_cast<__nv_bfloat16*>(out));
+  nhwc_bf16_kernel<<<core::cuda::one_wave_grid(reinterpret_cast<const void*>(nhwc_bf16_kernel), 256, n), 256, 0,
+                     stream>>>(n, d.channels, nhwc, a, reinterpret_cast<__nv_bfloat16*>(out));
   DTRAIN_CUDA_CHECK(cudaGetLastError()) << "normalize images (bf16 NHWC)";
 }
 
