@@ -14,7 +14,9 @@
 namespace dtrain::models::cuda {
 namespace {
 
+using core::cuda::aligned16;
 using core::cuda::DeviceTypeOf;
+using core::cuda::kernel_address;
 using core::cuda::load;
 using core::cuda::one_wave_grid;
 using core::cuda::resident_blocks;
@@ -46,9 +48,12 @@ struct Indexer {
     return channels_last ? static_cast<int>(i % channels) : static_cast<int>(i / spatial % channels);
   }
 };
+// Whether every element index of the tensor fits 32 bits (the 32-bit index math's condition).
+bool fits_32_bits(const BatchNormDims& d) {
+  return int64_t{d.batch} * d.spatial * d.channels <= int64_t{UINT32_MAX};
+}
 Indexer indexer(const BatchNormDims& d) {
-  const int64_t elements = int64_t{d.batch} * d.spatial * d.channels;
-  return {d.channels, d.spatial, d.channels_last, elements <= int64_t{UINT32_MAX}};
+  return {d.channels, d.spatial, d.channels_last, fits_32_bits(d)};
 }
 
 // The launch of a per-channel reduction over the rows. Block shape: 32 channels x 8 row-lanes for
@@ -378,8 +383,7 @@ VecLaunch vec_launch(const BatchNormDims& d, const void* kernel) {
   VecLaunch launch{d.channels, int64_t{d.batch} * d.spatial, 1, 1};
   while (launch.groups * 2 <= std::min(d.channels / kVec, 32)) launch.groups *= 2;
   const int lanes = kThreads / launch.groups;
-  // (max: no division by zero for fewer than 8 channels, which the vector path never takes.)
-  const int64_t want = std::max<int64_t>(1, resident_blocks(kernel, kThreads) / std::max(1u, launch.grid().x));
+  const int64_t want = std::max<int64_t>(1, resident_blocks(kernel, kThreads) / launch.grid().x);
   launch.row_blocks = static_cast<int>(std::clamp<int64_t>(launch.rows / (lanes * 8), 1, want));
   return launch;
 }
@@ -561,25 +565,14 @@ __global__ void backward_apply_vec_kernel(int channels, int64_t vectors, const _
 
 #include "models/cuda/batch_norm_fp32_nchw.cuh"
 
-bool aligned16(std::initializer_list<const void*> pointers) {
-  for (const void* p : pointers) {
-    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
-  }
-  return true;
-}
-
 // The fp32 NCHW quad path (batch_norm_fp32_nchw.cuh).
 template <typename D>
 bool quad_path(const BatchNormDims& d, std::initializer_list<const void*> pointers) {
   if constexpr (!std::is_same_v<D, float>) {
     return false;
   } else {
-    const int64_t elements = int64_t{d.batch} * d.spatial * d.channels;
-    return !d.channels_last && d.spatial % kQuad == 0 && elements <= int64_t{UINT32_MAX} && aligned16(pointers);
+    return !d.channels_last && d.spatial % kQuad == 0 && fits_32_bits(d) && aligned16(pointers);
   }
-}
-QuadIndexer quad_indexer(const BatchNormDims& d) {
-  return {d.channels, static_cast<uint32_t>(d.spatial / kQuad)};
 }
 
 template <typename D>
@@ -589,11 +582,6 @@ bool vector_path(const BatchNormDims& d, std::initializer_list<const void*> poin
   } else {
     return d.channels_last && d.channels % kVec == 0 && aligned16(pointers);
   }
-}
-
-template <typename Kernel>
-const void* address(Kernel* kernel) {
-  return reinterpret_cast<const void*>(kernel);
 }
 
 void check_dims(const BatchNormDims& d) {
@@ -634,9 +622,10 @@ void batch_norm_forward_train(cudaStream_t stream, const BatchNormDims& d, const
   const bool quads = quad_path<D>(d, {x, residual_host_type, y_host_type});
   const int64_t rows = int64_t{d.batch} * d.spatial;
   const bool generic = !vectorized && !quads;
-  const ReductionLaunch launch = generic ? reduction_launch(d, address(partial_moments_kernel<D>)) : ReductionLaunch{};
-  const VecLaunch vec = vectorized ? vec_launch(d, address(partial_moments_vec_kernel)) : VecLaunch{};
-  const QuadLaunch quad = quads ? quad_launch(d, address(partial_moments_quad_kernel)) : QuadLaunch{};
+  const ReductionLaunch launch =
+      generic ? reduction_launch(d, kernel_address(partial_moments_kernel<D>)) : ReductionLaunch{};
+  const VecLaunch vec = vectorized ? vec_launch(d, kernel_address(partial_moments_vec_kernel)) : VecLaunch{};
+  const QuadLaunch quad = quads ? quad_launch(d, kernel_address(partial_moments_quad_kernel)) : QuadLaunch{};
   const int row_blocks = vectorized ? vec.row_blocks : quads ? quad.row_blocks : launch.row_blocks;
   const bool sync = synchronizes(group);
   // Scale and shift first (16-byte aligned for the vector loads), then the partials, then (sync)
@@ -677,17 +666,17 @@ void batch_norm_forward_train(cudaStream_t stream, const BatchNormDims& d, const
   }
   const int64_t n = rows * d.channels;
   if (vectorized) {
-    apply_vec_kernel<<<one_wave_grid(address(apply_vec_kernel), kThreads, n / kVec), kThreads, 0, stream>>>(
+    apply_vec_kernel<<<one_wave_grid(kernel_address(apply_vec_kernel), kThreads, n / kVec), kThreads, 0, stream>>>(
         d.channels, n / kVec, reinterpret_cast<const __nv_bfloat16*>(x), scale, shift,
         reinterpret_cast<const __nv_bfloat16*>(residual_host_type), relu, reinterpret_cast<__nv_bfloat16*>(y_host_type),
         relu ? relu_mask : nullptr);
   } else if (quads) {
-    apply_quad_kernel<<<one_wave_grid(address(apply_quad_kernel), kThreads, n / kQuad), kThreads, 0, stream>>>(
+    apply_quad_kernel<<<one_wave_grid(kernel_address(apply_quad_kernel), kThreads, n / kQuad), kThreads, 0, stream>>>(
         quad.ix, n / kQuad, reinterpret_cast<const float*>(x), scale, shift,
         reinterpret_cast<const float*>(residual_host_type), relu, reinterpret_cast<float*>(y_host_type),
         relu ? reinterpret_cast<uint32_t*>(relu_mask) : nullptr);
   } else {
-    apply_kernel<D><<<one_wave_grid(address(apply_kernel<D>), kThreads, n), kThreads, 0, stream>>>(
+    apply_kernel<D><<<one_wave_grid(kernel_address(apply_kernel<D>), kThreads, n), kThreads, 0, stream>>>(
         launch.ix, n, x, scale, shift, reinterpret_cast<const D*>(residual_host_type), relu,
         reinterpret_cast<D*>(y_host_type), relu ? reinterpret_cast<uint32_t*>(relu_mask) : nullptr);
   }
@@ -707,7 +696,7 @@ void batch_norm_forward_eval(cudaStream_t stream, const BatchNormDims& d, const 
                                                                          running_var, d.eps, scale, shift);
   const int64_t n = int64_t{d.batch} * d.spatial * d.channels;
   if (vector_path<D>(d, {x_host_type, residual_host_type, y_host_type, shift})) {
-    apply_vec_kernel<<<one_wave_grid(address(apply_vec_kernel), kThreads, n / kVec), kThreads, 0, stream>>>(
+    apply_vec_kernel<<<one_wave_grid(kernel_address(apply_vec_kernel), kThreads, n / kVec), kThreads, 0, stream>>>(
         d.channels, n / kVec, reinterpret_cast<const __nv_bfloat16*>(x_host_type), scale, shift,
         reinterpret_cast<const __nv_bfloat16*>(residual_host_type), relu, reinterpret_cast<__nv_bfloat16*>(y_host_type),
         nullptr);
@@ -715,13 +704,13 @@ void batch_norm_forward_eval(cudaStream_t stream, const BatchNormDims& d, const 
     return;
   }
   if (quad_path<D>(d, {x_host_type, residual_host_type, y_host_type})) {
-    apply_quad_kernel<<<one_wave_grid(address(apply_quad_kernel), kThreads, n / kQuad), kThreads, 0, stream>>>(
+    apply_quad_kernel<<<one_wave_grid(kernel_address(apply_quad_kernel), kThreads, n / kQuad), kThreads, 0, stream>>>(
         quad_indexer(d), n / kQuad, reinterpret_cast<const float*>(x_host_type), scale, shift,
         reinterpret_cast<const float*>(residual_host_type), relu, reinterpret_cast<float*>(y_host_type), nullptr);
     DTRAIN_CUDA_CHECK(cudaGetLastError()) << "batch norm eval kernels";
     return;
   }
-  apply_kernel<D><<<one_wave_grid(address(apply_kernel<D>), kThreads, n), kThreads, 0, stream>>>(
+  apply_kernel<D><<<one_wave_grid(kernel_address(apply_kernel<D>), kThreads, n), kThreads, 0, stream>>>(
       indexer(d), n, reinterpret_cast<const D*>(x_host_type), scale, shift,
       reinterpret_cast<const D*>(residual_host_type), relu, reinterpret_cast<D*>(y_host_type), nullptr);
   DTRAIN_CUDA_CHECK(cudaGetLastError()) << "batch norm eval kernels";
@@ -742,9 +731,9 @@ void batch_norm_backward(cudaStream_t stream, const BatchNormDims& d, const T* x
   const bool generic = !vectorized && !quads;
   const int64_t rows = int64_t{d.batch} * d.spatial;
   const ReductionLaunch launch =
-      generic ? reduction_launch(d, address(backward_partials_kernel<D>)) : ReductionLaunch{};
-  const VecLaunch vec = vectorized ? vec_launch(d, address(backward_partials_vec_kernel)) : VecLaunch{};
-  const QuadLaunch quad = quads ? quad_launch(d, address(backward_partials_quad_kernel)) : QuadLaunch{};
+      generic ? reduction_launch(d, kernel_address(backward_partials_kernel<D>)) : ReductionLaunch{};
+  const VecLaunch vec = vectorized ? vec_launch(d, kernel_address(backward_partials_vec_kernel)) : VecLaunch{};
+  const QuadLaunch quad = quads ? quad_launch(d, kernel_address(backward_partials_quad_kernel)) : QuadLaunch{};
   const int row_blocks = vectorized ? vec.row_blocks : quads ? quad.row_blocks : launch.row_blocks;
   const bool sync = synchronizes(group);
   // Coefficients first (16-byte aligned for the vector loads), then the partials, then (sync) the
@@ -791,26 +780,27 @@ void batch_norm_backward(cudaStream_t stream, const BatchNormDims& d, const T* x
   }
   const int64_t n = rows * d.channels;
   if (vectorized) {
-    backward_apply_vec_kernel<<<one_wave_grid(address(backward_apply_vec_kernel), kThreads, n / kVec), kThreads, 0,
-                                stream>>>(d.channels, n / kVec, reinterpret_cast<const __nv_bfloat16*>(x), relu_mask,
-                                          reinterpret_cast<const __nv_bfloat16*>(dy), relu, saved_mean, saved_inv_std,
-                                          coefficients, reinterpret_cast<__nv_bfloat16*>(dx_host_type),
-                                          reinterpret_cast<__nv_bfloat16*>(dresidual_host_type));
+    backward_apply_vec_kernel<<<one_wave_grid(kernel_address(backward_apply_vec_kernel), kThreads, n / kVec), kThreads,
+                                0, stream>>>(
+        d.channels, n / kVec, reinterpret_cast<const __nv_bfloat16*>(x), relu_mask,
+        reinterpret_cast<const __nv_bfloat16*>(dy), relu, saved_mean, saved_inv_std, coefficients,
+        reinterpret_cast<__nv_bfloat16*>(dx_host_type), reinterpret_cast<__nv_bfloat16*>(dresidual_host_type));
     DTRAIN_CUDA_CHECK(cudaGetLastError()) << "batch norm backward kernels";
     return;
   }
   if (quads) {
-    backward_apply_quad_kernel<<<one_wave_grid(address(backward_apply_quad_kernel), kThreads, n / kQuad), kThreads, 0,
-                                 stream>>>(quad.ix, n / kQuad, reinterpret_cast<const float*>(x), relu_mask,
-                                           reinterpret_cast<const float*>(dy), relu, saved_mean, saved_inv_std,
-                                           coefficients, reinterpret_cast<float*>(dx_host_type),
-                                           reinterpret_cast<float*>(dresidual_host_type));
+    backward_apply_quad_kernel<<<one_wave_grid(kernel_address(backward_apply_quad_kernel), kThreads, n / kQuad),
+                                 kThreads, 0, stream>>>(
+        quad.ix, n / kQuad, reinterpret_cast<const float*>(x), relu_mask, reinterpret_cast<const float*>(dy), relu,
+        saved_mean, saved_inv_std, coefficients, reinterpret_cast<float*>(dx_host_type),
+        reinterpret_cast<float*>(dresidual_host_type));
     DTRAIN_CUDA_CHECK(cudaGetLastError()) << "batch norm backward kernels";
     return;
   }
-  backward_apply_kernel<D><<<one_wave_grid(address(backward_apply_kernel<D>), kThreads, n), kThreads, 0, stream>>>(
-      launch.ix, n, x, relu_mask, dy, relu, saved_mean, saved_inv_std, coefficients, reinterpret_cast<D*>(dx_host_type),
-      reinterpret_cast<D*>(dresidual_host_type));
+  backward_apply_kernel<D>
+      <<<one_wave_grid(kernel_address(backward_apply_kernel<D>), kThreads, n), kThreads, 0, stream>>>(
+          launch.ix, n, x, relu_mask, dy, relu, saved_mean, saved_inv_std, coefficients,
+          reinterpret_cast<D*>(dx_host_type), reinterpret_cast<D*>(dresidual_host_type));
   DTRAIN_CUDA_CHECK(cudaGetLastError()) << "batch norm backward kernels";
 }
 

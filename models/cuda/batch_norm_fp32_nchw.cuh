@@ -33,6 +33,10 @@ struct QuadIndexer {
   }
 };
 
+QuadIndexer quad_indexer(const BatchNormDims& d) {
+  return {d.channels, static_cast<uint32_t>(d.spatial / kQuad)};
+}
+
 // Grid: channels x row blocks, 256 quad lanes per block (adjacent lanes read adjacent quads).
 struct QuadLaunch {
   QuadIndexer ix;
@@ -41,9 +45,7 @@ struct QuadLaunch {
   dim3 grid() const { return dim3(ix.channels, row_blocks); }
 };
 QuadLaunch quad_launch(const BatchNormDims& d, const void* kernel) {
-  QuadLaunch launch{{d.channels, static_cast<uint32_t>(d.spatial / kQuad)},
-                    static_cast<uint32_t>(int64_t{d.batch} * d.spatial / kQuad),
-                    1};
+  QuadLaunch launch{quad_indexer(d), static_cast<uint32_t>(int64_t{d.batch} * d.spatial / kQuad), 1};
   const int64_t want = std::max<int64_t>(1, resident_blocks(kernel, kThreads) / d.channels);
   launch.row_blocks = static_cast<int>(std::clamp<int64_t>(launch.quads / (kThreads * 4), 1, want));
   return launch;

@@ -221,21 +221,13 @@ __global__ void max_pool_backward_vec_kernel(cpu::PoolShape s, int oh_n, int ow_
   }
 }
 
-bool aligned16(const void* p) {
-  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
-}
-
 // Whether the 8-channel kernels take this call.
 template <typename T>
 bool vectorizable(const cpu::PoolShape& shape, bool channels_last, std::initializer_list<const void*> pointers) {
   if constexpr (!std::is_same_v<T, core::bfloat16>) {
     return false;
   } else {
-    if (!channels_last || shape.channels % kPoolVec != 0) return false;
-    for (const void* p : pointers) {
-      if (!aligned16(p)) return false;
-    }
-    return true;
+    return channels_last && shape.channels % kPoolVec == 0 && core::cuda::aligned16(pointers);
   }
 }
 

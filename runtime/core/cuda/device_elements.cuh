@@ -6,6 +6,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <initializer_list>
 
 #include "runtime/core/dtype.h"
 
@@ -30,6 +31,15 @@ __device__ inline void store(float* p, int64_t i, float v) { p[i] = v; }
 __device__ inline void store(__nv_bfloat16* p, int64_t i, float v) { p[i] = __float2bfloat16_rn(v); }
 __device__ inline void store(__half* p, int64_t i, float v) { p[i] = __float2half_rn(v); }
 // clang-format on
+
+// Whether every pointer is 16-byte aligned, as the vector loads and stores below and the kernels'
+// float4 / int4 accesses need (host side: it picks the vector paths).
+inline bool aligned16(std::initializer_list<const void*> pointers) {
+  for (const void* p : pointers) {
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
+  }
+  return true;
+}
 
 // 8 consecutive bf16 values (16 bytes at a 16-byte aligned address) widened to float, and 8 floats
 // rounded to nearest even into them: the vector loads and stores of the bf16 NHWC kernels.

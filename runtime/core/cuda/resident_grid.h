@@ -18,4 +18,10 @@ int resident_blocks(const void* kernel, int threads);
 // at most one wave (resident_blocks).
 unsigned one_wave_grid(const void* kernel, int threads, int64_t work_items);
 
+// A __global__ function's address as the two above (and the runtime's occupancy API) take it.
+template <typename... Args>
+const void* kernel_address(void (*kernel)(Args...)) {
+  return reinterpret_cast<const void*>(kernel);
+}
+
 }  // namespace dtrain::core::cuda

@@ -51,8 +51,8 @@ void normalize_images_nchw_f32(cudaStream_t stream, const ImageBatchDims& d, con
   const Affine a = affine(d, mean, std);
   const int64_t plane = int64_t{d.height} * d.width;
   const int64_t n = d.batch * plane * d.channels;
-  nchw_f32_kernel<<<core::cuda::one_wave_grid(reinterpret_cast<const void*>(nchw_f32_kernel), 256, n), 256, 0,
-                    stream>>>(n, d.channels, plane, nhwc, a, out);
+  nchw_f32_kernel<<<core::cuda::one_wave_grid(core::cuda::kernel_address(nchw_f32_kernel), 256, n), 256, 0, stream>>>(
+      n, d.channels, plane, nhwc, a, out);
   DTRAIN_CUDA_CHECK(cudaGetLastError()) << "normalize images (fp32 NCHW)";
 }
 
@@ -60,8 +60,8 @@ void normalize_images_nhwc_bf16(cudaStream_t stream, const ImageBatchDims& d, co
                                 const float std[3], core::bfloat16* out) {
   const Affine a = affine(d, mean, std);
   const int64_t n = int64_t{d.batch} * d.height * d.width * d.channels;
-  nhwc_bf16_kernel<<<core::cuda::one_wave_grid(reinterpret_cast<const void*>(nhwc_bf16_kernel), 256, n), 256, 0,
-                     stream>>>(n, d.channels, nhwc, a, reinterpret_cast<__nv_bfloat16*>(out));
+  nhwc_bf16_kernel<<<core::cuda::one_wave_grid(core::cuda::kernel_address(nhwc_bf16_kernel), 256, n), 256, 0, stream>>>(
+      n, d.channels, nhwc, a, reinterpret_cast<__nv_bfloat16*>(out));
   DTRAIN_CUDA_CHECK(cudaGetLastError()) << "normalize images (bf16 NHWC)";
 }
 

@@ -54,8 +54,8 @@ void sgd_update(cudaStream_t stream, const SgdStep& step, const G* grads) {
   DTRAIN_CHECK(step.range_count > 0 || step.count == 0) << "sgd_update: no decay ranges";
   if (step.count == 0) return;
   constexpr int kThreads = 256;
-  const void* kernel = reinterpret_cast<const void*>(sgd_kernel<DeviceTypeOf<G>>);
-  const unsigned blocks = core::cuda::one_wave_grid(kernel, kThreads, static_cast<int64_t>(step.count));
+  const unsigned blocks = core::cuda::one_wave_grid(core::cuda::kernel_address(sgd_kernel<DeviceTypeOf<G>>), kThreads,
+                                                    static_cast<int64_t>(step.count));
   sgd_kernel<<<blocks, kThreads, 0, stream>>>(step, reinterpret_cast<const DeviceTypeOf<G>*>(grads));
   DTRAIN_CUDA_CHECK(cudaGetLastError()) << "sgd update kernel";
 }
