@@ -161,7 +161,12 @@ bool ImageFolderDataset::try_load(size_t index, std::mt19937_64& rng, uint8_t* o
                     region.height * s};
   scaled.width = std::min(scaled.width, image.width - scaled.x);
   scaled.height = std::min(scaled.height, image.height - scaled.y);
-  const ImageView view{image.rgb.data(), image.width, image.height, 3, static_cast<long>(image.width) * 3};
+  const ImageView view{image.rgbx.data(),
+                       image.width,
+                       image.height,
+                       3,
+                       static_cast<long>(image.width) * DecodedImage::kPixelBytes,
+                       DecodedImage::kPixelBytes};
   resize_region(view, scaled, options_.crop, options_.crop, flip, out);
   return true;
 }

@@ -16,13 +16,16 @@
 namespace dtrain::train {
 
 struct ImageView {
-  const uint8_t* pixels = nullptr;  // rows of width x channels bytes, `stride` bytes apart
+  const uint8_t* pixels = nullptr;  // rows of width pixels, `stride` bytes apart
   int width = 0, height = 0, channels = 0;
   long stride = 0;
+  // Bytes per pixel in memory: `channels`, or 4 for RGB stored as RGBX (what the JPEG decoder
+  // writes: one pixel is one 32-bit word, which the horizontal pass loads as a vector).
+  int pixel_bytes = 0;  // 0: channels
 };
 
-// Writes out_height rows of out_width x channels bytes (HWC). `region` is in source pixels and
-// must lie inside the image. flip mirrors the output horizontally. Thread-safe.
+// Writes out_height rows of out_width x channels bytes (HWC; an RGBX source gives RGB). `region` is in source pixels
+// and must lie inside the image. flip mirrors the output horizontally. Thread-safe.
 void resize_region(const ImageView& source, const CropRegion& region, int out_width, int out_height, bool flip,
                    uint8_t* out);
 
@@ -37,5 +40,7 @@ struct ResampleTaps {
 
 // Taps for mapping [start, start + length) of a source axis of `source_size` pixels onto `out_size`.
 ResampleTaps resample_taps(double start, double length, int source_size, int out_size);
+// The same into `taps`, reusing its memory.
+void fill_resample_taps(double start, double length, int source_size, int out_size, ResampleTaps* taps);
 
 }  // namespace dtrain::train

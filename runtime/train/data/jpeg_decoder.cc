@@ -19,13 +19,13 @@ struct TjDestroy {
 };
 using TjHandle = std::unique_ptr<void, TjDestroy>;
 
-// Adobe-style (inverted) CMYK, which is what CMYK JPEGs in the wild carry, to RGB.
-void cmyk_to_rgb(const std::vector<uint8_t>& cmyk, std::vector<uint8_t>* rgb) {
-  const size_t pixels = cmyk.size() / 4;
-  rgb->resize(pixels * 3);
-  for (size_t i = 0; i < pixels; ++i) {
-    const unsigned k = cmyk[4 * i + 3];
-    for (int c = 0; c < 3; ++c) (*rgb)[3 * i + c] = static_cast<uint8_t>((cmyk[4 * i + c] * k + 127) / 255);
+// Adobe-style (inverted) CMYK, which is what CMYK JPEGs in the wild carry, to RGBX, in place.
+void cmyk_to_rgbx(std::vector<uint8_t>* pixels) {
+  static_assert(DecodedImage::kPixelBytes == 4);
+  for (size_t i = 0; i < pixels->size(); i += 4) {
+    uint8_t* p = pixels->data() + i;
+    const unsigned k = p[3];
+    for (int c = 0; c < 3; ++c) p[c] = static_cast<uint8_t>((p[c] * k + 127) / 255);
   }
 }
 
@@ -123,10 +123,11 @@ int turbojpeg_colorspace(J_COLOR_SPACE space) {
   }
 }
 
-// The smallest n/8 at which the region still spans min_width x min_height (n = 1..8).
+// The smallest n/8 of n = 1, 2, 4, 8 (the scales with SIMD inverse DCTs) at which the region still
+// spans min_width x min_height.
 int scale_eighths(double region_width, double region_height, int min_width, int min_height) {
   int n = 8;
-  while (n > 1 && region_width * (n - 1) / 8 >= min_width && region_height * (n - 1) / 8 >= min_height) --n;
+  while (n > 1 && region_width * (n / 2) / 8 >= min_width && region_height * (n / 2) / 8 >= min_height) n /= 2;
   return n;
 }
 
@@ -152,10 +153,9 @@ bool read_jpeg_header(const uint8_t* data, size_t size, JpegHeader* header, std:
 bool decode_jpeg(const uint8_t* data, size_t size, const JpegHeader& header, const CropRegion& region, int min_width,
                  int min_height, DecodedImage* image, std::string* error) {
   ThreadDecompressor& d = thread_decompressor();
-  thread_local std::vector<uint8_t> cmyk_pixels;
   jpeg_decompress_struct& cinfo = d.cinfo;
   const bool cmyk = header.colorspace == TJCS_CMYK || header.colorspace == TJCS_YCCK;
-  std::vector<uint8_t>& target = cmyk ? cmyk_pixels : image->rgb;
+  std::vector<uint8_t>& target = image->rgbx;
   // Everything libjpeg may jump over is set up before this point (no C++ object lives in the
   // frames between here and the library).
   if (setjmp(d.errors.escape)) {
@@ -167,7 +167,7 @@ bool decode_jpeg(const uint8_t* data, size_t size, const JpegHeader& header, con
   jpeg_read_header(&cinfo, TRUE);
   cinfo.scale_num = static_cast<unsigned>(scale_eighths(region.width, region.height, min_width, min_height));
   cinfo.scale_denom = 8;
-  cinfo.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
+  cinfo.out_color_space = cmyk ? JCS_CMYK : JCS_EXT_RGBX;
   jpeg_start_decompress(&cinfo);
   const int scaled_width = static_cast<int>(cinfo.output_width), scaled_height = static_cast<int>(cinfo.output_height);
   image->scale = static_cast<double>(scaled_width) / header.width;
@@ -180,8 +180,7 @@ bool decode_jpeg(const uint8_t* data, size_t size, const JpegHeader& header, con
   JDIMENSION x_offset = static_cast<JDIMENSION>(x0), width = static_cast<JDIMENSION>(x1 - x0);
   if (width < cinfo.output_width) jpeg_crop_scanline(&cinfo, &x_offset, &width);  // widens to iMCU columns
   if (y0 > 0) jpeg_skip_scanlines(&cinfo, static_cast<JDIMENSION>(y0));
-  const int components = cmyk ? 4 : 3;
-  const size_t stride = static_cast<size_t>(cinfo.output_width) * components;
+  const size_t stride = static_cast<size_t>(cinfo.output_width) * DecodedImage::kPixelBytes;
   target.resize(stride * static_cast<size_t>(y1 - y0));
   while (cinfo.output_scanline < static_cast<JDIMENSION>(y1)) {
     JSAMPROW row = target.data() + stride * (cinfo.output_scanline - static_cast<JDIMENSION>(y0));
@@ -193,7 +192,7 @@ bool decode_jpeg(const uint8_t* data, size_t size, const JpegHeader& header, con
   image->height = y1 - y0;
   // The rows below the window are never decoded.
   jpeg_abort_decompress(&cinfo);
-  if (cmyk) cmyk_to_rgb(cmyk_pixels, &image->rgb);
+  if (cmyk) cmyk_to_rgbx(&image->rgbx);
   return true;
 }
 

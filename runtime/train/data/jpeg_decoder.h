@@ -1,7 +1,7 @@
 #pragma once
 // JPEG decoding with libjpeg-turbo (TurboJPEG for headers and encoding, the libjpeg API for region
 // decoding). When the crop that will be taken is much larger than the output, the image is decoded
-// at a reduced DCT scale (1/2, 1/4, 3/8, 1/8, ...): libjpeg
+// at a reduced DCT scale (1/2, 1/4, 1/8): libjpeg
 // then skips most of the inverse DCT work, which is where decoding time goes for ImageNet's
 // ~400x350 images cut to 224x224 crops of 8%..100% of their area.
 // Any problem libjpeg-turbo reports, warnings included (a truncated file decodes "successfully"
@@ -26,7 +26,10 @@ struct JpegHeader {
 };
 
 struct DecodedImage {
-  std::vector<uint8_t> rgb;  // height x width x 3: the decoded window
+  // RGB stored as RGBX: one 32-bit word per pixel, which the resize loads as a vector (the padding
+  // byte's value is unspecified).
+  static constexpr int kPixelBytes = 4;
+  std::vector<uint8_t> rgbx;  // height x width x kPixelBytes: the decoded window
   int width = 0;
   int height = 0;
   int x0 = 0, y0 = 0;  // the window's top-left corner in the scaled image
@@ -40,8 +43,11 @@ bool read_jpeg_header(const uint8_t* data, size_t size, JpegHeader* header, std:
                       int64_t max_pixels = kDefaultMaxImagePixels);
 
 // Decodes the part of the JPEG whose `header` read_jpeg_header gave that covers `region` (in
-// original pixels; the crop is chosen from the header first) to RGB (grey and CMYK/YCCK are
-// converted), at the smallest DCT scale at which the region still spans min_width x min_height.
+// original pixels; the crop is chosen from the header first) to RGBX (grey and CMYK/YCCK are
+// converted), at the smallest DCT scale of 1/8, 1/4, 1/2 or 1 at which the region still spans
+// min_width x min_height. Only those scales have SIMD inverse DCTs in libjpeg-turbo: the others
+// (3/8, 5/8, ...) run its C code, and decoding the ResNet loader's crops at them was 6% slower
+// overall than decoding more pixels at the next power of two.
 // Only that part is decoded: rows above the region are skipped without the inverse DCT, columns
 // outside its iMCU columns are entropy-decoded only, and rows below it are not read at all
 // (libjpeg-turbo's jpeg_skip_scanlines / jpeg_crop_scanline). The window is a pixel wider than
