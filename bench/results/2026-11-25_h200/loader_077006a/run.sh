@@ -13,12 +13,12 @@ for f in .carry/bin/*.xz; do (xz -dc "$f" > /tmp/b/$(basename "$f" .xz) && chmod
 cp /tmp/b/* build/bin/ && mv .carry/bin .carry/bin_unpacked  # run_gpu_real_data.sh would unpack them again
 nvidia-smi -L | tee $OUT/gpu.txt
 SECONDS=0
-OUT=$OUT/gpu_checks BIN=/tmp/b timeout 250 scripts/gpu_checks.sh .carry/fmnist > $OUT/gpu_checks_summary.txt 2>&1
+OUT=$OUT/gpu_checks BIN=/tmp/b timeout 230 scripts/gpu_checks.sh .carry/fmnist > $OUT/gpu_checks_summary.txt 2>&1
 echo "gpu_checks took $SECONDS s" >> $OUT/gpu_checks_summary.txt
 grep -E "^(PASS|FAIL|SKIP)" $OUT/gpu_checks_summary.txt | sort | uniq -c | head -40
 rm -rf $OUT/gpu_checks/tensorboard $OUT/gpu_checks/timeline $OUT/gpu_checks/torchvision; tar czf $OUT/gpu_checks_logs.tgz -C $OUT gpu_checks && rm -rf $OUT/gpu_checks
 R=/tmp/real
-OLD=0 GPU_TESTS=0 ROUNDS=2 BATCHES=12 THREADS=1,2,4,8,14 TRAIN_TIMEOUT=110 OUT=$R timeout 330 bench/run_gpu_real_data.sh /tmp/tree > $OUT/real_data_run.log 2>&1
+OLD=0 GPU_TESTS=0 ROUNDS=2 BATCHES=12 THREADS=1,2,4,8,14 TRAIN_TIMEOUT=110 OUT=$R timeout 345 bench/run_gpu_real_data.sh /tmp/tree > $OUT/real_data_run.log 2>&1
 echo "real data rc $? after $SECONDS s" | tee -a $OUT/real_data_run.log
 [ -e $R/dtrain_real_data.tgz ] || tar czf $R/dtrain_real_data.tgz -C $R --exclude dtrain_real_data.tgz .
 cp $R/dtrain_real_data.tgz $OUT/ && tar xzf $R/dtrain_real_data.tgz -O ./summary.log > $OUT/summary.log 2>/dev/null
