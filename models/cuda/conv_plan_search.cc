@@ -4,13 +4,18 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cstdint>
+#include <exception>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <tuple>
 #include <vector>
 
+#include "models/conv_plan_file.h"
 #include "runtime/core/cuda/cuda_check.h"
+#include "runtime/core/env.h"
 #include "runtime/core/log.h"
 
 // The operation graph and the plan still take the handle in cuDNN 9 (deprecated there in favour of
@@ -43,9 +48,86 @@ Key key_tuple(const ConvPlanKey& k, int device) {
 
 std::mutex cache_mutex;
 size_t plans_measured = 0;  // guarded by cache_mutex
+size_t plans_loaded = 0;    // guarded by cache_mutex
 std::map<Key, std::shared_ptr<const ConvPlan>>& plan_cache() {
   static auto* cache = new std::map<Key, std::shared_ptr<const ConvPlan>>;  // outlives every static destructor
   return *cache;
+}
+
+// The plan file of one device: its path ("" when the cache is off), the first line that says which
+// GPU and cuDNN wrote it, and the plans it held when read plus the ones this process measured.
+struct PlanFile {
+  std::string path, header;
+  StoredConvPlans plans;
+  bool warned = false;     // a failed write is reported once
+  bool announced = false;  // and so is the first measurement
+};
+
+std::optional<std::string>& folder_override() {  // set by reset_conv_plan_cache; guarded by cache_mutex
+  static auto* folder = new std::optional<std::string>;
+  return *folder;
+}
+
+std::map<int, PlanFile>& plan_files() {  // by device; guarded by cache_mutex
+  static auto* files = new std::map<int, PlanFile>;
+  return *files;
+}
+
+std::string plan_folder() {
+  if (folder_override()) return *folder_override();
+  if (const auto folder = core::env_string("DTRAIN_PLAN_CACHE")) return *folder == "off" ? "" : *folder;
+  if (const auto xdg = core::env_string("XDG_CACHE_HOME")) return *xdg + "/dtrain";
+  if (const auto home = core::env_string("HOME")) return *home + "/.cache/dtrain";
+  return "";
+}
+
+// The device's plan file, read on first use. Plans depend on the GPU model (name, compute
+// capability, SM count) and the cuDNN version: both name the file and fill its first line, so a
+// file from another GPU or library is never used (and not overwritten).
+PlanFile& plan_file(int device) {
+  auto found = plan_files().find(device);
+  if (found != plan_files().end()) return found->second;
+  PlanFile& file = plan_files()[device];
+  const std::string folder = plan_folder();
+  if (folder.empty()) return file;
+  cudaDeviceProp prop{};
+  DTRAIN_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  const std::string gpu(prop.name);
+  std::string safe_gpu;
+  for (char c : gpu) safe_gpu += std::isalnum(static_cast<unsigned char>(c)) || c == '-' ? c : '_';
+  const std::string sm = std::to_string(prop.major) + std::to_string(prop.minor);
+  const std::string sms = std::to_string(prop.multiProcessorCount);
+  const std::string cudnn = std::to_string(cudnnGetVersion());
+  file.path = folder + "/conv_plans_" + safe_gpu + "_sm" + sm + "_" + sms + "sms_cudnn" + cudnn + ".txt";
+  // "format 1": bump when the numerics filter or the line format changes.
+  file.header = "# dtrain convolution plans, format 1: " + gpu + ", sm_" + sm + ", " + sms + " SMs, cuDNN " + cudnn;
+  file.plans = read_conv_plan_file(file.path, file.header);
+  if (!file.plans.empty()) {
+    DTRAIN_LOG0(kInfo) << file.plans.size() << " convolution plans measured earlier on this GPU model are in "
+                       << file.path << " (DTRAIN_PLAN_CACHE=off ignores them)";
+  }
+  return file;
+}
+
+// The text that names a plan in the file: numerics, pass, beta and shape.
+std::string key_text(const ConvPlanKey& k) {
+  const Conv2dShape& g = k.geometry;
+  std::string text = k.numerics == ConvNumerics::kBf16Nhwc ? "bf16nhwc" : k.allow_tf32 ? "fp32nchw-tf32" : "fp32nchw";
+  text += std::string("/") + conv_pass_name(k.pass) + (k.accumulate ? "/beta1/" : "/beta0/");
+  for (auto [letter, value] : {std::pair{'n', g.batch},
+                               {'c', g.in_channels},
+                               {'h', g.in_h},
+                               {'w', g.in_w},
+                               {'k', g.out_channels},
+                               {'r', g.kernel_h},
+                               {'s', g.kernel_w},
+                               {'u', g.stride_h},
+                               {'v', g.stride_w},
+                               {'p', g.pad_h},
+                               {'q', g.pad_w}}) {
+    text += letter + std::to_string(value);
+  }
+  return text;
 }
 
 // Plans are built on a handle of the cache's own, one per device, that lives as long as the
@@ -250,6 +332,72 @@ Candidate plan_for(cudnnHandle_t handle, const BackendDescriptor& config, int64_
   return c;
 }
 
+// The knob choices of a configuration (cuDNN's heuristics return them fully specified).
+std::vector<std::pair<int64_t, int64_t>> knob_choices(const BackendDescriptor& config) {
+  std::vector<BackendDescriptor> choices;
+  std::vector<cudnnBackendDescriptor_t> raw;
+  for (int i = 0; i < CUDNN_KNOB_TYPE_COUNTS; ++i) {
+    choices.emplace_back(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR);
+    raw.push_back(choices.back().get());
+  }
+  int64_t count = 0;
+  DTRAIN_CUDNN_CHECK(cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_KNOB_CHOICES,
+                                              CUDNN_TYPE_BACKEND_DESCRIPTOR, static_cast<int64_t>(raw.size()), &count,
+                                              raw.data()))
+      << "reading an engine configuration's knob choices";
+  std::vector<std::pair<int64_t, int64_t>> knobs;
+  for (int64_t i = 0; i < std::min<int64_t>(count, static_cast<int64_t>(raw.size())); ++i) {
+    cudnnBackendKnobType_t type{};
+    int64_t value = 0, n = 0;
+    DTRAIN_CUDNN_CHECK(cudnnBackendGetAttribute(raw[static_cast<size_t>(i)], CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE,
+                                                CUDNN_TYPE_KNOB_TYPE, 1, &n, &type))
+        << "reading a knob choice's type";
+    DTRAIN_CUDNN_CHECK(cudnnBackendGetAttribute(raw[static_cast<size_t>(i)], CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE,
+                                                CUDNN_TYPE_INT64, 1, &n, &value))
+        << "reading a knob choice's value";
+    knobs.emplace_back(static_cast<int64_t>(type), value);
+  }
+  return knobs;
+}
+
+// The plan a file stored for `k`, built from its engine and knobs without measuring; nullptr when
+// this cuDNN does not build it any more, the numerics filter refuses it, or it wants more workspace
+// than `limit` (the caller measures then).
+std::shared_ptr<ConvPlan> rebuild(cudnnHandle_t handle, const ConvPlanKey& k, const StoredConvPlan& stored,
+                                  size_t limit) {
+  try {
+    const BackendDescriptor graph = operation_graph(handle, k);
+    BackendDescriptor engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+    engine.set_descriptor(CUDNN_ATTR_ENGINE_OPERATION_GRAPH, graph)
+        .set_int64(CUDNN_ATTR_ENGINE_GLOBAL_INDEX, {stored.engine});
+    if (engine.try_finalize() != CUDNN_STATUS_SUCCESS) return nullptr;
+    std::vector<BackendDescriptor> choices;
+    std::vector<cudnnBackendDescriptor_t> raw;
+    for (const auto& [type, value] : stored.knobs) {
+      const auto knob = static_cast<cudnnBackendKnobType_t>(type);
+      choices.emplace_back(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR);
+      choices.back()
+          .set(CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &knob)
+          .set(CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1, &value);
+      if (choices.back().try_finalize() != CUDNN_STATUS_SUCCESS) return nullptr;
+      raw.push_back(choices.back().get());
+    }
+    BackendDescriptor config(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+    config.set_descriptor(CUDNN_ATTR_ENGINECFG_ENGINE, engine);
+    if (!raw.empty()) config.set_descriptors(CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, raw);
+    if (config.try_finalize() != CUDNN_STATUS_SUCCESS) return nullptr;
+    const EngineFacts facts = facts_of(config, k);
+    if (!facts.acceptable || facts.index != stored.engine) return nullptr;
+    Candidate c = plan_for(handle, config, facts.index, limit);
+    if (!c.usable) return nullptr;
+    c.plan.knobs = stored.knobs;
+    c.plan.measured_ms = stored.measured_ms;
+    return std::make_shared<ConvPlan>(std::move(c.plan));
+  } catch (const std::exception&) {  // cuDNN refused an attribute: a stale entry, measured again
+    return nullptr;
+  }
+}
+
 // Median of kTimedRuns runs after one untimed run, or a negative time when the plan fails to run.
 float time_plan(cudnnHandle_t handle, cudaStream_t stream, const ConvPlan& plan, const ConvOperands& o,
                 void* workspace) {
@@ -292,6 +440,7 @@ std::shared_ptr<const ConvPlan> measure(cudnnHandle_t caller, const ConvPlanKey&
       if (!facts.acceptable) continue;
       Candidate c = plan_for(handle, config, facts.index, limit);
       if (!c.usable) continue;
+      c.plan.knobs = knob_choices(config);
       candidates.push_back(std::move(c));
       ++taken;
     }
@@ -339,14 +488,46 @@ std::shared_ptr<const ConvPlan> conv_plan(cudnnHandle_t handle, const ConvPlanKe
   std::lock_guard<std::mutex> lock(cache_mutex);
   auto found = plan_cache().find(k);
   if (found == plan_cache().end()) {
-    found = plan_cache().emplace(k, measure(handle, key, measure_on, device)).first;
-    ++plans_measured;
+    PlanFile& file = plan_file(device);
+    const std::string text = key_text(key);
+    std::shared_ptr<const ConvPlan> plan;
+    if (const auto stored = file.plans.find(text); stored != file.plans.end()) {
+      plan = rebuild(planning_handle(device), key, stored->second, workspace_limit());
+    }
+    if (plan != nullptr) {
+      ++plans_loaded;
+    } else {
+      if (!file.announced) {
+        file.announced = true;
+        DTRAIN_LOG0(kInfo) << "measuring cuDNN plans for the convolutions not measured before on this GPU model "
+                           << "(ResNet-50: about a minute, once); "
+                           << (file.path.empty() ? std::string("DTRAIN_PLAN_CACHE=off: not kept")
+                                                 : "kept in " + file.path + " for later runs");
+      }
+      plan = measure(handle, key, measure_on, device);
+      ++plans_measured;
+      if (!file.path.empty()) {
+        file.plans[text] = StoredConvPlan{plan->engine, plan->knobs, plan->measured_ms};
+        // Other processes may have added plans since this one read the file: keep theirs too.
+        StoredConvPlans merged = read_conv_plan_file(file.path, file.header);
+        for (const auto& [name, stored] : file.plans) merged[name] = stored;
+        std::string error;
+        if (!write_conv_plan_file(file.path, file.header, merged, &error) && !file.warned) {
+          file.warned = true;
+          DTRAIN_LOG(kWarn) << "convolution plans are not kept for later runs: " << error
+                            << " (DTRAIN_PLAN_CACHE names another folder, or off)";
+        }
+      }
+    }
+    found = plan_cache().emplace(k, std::move(plan)).first;
   }
   // DTRAIN_LOG_LEVEL=debug lists each layer's pass with its measured time (once per layer, cached
   // shapes included): summed over a model, the convolutions' share of a step.
   DTRAIN_LOG(kDebug) << "cuDNN " << conv_pass_name(key.pass) << " " << key.geometry.describe() << ": engine "
-                     << found->second->engine << " " << found->second->measured_ms << " ms (best of "
-                     << found->second->candidates << ")";
+                     << found->second->engine << " " << found->second->measured_ms << " ms ("
+                     << (found->second->candidates > 0 ? "best of " + std::to_string(found->second->candidates)
+                                                       : std::string("from the plan file"))
+                     << ")";
   return found->second;
 }
 
@@ -362,6 +543,25 @@ void run_conv_plan(cudnnHandle_t handle, const ConvPlan& plan, const ConvOperand
 size_t conv_plans_measured() {
   std::lock_guard<std::mutex> lock(cache_mutex);
   return plans_measured;
+}
+
+size_t conv_plans_loaded() {
+  std::lock_guard<std::mutex> lock(cache_mutex);
+  return plans_loaded;
+}
+
+std::string conv_plan_file_path() {
+  int device = 0;
+  DTRAIN_CUDA_CHECK(cudaGetDevice(&device));
+  std::lock_guard<std::mutex> lock(cache_mutex);
+  return plan_file(device).path;
+}
+
+void reset_conv_plan_cache(const std::optional<std::string>& folder) {
+  std::lock_guard<std::mutex> lock(cache_mutex);
+  plan_cache().clear();
+  plan_files().clear();
+  folder_override() = folder;
 }
 
 }  // namespace dtrain::models::cuda

@@ -3,11 +3,15 @@
 // bf16 NHWC (2e-2). Errors are relative to the sum of |terms| of each output, the scale its
 // rounding error lives on. Registered everywhere; skips, saying why, without CUDA or a GPU.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -20,6 +24,7 @@
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 
+#include "models/cuda/conv_plan_search.h"
 #include "models/cuda/cudnn_conv2d.h"
 #include "runtime/core/cuda/cuda_check.h"
 #include "tests/support/device_vector.h"
@@ -198,6 +203,82 @@ TEST_P(CudnnConv2dTest, ASecondLayerOfTheSameShapeReusesTheMeasuredAlgorithms) {
   second.forward(x_dev.get(), w_dev.get(), y_dev.get());
   DTRAIN_CUDA_CHECK(cudaStreamSynchronize(stream_));
   EXPECT_EQ(cuda::CudnnConv2d::measurements_made(), measured);
+}
+
+// A later process rebuilds the measured plans from the plan file instead of measuring, and gets
+// the same engines, so the same bits; a stale entry (an engine this cuDNN does not have) is
+// measured again and replaced; with the cache off no file is named.
+TEST(ConvPlanCache, ALaterProcessRebuildsThePlansFromTheFileWithTheSameResults) {
+  if (core::detail::runtime_visible_gpus().empty()) GTEST_SKIP() << "no GPU visible to the CUDA runtime";
+  DTRAIN_CUDA_CHECK(cudaSetDevice(0));
+  namespace fs = std::filesystem;
+  const fs::path folder = fs::temp_directory_path() / ("dtrain_plan_cache_" + std::to_string(::getpid()));
+  fs::remove_all(folder);
+  cudnnHandle_t handle = nullptr;
+  DTRAIN_CUDNN_CHECK(cudnnCreate(&handle));
+  std::mt19937_64 rng(dtrain::test::random_seed());
+  const Conv2dShape g{4, 32, 14, 14, 48, 3, 3, 1, 1, 1, 1};
+  const HostTensor x = random_tensor(static_cast<size_t>(g.input_size()), true, rng);
+  const HostTensor w = random_tensor(static_cast<size_t>(g.filter_size()), true, rng);
+  const HostTensor dy = random_tensor(static_cast<size_t>(g.output_size()), true, rng);
+  DeviceBytes x_dev(x.bytes), w_dev(w.bytes), dy_dev(dy.bytes), y_dev(dy.bytes), dx_dev(x.bytes), dw_dev(w.bytes);
+  // One "process": the three passes of a fresh layer; their outputs and how the plans came.
+  struct Run {
+    std::vector<unsigned char> y, dx, dw;
+    size_t measured = 0, loaded = 0;
+  };
+  auto run = [&](const std::optional<std::string>& cache) {
+    cuda::reset_conv_plan_cache(cache);
+    const size_t measured = cuda::conv_plans_measured(), loaded = cuda::conv_plans_loaded();
+    cuda::CudnnConv2d conv(handle, g, ConvNumerics::kBf16Nhwc, false);
+    conv.forward(x_dev.get(), w_dev.get(), y_dev.get());
+    conv.backward_data(dy_dev.get(), w_dev.get(), dx_dev.get());
+    conv.backward_filter(x_dev.get(), dy_dev.get(), dw_dev.get());
+    DTRAIN_CUDA_CHECK(cudaDeviceSynchronize());
+    return Run{y_dev.to_host(), dx_dev.to_host(), dw_dev.to_host(), cuda::conv_plans_measured() - measured,
+               cuda::conv_plans_loaded() - loaded};
+  };
+  const Run first = run(folder.string());
+  EXPECT_EQ(first.measured, 3u);
+  EXPECT_EQ(first.loaded, 0u);
+  const std::string file = cuda::conv_plan_file_path();
+  ASSERT_TRUE(fs::exists(file)) << file;
+  std::vector<std::string> lines;
+  {
+    std::ifstream in(file);
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+  }
+  ASSERT_EQ(lines.size(), 4u) << "a header and three plans in " << file;
+
+  const Run second = run(folder.string());
+  EXPECT_EQ(second.measured, 0u);
+  EXPECT_EQ(second.loaded, 3u);
+  EXPECT_TRUE(second.y == first.y && second.dx == first.dx && second.dw == first.dw)
+      << "the rebuilt plans gave other results than the measured ones";
+
+  {
+    std::ofstream out(file, std::ios::trunc);
+    out << lines[0] << "\n";
+    for (size_t i = 1; i < lines.size(); ++i) {
+      const size_t engine = lines[i].find(" engine="), end = lines[i].find(' ', engine + 1);
+      out << lines[i].substr(0, engine) << " engine=99999" << lines[i].substr(end) << "\n";
+    }
+  }
+  const Run stale = run(folder.string());
+  EXPECT_EQ(stale.measured, 3u);
+  EXPECT_EQ(stale.loaded, 0u);
+  {
+    std::ifstream in(file);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(text.find("engine=99999"), std::string::npos) << "the stale entries were not replaced:\n" << text;
+  }
+
+  const Run off = run(std::string());
+  EXPECT_EQ(off.measured, 3u);
+  EXPECT_EQ(cuda::conv_plan_file_path(), "");
+  cuda::reset_conv_plan_cache(std::nullopt);
+  cudnnDestroy(handle);
+  fs::remove_all(folder);
 }
 
 // ResNet-50's kinds of convolution, small: the 7x7/2 stem, 3x3 with and without stride, 1x1
