@@ -4,6 +4,7 @@
 // the gradient averaging over the ranks and the optimizer state, and keeps a host mirror of them
 // (parameters, BN state, momentum) for checkpoints.
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -80,6 +81,11 @@ class StepEngine {
   // step on; 0 freezes them (no update, no momentum; BN running statistics still follow the data).
   virtual void set_backbone_lr_scale(float scale) = 0;
   virtual DeviceMemory device_memory() const { return {}; }
+  // For the data-wait figure of an engine whose steps run on a device the host runs ahead of:
+  // seconds the device sat idle before each train_step since the last call, oldest first, for
+  // those the device has started (wait_all: every one queued). nullopt where steps run on the host
+  // (the CPU engine): there the host's wait for a batch is the step's.
+  virtual std::optional<std::vector<double>> take_device_idle(bool /*wait_all*/) { return std::nullopt; }
 
   // The timeline (timeline.h): the next train_step adds its phases to `recorder` as global step
   // `step` (forward, backward, the gradient buckets' all-reduces, the SGD update; the GPU engine

@@ -22,10 +22,18 @@ void StepTimer::begin_wait() {
   wait_start_ = now_();
 }
 
-void StepTimer::batch_arrived() {
+double StepTimer::batch_arrived() {
   const double waited = now_() - wait_start_;
-  interval_wait_ += waited;
-  epoch_wait_ += waited;
+  if (!waits_on_device_) {
+    interval_wait_ += waited;
+    epoch_wait_ += waited;
+  }
+  return waited;
+}
+
+void StepTimer::add_device_wait(double seconds) {
+  interval_wait_ += seconds;
+  epoch_wait_ += seconds;
 }
 
 void StepTimer::end_step() {

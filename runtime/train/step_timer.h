@@ -1,7 +1,7 @@
 #pragma once
 // The training loop's clocks, kept apart from the loop: each step's wall time, the time blocked on
-// the loader, per logging interval and per epoch, and what the log derives from them (ETA, median
-// step). One rank's view; the trainer reduces over the ranks where it reports.
+// the loader (on a GPU: the GPU's idle time for want of a batch), per logging interval and per epoch, and what the log
+// derives from them (ETA, median step). One rank's view; the trainer reduces over the ranks where it reports.
 #include <functional>
 #include <vector>
 
@@ -15,12 +15,16 @@ class StepTimer {
 
   void begin_step();
   // Call when the loader handed over the step's batch: the time since begin_step() (or since
-  // begin_wait()) was a wait.
-  void batch_arrived();
+  // begin_wait()) was a wait, returned, and counted unless waits are counted from the device.
+  double batch_arrived();
   // The step asks for another batch (a further micro-batch of gradient accumulation): the time
   // from here to batch_arrived() is a wait too.
   void begin_wait();
   void end_step();
+  // On a device the host runs ahead of, the host's wait is not the step's: from here on only
+  // add_device_wait() counts, with the time the device sat idle for want of the batch.
+  void count_waits_on_device() { waits_on_device_ = true; }
+  void add_device_wait(double seconds);
 
   struct Interval {
     double seconds = 0;
@@ -46,6 +50,7 @@ class StepTimer {
   double interval_start_ = 0;
   double interval_wait_ = 0;
   double epoch_wait_ = 0;
+  bool waits_on_device_ = false;
   std::vector<double> step_seconds_;
 };
 

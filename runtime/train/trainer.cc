@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <fstream>
 #include <optional>
 #include <set>
@@ -341,6 +342,21 @@ EpochResult Trainer::train_epoch(int epoch) {
   double loss_sum = 0;  // over the steps whose loss was read
   long losses_read = 0;
   StepTimer timer;
+  // The data wait on a GPU: the host queues steps ahead of the GPU, so a batch it waited for may
+  // still have been in time. A micro-batch's wait counts as far as the GPU was idle before it:
+  // min(the host's wait, the GPU's idle gap), paired in order as the engine reads its events.
+  const bool waits_on_device = p.engine->take_device_idle(false).has_value();
+  if (waits_on_device) timer.count_waits_on_device();
+  std::deque<double> host_waits;  // of the micro-batches whose GPU gap is not read yet
+  auto settle_device_waits = [&](bool all) {
+    const std::optional<std::vector<double>> idle = p.engine->take_device_idle(all);
+    if (!idle) return;
+    for (const double gap : *idle) {
+      if (host_waits.empty()) break;
+      timer.add_device_wait(std::min(gap, host_waits.front()));
+      host_waits.pop_front();
+    }
+  };
   for (long step = first_step; step < steps && !step_limit_reached(); ++step) {
     // Inside the timeline's range: this step's spans (the step loop's here, the engine's phases).
     const long this_step = p.global_step + 1;
@@ -359,7 +375,7 @@ EpochResult Trainer::train_epoch(int epoch) {
       const double wait_began = trace && m > 0 ? core::steady_seconds() : step_began;
       if (m > 0) timer.begin_wait();
       const Batch* b = p.train_loader->next();
-      timer.batch_arrived();
+      const double waited = timer.batch_arrived();
       DTRAIN_CHECK(b != nullptr) << "loader ran dry at step " << step << ", micro-batch " << m + 1 << " of "
                                  << accumulation;
       if (trace) {
@@ -368,6 +384,10 @@ EpochResult Trainer::train_epoch(int epoch) {
         p.engine->trace_next_step(trace, this_step);
       }
       p.engine->train_step(*b, static_cast<float>(lr), MicroBatch{m, accumulation});
+      if (waits_on_device) {
+        host_waits.push_back(waited);
+        settle_device_waits(false);
+      }
       p.train_loader->retain(b);
       release_finished(*p.engine, *p.train_loader, false);
     }
@@ -438,6 +458,7 @@ EpochResult Trainer::train_epoch(int epoch) {
     }
   }
   release_finished(*p.engine, *p.train_loader, true);
+  settle_device_waits(true);
   // Steps this call ran: fewer than `steps` when resuming mid-epoch or stopping at max_total_steps.
   const long steps_run = std::max<long>(timer.steps(), 1);
   const double seconds = timer.elapsed();

@@ -37,6 +37,26 @@ TEST(StepTimer, EveryMicroBatchWaitOfAStepCounts) {
   EXPECT_DOUBLE_EQ(timer.take_interval().wait_fraction, 0.75 / 6.0);
 }
 
+// On a GPU the host queues ahead: its wait is returned (the trainer pairs it with the GPU's idle
+// gap) but only what add_device_wait() reports counts, in the interval and the epoch alike.
+TEST(StepTimer, OnADeviceOnlyTheDevicesWaitCounts) {
+  FakeClock clock;
+  StepTimer timer(clock.fn());
+  timer.count_waits_on_device();
+  timer.begin_step();
+  clock.now += 0.75;  // the host blocked on the loader
+  EXPECT_DOUBLE_EQ(timer.batch_arrived(), 0.75);
+  clock.now += 0.25;
+  timer.end_step();
+  timer.add_device_wait(0.1);  // of which the GPU lost this much
+  clock.now += 1.0;
+  EXPECT_DOUBLE_EQ(timer.take_interval().wait_fraction, 0.1 / 2.0);
+  timer.add_device_wait(0.3);  // read later, as the GPU's events complete
+  clock.now += 1.0;
+  EXPECT_DOUBLE_EQ(timer.take_interval().wait_fraction, 0.3 / 1.0);
+  EXPECT_DOUBLE_EQ(timer.wait_fraction(), 0.4 / 3.0);
+}
+
 TEST(StepTimer, IntervalsWaitsMedianAndEta) {
   FakeClock clock;
   StepTimer timer(clock.fn());

@@ -3,6 +3,7 @@
 // interval and the epoch's end), so steps queue without the host waiting.
 #include <deque>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -116,6 +117,9 @@ class GpuStepEngine final : public StepEngine {
     return comm::GradientBuckets(static_cast<size_t>(count), step_->options().bucket_bytes).size();
   }
   void set_backbone_lr_scale(float scale) override { step_->set_backbone_lr_scale(scale); }
+  std::optional<std::vector<double>> take_device_idle(bool wait_all) override {
+    return step_->take_idle_before_micro_batches(wait_all);
+  }
   DeviceMemory device_memory() const override {
     const core::AllocatorStats s = core::device_caching_allocator(gpu_).stats();
     return {static_cast<double>(s.peak_bytes_in_use), static_cast<double>(s.bytes_in_use + s.bytes_cached)};

@@ -35,7 +35,7 @@ GpuStepOptions gpu_step_options(const ResolvedConfig& config, const models::ResN
 }
 
 GpuTrainStep::GpuTrainStep(const GpuStepOptions& options, comm::Communicator* comm, int device)
-    : options_(options), comm_(comm), copy_stream_(device) {
+    : options_(options), comm_(comm), copy_stream_(device), idle_(device) {
   DTRAIN_USAGE_CHECK(options.batch > 0 && options.height > 0 && options.width > 0)
       << "GPU step needs a positive batch and image size, got batch " << options.batch << " and " << options.height
       << "x" << options.width;
@@ -205,6 +205,7 @@ int GpuTrainStep::run(const uint8_t* images, const int32_t* labels, float lr, co
   core::DeviceGuard on(context_->device());
   const cudaStream_t stream = context_->stream();
   const int s = stage_input(images, labels, options_.batch, trace);
+  idle_.started(stream);  // after the compute stream's wait for the copy: idle until the input is here
   // Forward counts from the input's normalize-and-cast to the loss.
   int span = trace ? trace->begin(stream, TimelineTrack::kComputeStream, "forward") : -1;
   normalize(images_[s].data(), options_.batch, input_);
@@ -244,7 +245,10 @@ int GpuTrainStep::run(const uint8_t* images, const int32_t* labels, float lr, co
   if (reduce) sync_->begin_step();
   model_->backward(dlogits_);
   if (trace) trace->end(span, stream);
-  if (!micro.last()) return s;
+  if (!micro.last()) {
+    idle_.finished(stream);
+    return s;
+  }
   if (reduce) sync_->finish();
   if (reduce && trace) sync_->set_bucket_observer(nullptr);
   // The compute stream waited for the comm stream: the update starts when the buckets are averaged.
@@ -263,6 +267,7 @@ int GpuTrainStep::run(const uint8_t* images, const int32_t* labels, float lr, co
   step.params_bf16 = context_->bf16() ? params.params_bf16() : nullptr;
   sgd_update<float>(stream, step, params.grads_f32());
   if (trace) trace->end(span, stream);
+  idle_.finished(stream);
   any_step_ = true;
   return s;
 }

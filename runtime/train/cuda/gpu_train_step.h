@@ -26,6 +26,7 @@
 #include "models/resnet_plan.h"
 #include "runtime/core/buffer.h"
 #include "runtime/core/cuda/stream.h"
+#include "runtime/train/cuda/device_idle_clock.h"
 #include "runtime/train/cuda/gpu_step_trace.h"
 #include "runtime/train/gradient_accumulation.h"
 #include "runtime/train/resolved_config.h"
@@ -74,6 +75,9 @@ class GpuTrainStep {
   // bucket's all-reduce on the comm stream), or nullptr.
   int run(const uint8_t* images, const int32_t* labels, float lr, const MicroBatch& micro = {},
           GpuStepTrace* trace = nullptr);
+  // Seconds the GPU sat idle before each micro-batch of run() since the last call, oldest first
+  // (device_idle_clock.h): those the GPU has started, or every one with wait_all.
+  std::vector<double> take_idle_before_micro_batches(bool wait_all) { return idle_.take_idle(wait_all); }
   // Whether the copy into `slot` finished (its host memory may be reused); never blocks.
   bool input_copied(int slot);
   void wait_input_copied(int slot);
@@ -130,6 +134,7 @@ class GpuTrainStep {
   MicroBatch micro_;           // of the micro-batch being queued
   int decay_range_count_ = 0;
   int open_bucket_span_ = -1;  // the timeline's span of the bucket all-reduce being queued
+  DeviceIdleClock idle_;       // around each micro-batch of run() on the compute stream
 };
 
 }  // namespace dtrain::train::cuda
