@@ -2,7 +2,6 @@
 
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -88,15 +87,20 @@ StoredConvPlans read_conv_plan_file(const std::string& path, const std::string& 
   if (!in) return plans;
   std::string line;
   if (!std::getline(in, line) || line != header) return plans;
+  constexpr int kWarnings = 5;  // the first few malformed lines are named, the rest counted
+  int malformed = 0;
   for (int number = 2; std::getline(in, line); ++number) {
     if (line.empty()) continue;
     std::string key;
     StoredConvPlan plan;
     if (parse_conv_plan_line(line, &key, &plan)) {
       plans[key] = std::move(plan);
-    } else {
+    } else if (++malformed <= kWarnings) {
       DTRAIN_LOG(kWarn) << path << ":" << number << ": not a convolution plan line, skipped: " << line.substr(0, 120);
     }
+  }
+  if (malformed > kWarnings) {
+    DTRAIN_LOG(kWarn) << path << ": " << malformed << " lines in all were not convolution plan lines, skipped";
   }
   return plans;
 }
@@ -115,18 +119,22 @@ bool write_conv_plan_file(const std::string& path, const std::string& header, co
       return false;
     }
   }
-  const std::string temporary = path + ".tmp." + std::to_string(::getpid());
+  // Unique per process across hosts too: ranks of several nodes may share the folder (NFS home),
+  // and containers repeat pids.
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  const std::string temporary = path + ".tmp." + host + "." + std::to_string(::getpid());
   {
     std::ofstream out(temporary, std::ios::trunc);
     if (!out) {
-      *error = "cannot write " + temporary + ": " + std::strerror(errno);
+      *error = "cannot create " + temporary;
       return false;
     }
     out << header << "\n";
     for (const auto& [key, plan] : plans) out << format_conv_plan_line(key, plan) << "\n";
     out.flush();
     if (!out) {
-      *error = "writing " + temporary + " failed: " + std::strerror(errno);
+      *error = "writing " + temporary + " failed (disk full?)";
       out.close();
       fs::remove(temporary, ec);
       return false;

@@ -31,8 +31,9 @@ using StoredConvPlans = std::map<std::string, StoredConvPlan>;
 StoredConvPlans read_conv_plan_file(const std::string& path, const std::string& header);
 
 // Writes `plans` under `header` to `path` whole or not at all: into a temporary file beside it
-// (unique to this process), then renamed over it, so ranks that share the file never read half of
-// one. Creates the folder when missing. False, with the reason in `error`, when it cannot write.
+// (unique to this process and host), then renamed over it, so ranks that share the file never
+// read half of one. Creates the folder when missing. False, with the reason in `error`, when it
+// cannot write.
 bool write_conv_plan_file(const std::string& path, const std::string& header, const StoredConvPlans& plans,
                           std::string* error);
 

@@ -16,8 +16,11 @@ export NCCL_NVLS_ENABLE=0
 # On a GPU machine a test skipped for want of a GPU is a failure (issue 14); a suite whose tests all
 # skipped for another reason (too few ranks) exits 77 and shows as SKIP.
 export DTRAIN_REQUIRE_GPU=1
+# Convolution plans measured by these checks stay in this run's folder: the checks neither read a
+# user's ~/.cache/dtrain nor depend on what an earlier run left there.
+export DTRAIN_PLAN_CACHE=$OUT/plan_cache
 GPUS=$(nvidia-smi -L | wc -l)
-MPI="mpirun --allow-run-as-root -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE -x DTRAIN_REQUIRE_GPU"
+MPI="mpirun --allow-run-as-root -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE -x DTRAIN_REQUIRE_GPU -x DTRAIN_PLAN_CACHE"
 status=0
 check() {  # check NAME COMMAND...
   check_within 600 "$@"

@@ -87,26 +87,27 @@ std::string plan_folder() {
 PlanFile& plan_file(int device) {
   auto found = plan_files().find(device);
   if (found != plan_files().end()) return found->second;
-  PlanFile& file = plan_files()[device];
+  PlanFile file;  // filled before it enters the map: a failure here leaves no half-made entry
   const std::string folder = plan_folder();
-  if (folder.empty()) return file;
-  cudaDeviceProp prop{};
-  DTRAIN_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
-  const std::string gpu(prop.name);
-  std::string safe_gpu;
-  for (char c : gpu) safe_gpu += std::isalnum(static_cast<unsigned char>(c)) || c == '-' ? c : '_';
-  const std::string sm = std::to_string(prop.major) + std::to_string(prop.minor);
-  const std::string sms = std::to_string(prop.multiProcessorCount);
-  const std::string cudnn = std::to_string(cudnnGetVersion());
-  file.path = folder + "/conv_plans_" + safe_gpu + "_sm" + sm + "_" + sms + "sms_cudnn" + cudnn + ".txt";
-  // "format 1": bump when the numerics filter or the line format changes.
-  file.header = "# dtrain convolution plans, format 1: " + gpu + ", sm_" + sm + ", " + sms + " SMs, cuDNN " + cudnn;
-  file.plans = read_conv_plan_file(file.path, file.header);
-  if (!file.plans.empty()) {
-    DTRAIN_LOG0(kInfo) << file.plans.size() << " convolution plans measured earlier on this GPU model are in "
-                       << file.path << " (DTRAIN_PLAN_CACHE=off ignores them)";
+  if (!folder.empty()) {
+    cudaDeviceProp prop{};
+    DTRAIN_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+    const std::string gpu(prop.name);
+    std::string safe_gpu;
+    for (char c : gpu) safe_gpu += std::isalnum(static_cast<unsigned char>(c)) || c == '-' ? c : '_';
+    const std::string sm = std::to_string(prop.major) + std::to_string(prop.minor);
+    const std::string sms = std::to_string(prop.multiProcessorCount);
+    const std::string cudnn = std::to_string(cudnnGetVersion());
+    file.path = folder + "/conv_plans_" + safe_gpu + "_sm" + sm + "_" + sms + "sms_cudnn" + cudnn + ".txt";
+    // "format 1": bump when the numerics filter or the line format changes.
+    file.header = "# dtrain convolution plans, format 1: " + gpu + ", sm_" + sm + ", " + sms + " SMs, cuDNN " + cudnn;
+    file.plans = read_conv_plan_file(file.path, file.header);
+    if (!file.plans.empty()) {
+      DTRAIN_LOG0(kInfo) << file.plans.size() << " convolution plans measured earlier on this GPU model are in "
+                         << file.path << " (DTRAIN_PLAN_CACHE=off ignores them)";
+    }
   }
-  return file;
+  return plan_files().emplace(device, std::move(file)).first->second;
 }
 
 // The text that names a plan in the file: numerics, pass, beta and shape.
@@ -374,6 +375,7 @@ std::shared_ptr<ConvPlan> rebuild(cudnnHandle_t handle, const ConvPlanKey& k, co
     std::vector<BackendDescriptor> choices;
     std::vector<cudnnBackendDescriptor_t> raw;
     for (const auto& [type, value] : stored.knobs) {
+      if (type < 0 || type >= CUDNN_KNOB_TYPE_COUNTS) return nullptr;  // not a knob of this cuDNN
       const auto knob = static_cast<cudnnBackendKnobType_t>(type);
       choices.emplace_back(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR);
       choices.back()
@@ -396,6 +398,23 @@ std::shared_ptr<ConvPlan> rebuild(cudnnHandle_t handle, const ConvPlanKey& k, co
   } catch (const std::exception&) {  // cuDNN refused an attribute: a stale entry, measured again
     return nullptr;
   }
+}
+
+// Whether `plan` runs on `o`: a stored plan that builds may still fail to execute, and must not take
+// the job down when measuring would have skipped it. Writes the output operand, as measuring does.
+bool runs(cudnnHandle_t handle, const ConvPlan& plan, const ConvOperands& o) {
+  cudaStream_t stream = nullptr;
+  DTRAIN_CUDNN_CHECK(cudnnGetStream(handle, &stream));
+  void* workspace = nullptr;
+  if (plan.workspace_bytes > 0 && cudaMalloc(&workspace, static_cast<size_t>(plan.workspace_bytes)) != cudaSuccess) {
+    cudaGetLastError();  // clears the failed allocation's error
+    return false;
+  }
+  const BackendDescriptor pack = variant_pack(o, workspace);
+  const bool ok = cudnnBackendExecute(handle, plan.plan.get(), pack.get()) == CUDNN_STATUS_SUCCESS &&
+                  cudaStreamSynchronize(stream) == cudaSuccess;
+  cudaFree(workspace);
+  return ok;
 }
 
 // Median of kTimedRuns runs after one untimed run, or a negative time when the plan fails to run.
@@ -492,7 +511,9 @@ std::shared_ptr<const ConvPlan> conv_plan(cudnnHandle_t handle, const ConvPlanKe
     const std::string text = key_text(key);
     std::shared_ptr<const ConvPlan> plan;
     if (const auto stored = file.plans.find(text); stored != file.plans.end()) {
-      plan = rebuild(planning_handle(device), key, stored->second, workspace_limit());
+      std::shared_ptr<const ConvPlan> rebuilt =
+          rebuild(planning_handle(device), key, stored->second, workspace_limit());
+      if (rebuilt != nullptr && runs(handle, *rebuilt, measure_on)) plan = std::move(rebuilt);
     }
     if (plan != nullptr) {
       ++plans_loaded;
@@ -501,8 +522,10 @@ std::shared_ptr<const ConvPlan> conv_plan(cudnnHandle_t handle, const ConvPlanKe
         file.announced = true;
         DTRAIN_LOG0(kInfo) << "measuring cuDNN plans for the convolutions not measured before on this GPU model "
                            << "(ResNet-50: about a minute, once); "
-                           << (file.path.empty() ? std::string("DTRAIN_PLAN_CACHE=off: not kept")
-                                                 : "kept in " + file.path + " for later runs");
+                           << (file.path.empty()
+                                   ? std::string("not kept: no plan folder (DTRAIN_PLAN_CACHE=off, or neither "
+                                                 "XDG_CACHE_HOME nor HOME set)")
+                                   : "kept in " + file.path + " for later runs");
       }
       plan = measure(handle, key, measure_on, device);
       ++plans_measured;

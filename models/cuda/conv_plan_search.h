@@ -18,8 +18,9 @@
 // Measured plans are also kept on disk (models/conv_plan_file.h), one file per GPU model and cuDNN
 // version, in $DTRAIN_PLAN_CACHE (a folder; "off" for none), by default $XDG_CACHE_HOME/dtrain or
 // ~/.cache/dtrain. A later process rebuilds a stored plan from its engine and knobs instead of
-// measuring (ResNet-50's ~50 s of measuring at the first step), and falls back to measuring when
-// the stored plan does not build, passes the filter no more, or wants more workspace than now fits.
+// measuring (ResNet-50's ~50 s of measuring at the first step), runs it once, and falls back to
+// measuring when the stored plan does not build, passes the filter no more, wants more workspace
+// than now fits, or fails to run.
 #include <cudnn.h>
 
 #include <cstdint>

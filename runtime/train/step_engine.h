@@ -81,10 +81,13 @@ class StepEngine {
   // step on; 0 freezes them (no update, no momentum; BN running statistics still follow the data).
   virtual void set_backbone_lr_scale(float scale) = 0;
   virtual DeviceMemory device_memory() const { return {}; }
-  // For the data-wait figure of an engine whose steps run on a device the host runs ahead of:
-  // seconds the device sat idle before each train_step since the last call, oldest first, for
-  // those the device has started (wait_all: every one queued). nullopt where steps run on the host
-  // (the CPU engine): there the host's wait for a batch is the step's.
+  // Whether steps run on a device the host runs ahead of (the GPU engine): then the data-wait
+  // figure is built from take_device_idle(); on the host (the CPU engine) the host's wait for a
+  // batch is the step's.
+  virtual bool waits_on_device() const { return false; }
+  // Seconds the device sat idle before each train_step since the last call, oldest first, for
+  // those the device has started (wait_all: every one queued); the first train_step of the engine
+  // had nothing before it: infinity. nullopt where waits_on_device() is false.
   virtual std::optional<std::vector<double>> take_device_idle(bool /*wait_all*/) { return std::nullopt; }
 
   // The timeline (timeline.h): the next train_step adds its phases to `recorder` as global step

@@ -345,7 +345,7 @@ EpochResult Trainer::train_epoch(int epoch) {
   // The data wait on a GPU: the host queues steps ahead of the GPU, so a batch it waited for may
   // still have been in time. A micro-batch's wait counts as far as the GPU was idle before it:
   // min(the host's wait, the GPU's idle gap), paired in order as the engine reads its events.
-  const bool waits_on_device = p.engine->take_device_idle(false).has_value();
+  const bool waits_on_device = p.engine->waits_on_device();
   if (waits_on_device) timer.count_waits_on_device();
   std::deque<double> host_waits;  // of the micro-batches whose GPU gap is not read yet
   auto settle_device_waits = [&](bool all) {
@@ -396,6 +396,9 @@ EpochResult Trainer::train_epoch(int epoch) {
     const bool report = config_.fields.log_every_steps() > 0 && (step + 1) % config_.fields.log_every_steps() == 0;
     const bool read = report || p.engine->loss_is_free() || step + 1 == steps || step_limit_reached();
     const double loss = read ? p.engine->last_loss() : 0.0;
+    // last_loss() waited for the GPU: every gap so far can be read, so the progress line's interval
+    // holds this step's wait and not the next one's.
+    if (read && waits_on_device) settle_device_waits(false);
     const int world = ctx_.topology().world_size;
     std::vector<double> losses(static_cast<size_t>(world));
     DeviceMemory memory;  // the largest over the ranks

@@ -15,6 +15,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "runtime/core/dtype.h"
@@ -214,6 +215,15 @@ TEST(ConvPlanCache, ALaterProcessRebuildsThePlansFromTheFileWithTheSameResults) 
   namespace fs = std::filesystem;
   const fs::path folder = fs::temp_directory_path() / ("dtrain_plan_cache_" + std::to_string(::getpid()));
   fs::remove_all(folder);
+  // Whatever happens below, later tests get the environment's cache and no leftover folder.
+  struct Restore {
+    fs::path folder;
+    ~Restore() {
+      cuda::reset_conv_plan_cache(std::nullopt);
+      std::error_code ignored;
+      fs::remove_all(folder, ignored);
+    }
+  } restore{folder};
   cudnnHandle_t handle = nullptr;
   DTRAIN_CUDNN_CHECK(cudnnCreate(&handle));
   std::mt19937_64 rng(dtrain::test::random_seed());
@@ -276,9 +286,7 @@ TEST(ConvPlanCache, ALaterProcessRebuildsThePlansFromTheFileWithTheSameResults) 
   const Run off = run(std::string());
   EXPECT_EQ(off.measured, 3u);
   EXPECT_EQ(cuda::conv_plan_file_path(), "");
-  cuda::reset_conv_plan_cache(std::nullopt);
   cudnnDestroy(handle);
-  fs::remove_all(folder);
 }
 
 // ResNet-50's kinds of convolution, small: the 7x7/2 stem, 3x3 with and without stride, 1x1

@@ -1,6 +1,7 @@
 #include "runtime/train/cuda/device_idle_clock.h"
 
 #include <algorithm>
+#include <limits>
 #include <utility>
 
 #include "runtime/core/error.h"
@@ -35,7 +36,8 @@ bool DeviceIdleClock::read(long index, bool wait) {
   } else if (!start.is_complete()) {
     return false;
   }
-  double gap = 0;
+  // The first micro-batch had nothing before it: the GPU was idle until it came, however long.
+  double gap = std::numeric_limits<double>::infinity();
   if (index > 0) {
     const core::CudaEvent& before = finished_[static_cast<size_t>((index - 1) % kRing)];
     before.synchronize();  // stream order: done when this micro-batch's start is

@@ -30,7 +30,7 @@ class DeviceIdleClock {
 
   // Seconds idle before each micro-batch since the last call, oldest first, for those whose start
   // the GPU has reached (wait_all: every one started so far). The first micro-batch has no
-  // predecessor and counts 0.
+  // predecessor: infinity (the GPU had nothing to do until it came).
   std::vector<double> take_idle(bool wait_all);
 
  private:

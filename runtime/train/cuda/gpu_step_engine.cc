@@ -117,6 +117,7 @@ class GpuStepEngine final : public StepEngine {
     return comm::GradientBuckets(static_cast<size_t>(count), step_->options().bucket_bytes).size();
   }
   void set_backbone_lr_scale(float scale) override { step_->set_backbone_lr_scale(scale); }
+  bool waits_on_device() const override { return true; }
   std::optional<std::vector<double>> take_device_idle(bool wait_all) override {
     return step_->take_idle_before_micro_batches(wait_all);
   }

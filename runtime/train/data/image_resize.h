@@ -7,7 +7,7 @@
 // Speed (the loader runs this once per training image): each axis's taps are a flat table with the
 // same number of taps for every output pixel (zero-padded), cached per geometry; the row buffers are
 // per thread and reused, so a call allocates nothing once warm; the inner loops have fixed trip
-// counts and are compiled for AVX2/FMA as well as the baseline, picked at run time.
+// counts and are compiled for AVX2 as well as the baseline, picked at run time.
 #include <cstdint>
 #include <vector>
 
