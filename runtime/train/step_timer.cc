@@ -67,4 +67,14 @@ double StepTimer::median_step_seconds(long warmup) const {
   return timed[timed.size() / 2];
 }
 
+double DeviceWaitPairing::pair(const std::vector<double>& gaps) {
+  double total = 0;
+  for (const double gap : gaps) {
+    if (waits_.empty()) break;
+    total += std::min(gap, waits_.front());
+    waits_.pop_front();
+  }
+  return total;
+}
+
 }  // namespace dtrain::train

@@ -2,6 +2,7 @@
 // The training loop's clocks, kept apart from the loop: each step's wall time, the time blocked on
 // the loader (on a GPU: the GPU's idle time for want of a batch), per logging interval and per epoch, and what the log
 // derives from them (ETA, median step). One rank's view; the trainer reduces over the ranks where it reports.
+#include <deque>
 #include <functional>
 #include <vector>
 
@@ -52,6 +53,20 @@ class StepTimer {
   double epoch_wait_ = 0;
   bool waits_on_device_ = false;
   std::vector<double> step_seconds_;
+};
+
+// The data wait on a device the host runs ahead of: each micro-batch's host wait for its batch,
+// paired in order with the device's idle gap before it (read later, as the device's events
+// complete); the pair's data wait is the shorter of the two.
+class DeviceWaitPairing {
+ public:
+  void host_waited(double seconds) { waits_.push_back(seconds); }
+  // The summed data wait of the pairs these gaps complete (gaps beyond the waits are dropped).
+  double pair(const std::vector<double>& gaps);
+  size_t unpaired() const { return waits_.size(); }
+
+ private:
+  std::deque<double> waits_;
 };
 
 }  // namespace dtrain::train

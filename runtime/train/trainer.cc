@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <deque>
 #include <fstream>
 #include <optional>
 #include <set>
@@ -347,15 +346,10 @@ EpochResult Trainer::train_epoch(int epoch) {
   // min(the host's wait, the GPU's idle gap), paired in order as the engine reads its events.
   const bool waits_on_device = p.engine->waits_on_device();
   if (waits_on_device) timer.count_waits_on_device();
-  std::deque<double> host_waits;  // of the micro-batches whose GPU gap is not read yet
+  DeviceWaitPairing device_waits;
   auto settle_device_waits = [&](bool all) {
     const std::optional<std::vector<double>> idle = p.engine->take_device_idle(all);
-    if (!idle) return;
-    for (const double gap : *idle) {
-      if (host_waits.empty()) break;
-      timer.add_device_wait(std::min(gap, host_waits.front()));
-      host_waits.pop_front();
-    }
+    if (idle) timer.add_device_wait(device_waits.pair(*idle));
   };
   for (long step = first_step; step < steps && !step_limit_reached(); ++step) {
     // Inside the timeline's range: this step's spans (the step loop's here, the engine's phases).
@@ -385,7 +379,7 @@ EpochResult Trainer::train_epoch(int epoch) {
       }
       p.engine->train_step(*b, static_cast<float>(lr), MicroBatch{m, accumulation});
       if (waits_on_device) {
-        host_waits.push_back(waited);
+        device_waits.host_waited(waited);
         settle_device_waits(false);
       }
       p.train_loader->retain(b);

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 namespace dtrain::train {
 namespace {
 
@@ -55,6 +57,22 @@ TEST(StepTimer, OnADeviceOnlyTheDevicesWaitCounts) {
   clock.now += 1.0;
   EXPECT_DOUBLE_EQ(timer.take_interval().wait_fraction, 0.3 / 1.0);
   EXPECT_DOUBLE_EQ(timer.wait_fraction(), 0.4 / 3.0);
+}
+
+// Host waits and device gaps pair in order as the gaps arrive, a few micro-batches late; each
+// pair counts the shorter: a wait the GPU covered with queued work counts only the GPU's idle
+// part, a GPU gap the host did not cause (a loss read-back) counts only the host's wait.
+TEST(DeviceWaitPairing, EachMicroBatchCountsTheShorterOfItsWaitAndItsGap) {
+  DeviceWaitPairing pairing;
+  pairing.host_waited(0.5);  // the engine's first: its gap is infinite
+  pairing.host_waited(0.2);  // the GPU had queued work for 0.15 of it
+  pairing.host_waited(0.0);  // batch ready; the GPU idled 0.3 for another reason
+  EXPECT_DOUBLE_EQ(pairing.pair({}), 0.0);
+  EXPECT_DOUBLE_EQ(pairing.pair({std::numeric_limits<double>::infinity()}), 0.5);
+  EXPECT_EQ(pairing.unpaired(), 2u);
+  EXPECT_DOUBLE_EQ(pairing.pair({0.05, 0.3}), 0.05 + 0.0);
+  EXPECT_EQ(pairing.unpaired(), 0u);
+  EXPECT_DOUBLE_EQ(pairing.pair({0.7}), 0.0) << "a gap without a wait counts nothing";
 }
 
 TEST(StepTimer, IntervalsWaitsMedianAndEta) {
