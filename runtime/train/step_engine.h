@@ -4,7 +4,6 @@
 // the gradient averaging over the ranks and the optimizer state, and keeps a host mirror of them
 // (parameters, BN state, momentum) for checkpoints.
 #include <memory>
-#include <optional>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -87,8 +86,8 @@ class StepEngine {
   virtual bool waits_on_device() const { return false; }
   // Seconds the device sat idle before each train_step since the last call, oldest first, for
   // those the device has started (wait_all: every one queued); the first train_step of the engine
-  // had nothing before it: infinity. nullopt where waits_on_device() is false.
-  virtual std::optional<std::vector<double>> take_device_idle(bool /*wait_all*/) { return std::nullopt; }
+  // had nothing before it: infinity. Empty where waits_on_device() is false.
+  virtual std::vector<double> take_device_idle(bool /*wait_all*/) { return {}; }
 
   // The timeline (timeline.h): the next train_step adds its phases to `recorder` as global step
   // `step` (forward, backward, the gradient buckets' all-reduces, the SGD update; the GPU engine

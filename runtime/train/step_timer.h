@@ -1,7 +1,8 @@
 #pragma once
 // The training loop's clocks, kept apart from the loop: each step's wall time, the time blocked on
-// the loader (on a GPU: the GPU's idle time for want of a batch), per logging interval and per epoch, and what the log
-// derives from them (ETA, median step). One rank's view; the trainer reduces over the ranks where it reports.
+// the loader (on a GPU: the GPU's idle time for want of a batch), per logging interval and per
+// epoch, and what the log derives from them (ETA, median step). One rank's view; the trainer
+// reduces over the ranks where it reports.
 #include <deque>
 #include <functional>
 #include <vector>

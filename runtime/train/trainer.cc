@@ -348,8 +348,7 @@ EpochResult Trainer::train_epoch(int epoch) {
   if (waits_on_device) timer.count_waits_on_device();
   DeviceWaitPairing device_waits;
   auto settle_device_waits = [&](bool all) {
-    const std::optional<std::vector<double>> idle = p.engine->take_device_idle(all);
-    if (idle) timer.add_device_wait(device_waits.pair(*idle));
+    if (waits_on_device) timer.add_device_wait(device_waits.pair(p.engine->take_device_idle(all)));
   };
   for (long step = first_step; step < steps && !step_limit_reached(); ++step) {
     // Inside the timeline's range: this step's spans (the step loop's here, the engine's phases).
@@ -378,10 +377,8 @@ EpochResult Trainer::train_epoch(int epoch) {
         p.engine->trace_next_step(trace, this_step);
       }
       p.engine->train_step(*b, static_cast<float>(lr), MicroBatch{m, accumulation});
-      if (waits_on_device) {
-        device_waits.host_waited(waited);
-        settle_device_waits(false);
-      }
+      if (waits_on_device) device_waits.host_waited(waited);
+      settle_device_waits(false);
       p.train_loader->retain(b);
       release_finished(*p.engine, *p.train_loader, false);
     }
@@ -392,7 +389,7 @@ EpochResult Trainer::train_epoch(int epoch) {
     const double loss = read ? p.engine->last_loss() : 0.0;
     // last_loss() waited for the GPU: every gap so far can be read, so the progress line's interval
     // holds this step's wait and not the next one's.
-    if (read && waits_on_device) settle_device_waits(false);
+    if (read) settle_device_waits(false);
     const int world = ctx_.topology().world_size;
     std::vector<double> losses(static_cast<size_t>(world));
     DeviceMemory memory;  // the largest over the ranks

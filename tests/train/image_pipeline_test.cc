@@ -110,7 +110,8 @@ TEST(ImageResize, RgbxPixelsGiveTheSameBytesAsPackedRgb) {
 }
 
 TEST(ImageResize, TapsSumToOneAndConstantImagesStayConstant) {
-  const ResampleTaps taps = resample_taps(3.25, 40.5, 50, 7);
+  ResampleTaps taps;
+  fill_resample_taps(3.25, 40.5, 50, 7, &taps);
   ASSERT_EQ(taps.weights.size(), taps.first.size() * static_cast<size_t>(taps.taps));
   for (size_t i = 0; i < taps.first.size(); ++i) {
     double sum = 0;

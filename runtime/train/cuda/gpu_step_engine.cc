@@ -3,7 +3,6 @@
 // interval and the epoch's end), so steps queue without the host waiting.
 #include <deque>
 #include <memory>
-#include <optional>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -118,7 +117,7 @@ class GpuStepEngine final : public StepEngine {
   }
   void set_backbone_lr_scale(float scale) override { step_->set_backbone_lr_scale(scale); }
   bool waits_on_device() const override { return true; }
-  std::optional<std::vector<double>> take_device_idle(bool wait_all) override {
+  std::vector<double> take_device_idle(bool wait_all) override {
     return step_->take_idle_before_micro_batches(wait_all);
   }
   DeviceMemory device_memory() const override {

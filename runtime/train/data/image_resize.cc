@@ -225,12 +225,6 @@ void fill_resample_taps(double start, double length, int source_size, int out_si
   }
 }
 
-ResampleTaps resample_taps(double start, double length, int source_size, int out_size) {
-  ResampleTaps t;
-  fill_resample_taps(start, length, source_size, out_size, &t);
-  return t;
-}
-
 void resize_region(const ImageView& source, const CropRegion& region, int out_width, int out_height, bool flip,
                    uint8_t* out) {
   DTRAIN_CHECK(region.width > 0 && region.height > 0 && region.x >= 0 && region.y >= 0 &&

@@ -39,8 +39,7 @@ struct ResampleTaps {
 };
 
 // Taps for mapping [start, start + length) of a source axis of `source_size` pixels onto `out_size`.
-ResampleTaps resample_taps(double start, double length, int source_size, int out_size);
-// The same into `taps`, reusing its memory.
+// Written into `taps`, reusing its memory.
 void fill_resample_taps(double start, double length, int source_size, int out_size, ResampleTaps* taps);
 
 }  // namespace dtrain::train
