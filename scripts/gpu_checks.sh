@@ -41,7 +41,7 @@ check_within() {  # check_within SECONDS NAME COMMAND...: a command still runnin
   fi
 }
 # Three times over: stale reads after host copies (issue 14) showed only in some trials.
-for t in dtrain-models-gpu-tests dtrain-train-gpu-tests; do
+for t in dtrain-models-gpu-tests dtrain-train-gpu-tests dtrain-jpeg-gpu-tests; do
   [ -x $TESTS/$t ] && check "$t" $TESTS/$t --gtest_repeat=3
 done
 if [ -x $TESTS/dtrain-train-mpi-tests ] && [ "$GPUS" -ge 2 ]; then

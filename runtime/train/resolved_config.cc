@@ -40,6 +40,8 @@ ResolvedConfig resolve(const TrainConfig& c) {
   r.device = choose<DeviceChoice>(
       "device", c.device(), {{"auto", DeviceChoice::kAuto}, {"cpu", DeviceChoice::kCpu}, {"gpu", DeviceChoice::kGpu}});
   r.precision = choose<Precision>("precision", c.precision(), {{"bf16", Precision::kBf16}, {"fp32", Precision::kFp32}});
+  r.jpeg_decoder =
+      choose<JpegDecoder>("jpeg_decoder", c.jpeg_decoder(), {{"cpu", JpegDecoder::kCpu}, {"gpu", JpegDecoder::kGpu}});
   r.lr_decay =
       choose<DecayKind>("lr_decay", c.lr_decay(), {{"step", DecayKind::kStep}, {"cosine", DecayKind::kCosine}});
   r.backend = comm::parse_backend(c.backend(), "backend");

@@ -18,6 +18,7 @@ enum class ModelKind { kResNet, kSmallResNet };
 enum class DatasetKind { kSynthetic, kFashionMnist, kImageNet };
 enum class DeviceChoice { kAuto, kCpu, kGpu };
 enum class Precision { kBf16, kFp32 };  // on GPUs: bf16 NHWC (fast), fp32 NCHW (reference)
+enum class JpegDecoder { kCpu, kGpu };
 
 struct ResolvedConfig {
   TrainConfig fields;  // every field as given: checkpoints store it, a resume compares it
@@ -25,6 +26,7 @@ struct ResolvedConfig {
   DatasetKind dataset = DatasetKind::kSynthetic;
   DeviceChoice device = DeviceChoice::kAuto;
   Precision precision = Precision::kBf16;
+  JpegDecoder jpeg_decoder = JpegDecoder::kCpu;
   comm::Backend backend = comm::Backend::kAuto;
   DecayKind lr_decay = DecayKind::kStep;
   core::DType gradient_wire_dtype = core::DType::kF32;  // the hierarchical backend's cross-node format

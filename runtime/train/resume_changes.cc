@@ -39,6 +39,7 @@ const std::set<std::string>& free_fields() {
                                                "stall_abort_seconds",
                                                "device",
                                                "precision",
+                                               "jpeg_decoder",
                                                "no_tf32",
                                                "allow_gpu_sharing",
                                                "backend",

@@ -80,6 +80,10 @@ class StepEngine {
   // step on; 0 freezes them (no update, no momentum; BN running statistics still follow the data).
   virtual void set_backbone_lr_scale(float scale) = 0;
   virtual DeviceMemory device_memory() const { return {}; }
+  // Whether train_step decodes the JPEGs a loader left to the device (LoaderOptions::defer_decoding),
+  // and a line saying how many it decoded where (empty when it does not).
+  virtual bool decodes_jpeg() const { return false; }
+  virtual std::string jpeg_report() const { return {}; }
   // Whether steps run on a device the host runs ahead of (the GPU engine): then the data-wait
   // figure is built from take_device_idle(); on the host (the CPU engine) the host's wait for a
   // batch is the step's.

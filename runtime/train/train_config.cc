@@ -90,6 +90,7 @@ TrainConfig default_train_config() {
   c.set_weight_decay(1e-4);
   c.set_device("auto");
   c.set_precision("bf16");
+  c.set_jpeg_decoder("cpu");
   c.set_backend("auto");
   c.set_bucket_mib(25);
   c.set_gradient_wire_dtype("fp32");

@@ -100,10 +100,12 @@ Trainer::Trainer(const ResolvedConfig& config, const core::RankContext& ctx, int
   const int threads =
       config_.fields.loader_threads() > 0 ? config_.fields.loader_threads() : std::max(1, core::cpus_allowed() - 2);
   const int prefetch = std::max(config_.fields.prefetch_batches(), p.engine->max_batches_held() + 2);
-  const LoaderOptions loader{config_.fields.batch_per_rank(), threads, prefetch, config_.fields.seed(), false};
+  LoaderOptions loader{config_.fields.batch_per_rank(), threads, prefetch, config_.fields.seed(), false};
+  loader.defer_decoding = p.engine->decodes_jpeg();
   p.train_loader = std::make_unique<DataLoader>(*p.train_data, *p.train_sampler, loader);
   LoaderOptions val_loader = loader;
   val_loader.keep_partial_batch = true;
+  val_loader.defer_decoding = false;
   p.val_loader = std::make_unique<DataLoader>(*p.val_data, *p.val_sampler, val_loader);
   core::collective_usage_check(ctx.world(), [&] {
     const int k = config_.fields.accumulation_steps();
@@ -488,6 +490,9 @@ EpochResult Trainer::train_epoch(int epoch) {
                      << result.validation_images << " images), " << static_cast<long>(result.median_images_per_second)
                      << " images/s (" << static_cast<long>(result.median_images_per_second / world)
                      << " per rank) at the median step, data wait " << 100 * result.data_wait_fraction << "%";
+  if (const std::string jpegs = p.engine->jpeg_report(); !jpegs.empty()) {
+    DTRAIN_LOG0(kInfo) << jpegs;
+  }
   p.metrics->write("validation", {{"epoch", epoch},
                                   {"step", static_cast<double>(p.global_step)},
                                   {"train_loss", result.train_loss},

@@ -46,6 +46,49 @@ TEST_F(ImageFolder, ClassesInSortedOrderAndBadEntriesCountedByTheScan) {
   EXPECT_EQ(data.output_shape().bytes(), 32u * 32 * 3);
 }
 
+// jpeg_decoder gpu: a deferring loader leaves training JPEGs to the device with the crop and flip
+// a host decode would use; decode_on_host (the device's fallback) then gives the non-deferring
+// loader's pixels and labels exactly, broken.JPEG's substitute included.
+TEST_F(ImageFolder, DeferredImagesDecodeOnTheHostAsTheLoaderWould) {
+  const ImageFolderDataset data(split("train"), lenient(true));
+  ASSERT_TRUE(data.can_defer_decoding());
+  EXPECT_FALSE(ImageFolderDataset(split("val"), lenient(false)).can_defer_decoding()) << "validation stays on the host";
+  const ShardedSampler sampler(data.size(), 1, 0, SamplerOptions{11, true, true, true});
+  LoaderOptions options{4, 3, 2, 11, false};
+  DataLoader reference(data, sampler, options);
+  options.defer_decoding = true;
+  DataLoader deferring(data, sampler, options);
+  const size_t bytes = data.output_shape().bytes();
+  std::vector<uint8_t> decoded(bytes);
+  int pending = 0;
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    reference.start_epoch(epoch);
+    deferring.start_epoch(epoch);
+    for (size_t b = 0; b < reference.batches_per_epoch(); ++b) {
+      const Batch* want = reference.next();
+      const Batch* got = deferring.next();
+      ASSERT_TRUE(want && got);
+      ASSERT_EQ(got->labels, want->labels) << "epoch " << epoch << " batch " << b;
+      for (int p = 0; p < got->size; ++p) {
+        const auto* expected = static_cast<const uint8_t*>(want->pixels.data()) + p * bytes;
+        const DeferredJpeg& job = got->deferred[static_cast<size_t>(p)];
+        const uint8_t* actual = static_cast<const uint8_t*>(got->pixels.data()) + p * bytes;
+        if (job.pending) {
+          ++pending;
+          EXPECT_GT(job.size, 0u);
+          EXPECT_TRUE(job.region.x >= 0 && job.region.x + job.region.width <= job.width + 1e-6 && job.region.y >= 0 &&
+                      job.region.y + job.region.height <= job.height + 1e-6);
+          EXPECT_EQ(decode_on_host(*got, p, decoded.data()), want->labels[static_cast<size_t>(p)]);
+          actual = decoded.data();
+        }
+        ASSERT_TRUE(std::equal(actual, actual + bytes, expected))
+            << "epoch " << epoch << " batch " << b << " image " << p << (job.pending ? " (deferred)" : "");
+      }
+    }
+  }
+  EXPECT_GT(pending, 20) << "the tree's files are baseline 4:2:0: most are left to the device";
+}
+
 TEST_F(ImageFolder, CorruptJpegIsSkippedForTheNextImageAndCounted) {
   const ImageFolderDataset data(split("train"), lenient(true));
   std::vector<uint8_t> out(data.output_shape().bytes());

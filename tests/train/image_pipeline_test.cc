@@ -354,6 +354,42 @@ TEST(JpegDecoder, GreyAndCmykFilesDecodeToRgbx) {
   }
 }
 
+// What jpeg_decoder gpu may leave to nvJPEG's hardware decoder: baseline YCbCr 4:2:0, 4:2:2, 4:4:0,
+// 4:4:4 and grey; never CMYK, 4:1:1 or progressive files.
+TEST(JpegDecoder, HardwareDecodableOnlyForBaselineYcbcrAndGrey) {
+  std::mt19937_64 rng = fresh_rng();
+  const int w = 64, h = 48;
+  const std::vector<uint8_t> rgb = smooth_image(w, h, rng);
+  auto encode = [&](const std::vector<uint8_t>& pixels, int format, int subsampling, int flags) {
+    tjhandle tj = tjInitCompress();
+    unsigned char* out = nullptr;
+    unsigned long bytes = 0;
+    const int status = tjCompress2(tj, pixels.data(), w, 0, h, format, &out, &bytes, subsampling, 90, flags);
+    std::vector<uint8_t> jpeg(out, out + (status == 0 ? bytes : 0));
+    tjFree(out);
+    tjDestroy(tj);
+    return jpeg;
+  };
+  std::vector<uint8_t> grey(static_cast<size_t>(w) * h), cmyk(static_cast<size_t>(w) * h * 4, 255);
+  for (size_t i = 0; i < grey.size(); ++i) grey[i] = rgb[3 * i];
+  const struct {
+    const char* what;
+    std::vector<uint8_t> jpeg;
+    bool hardware;
+  } cases[] = {{"4:2:0", encode(rgb, TJPF_RGB, TJSAMP_420, 0), true},
+               {"4:2:2", encode(rgb, TJPF_RGB, TJSAMP_422, 0), true},
+               {"4:4:0", encode(rgb, TJPF_RGB, TJSAMP_440, 0), true},
+               {"4:4:4", encode(rgb, TJPF_RGB, TJSAMP_444, 0), true},
+               {"grey", encode(grey, TJPF_GRAY, TJSAMP_GRAY, 0), true},
+               {"4:1:1", encode(rgb, TJPF_RGB, TJSAMP_411, 0), false},
+               {"CMYK", encode(cmyk, TJPF_CMYK, TJSAMP_444, 0), false},
+               {"progressive 4:2:0", encode(rgb, TJPF_RGB, TJSAMP_420, TJFLAG_PROGRESSIVE), false}};
+  for (const auto& c : cases) {
+    ASSERT_FALSE(c.jpeg.empty()) << c.what;
+    EXPECT_EQ(header_of(c.jpeg).hardware_decodable, c.hardware) << c.what;
+  }
+}
+
 TEST(JpegDecoder, RejectsGarbageAndTruncatedFilesWithTheLibrarysReason) {
   std::mt19937_64 rng = fresh_rng();
   std::vector<uint8_t> garbage(300);

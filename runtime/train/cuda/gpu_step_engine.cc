@@ -53,7 +53,8 @@ class GpuStepEngine final : public StepEngine {
                  ? std::string(" (") + core::dtype_name(wire) + " across nodes)"
                  : std::string())
          << (bn_group_ ? ", BN synchronized over groups of " + std::to_string(bn_group_->group_size()) + " ranks"
-                       : std::string());
+                       : std::string())
+         << (step_->decodes_jpeg() ? ", training JPEGs decoded on " + step_->jpeg_stage()->describe() : std::string());
     description_ = text.str();
   }
 
@@ -69,7 +70,7 @@ class GpuStepEngine final : public StepEngine {
       trace_->begin_step(recorder, trace_step_, micro.count > 1 ? micro.index : -1);
     }
     held_.push_back({&b, step_->run(static_cast<const uint8_t*>(b.pixels.data()), b.labels.data(), lr, micro,
-                                    recorder ? trace_.get() : nullptr)});
+                                    recorder ? trace_.get() : nullptr, &b)});
   }
 
   void trace_next_step(TimelineRecorder* recorder, long step) override {
@@ -117,6 +118,16 @@ class GpuStepEngine final : public StepEngine {
   }
   void set_backbone_lr_scale(float scale) override { step_->set_backbone_lr_scale(scale); }
   bool waits_on_device() const override { return true; }
+  bool decodes_jpeg() const override { return step_->decodes_jpeg(); }
+  std::string jpeg_report() const override {
+    if (!step_->decodes_jpeg()) return {};
+    const cuda::JpegStageCounts c = step_->jpeg_stage()->counts();
+    std::ostringstream text;
+    text << "training JPEGs so far: " << c.on_device << " decoded on the GPU, " << c.on_host
+         << " left to it but decoded on the host";
+    if (c.failed_device_batches > 0) text << " (" << c.failed_device_batches << " batches the decoder refused)";
+    return text.str();
+  }
   std::vector<double> take_device_idle(bool wait_all) override {
     return step_->take_idle_before_micro_batches(wait_all);
   }

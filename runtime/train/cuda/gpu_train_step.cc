@@ -31,6 +31,8 @@ GpuStepOptions gpu_step_options(const ResolvedConfig& config, const models::ResN
   o.label_smoothing = static_cast<float>(c.label_smoothing());
   o.bucket_bytes = static_cast<size_t>(c.bucket_mib()) << 20;
   o.accumulation_steps = c.accumulation_steps();
+  // Only image folders defer JPEGs to the GPU.
+  o.jpeg_decoder = config.dataset == DatasetKind::kImageNet ? config.jpeg_decoder : JpegDecoder::kCpu;
   return o;
 }
 
@@ -42,6 +44,11 @@ GpuTrainStep::GpuTrainStep(const GpuStepOptions& options, comm::Communicator* co
   DTRAIN_USAGE_CHECK(options.model.in_channels >= 1 && options.model.in_channels <= 4)
       << "the GPU input path takes 1 to 4 channels, the model has " << options.model.in_channels;
   core::DeviceGuard on(device);
+  if (options.jpeg_decoder == JpegDecoder::kGpu) {
+    std::string why_not;
+    jpeg_ = DeviceJpegStage::open(kInputSlots, &why_not);
+    DTRAIN_USAGE_CHECK(jpeg_) << "jpeg_decoder gpu on GPU " << device << ": " << why_not;
+  }
   context_ = std::make_unique<models::cuda::GpuContext>(device, options.numerics, options.allow_tf32);
   model_ = std::make_unique<models::cuda::GpuResNet>(options.model, *context_);
   models::cuda::DeviceParameters& params = model_->device_parameters();
@@ -176,7 +183,8 @@ GpuTrainStep::~GpuTrainStep() {
   if (context_) cudaStreamSynchronize(context_->stream());
 }
 
-int GpuTrainStep::stage_input(const uint8_t* images, const int32_t* labels, int count, GpuStepTrace* trace) {
+int GpuTrainStep::stage_input(const uint8_t* images, const int32_t* labels, int count, GpuStepTrace* trace,
+                              const Batch* deferred) {
   slot_ = (slot_ + 1) % kInputSlots;
   const int s = slot_;
   const size_t image_bytes = images_[s].bytes() / static_cast<size_t>(options_.batch) * static_cast<size_t>(count);
@@ -190,6 +198,10 @@ int GpuTrainStep::stage_input(const uint8_t* images, const int32_t* labels, int 
       cudaMemcpyAsync(images_[s].data(), images, image_bytes, cudaMemcpyHostToDevice, copy_stream_.get()));
   DTRAIN_CUDA_CHECK(
       cudaMemcpyAsync(labels_[s].data(), labels, label_bytes, cudaMemcpyHostToDevice, copy_stream_.get()));
+  if (jpeg_ && deferred != nullptr) {
+    jpeg_->stage(*deferred, options_.height, options_.width, static_cast<uint8_t*>(images_[s].data()),
+                 static_cast<int32_t*>(labels_[s].data()), copy_stream_.get(), s);
+  }
   if (trace) trace->end(copy_span, copy_stream_.get());
   copied_[s].record(copy_stream_.get());
   copied_[s].make_stream_wait(context_->stream());
@@ -197,14 +209,14 @@ int GpuTrainStep::stage_input(const uint8_t* images, const int32_t* labels, int 
 }
 
 int GpuTrainStep::run(const uint8_t* images, const int32_t* labels, float lr, const MicroBatch& micro,
-                      GpuStepTrace* trace) {
+                      GpuStepTrace* trace, const Batch* deferred) {
   check_micro_batch(micro);
   DTRAIN_CHECK(micro.count == options_.accumulation_steps)
       << "micro-batch of a step of " << micro.count << " for a GPU step of accumulation_steps "
       << options_.accumulation_steps;
   core::DeviceGuard on(context_->device());
   const cudaStream_t stream = context_->stream();
-  const int s = stage_input(images, labels, options_.batch, trace);
+  const int s = stage_input(images, labels, options_.batch, trace, deferred);
   idle_.started(stream);  // after the compute stream's wait for the copy: idle until the input is here
   // Forward counts from the input's normalize-and-cast to the loss.
   int span = trace ? trace->begin(stream, TimelineTrack::kComputeStream, "forward") : -1;

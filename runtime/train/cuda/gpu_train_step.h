@@ -27,6 +27,7 @@
 #include "runtime/core/buffer.h"
 #include "runtime/core/cuda/stream.h"
 #include "runtime/train/cuda/device_idle_clock.h"
+#include "runtime/train/cuda/device_jpeg_stage.h"
 #include "runtime/train/cuda/gpu_step_trace.h"
 #include "runtime/train/gradient_accumulation.h"
 #include "runtime/train/resolved_config.h"
@@ -46,6 +47,9 @@ struct GpuStepOptions {
   float label_smoothing = 0.0f;
   size_t bucket_bytes = size_t{25} << 20;
   int accumulation_steps = 1;  // micro-batches (of `batch` images) per optimizer step
+  // kGpu: the step decodes the loader's deferred JPEGs (device_jpeg_stage.h); a UsageError on a
+  // GPU without a hardware JPEG decoder or without nvJPEG.
+  JpegDecoder jpeg_decoder = JpegDecoder::kCpu;
 };
 
 // The one translation of a resolved config into the GPU step's options (dtrain-train's engine and
@@ -72,9 +76,13 @@ class GpuTrainStep {
   // with one micro-batch, is a whole step); returns the input slot its batch is copied into. lr is
   // read on the last micro-batch only. trace: the timeline's spans of this micro-batch (H2D copy on
   // the copy stream; forward, backward and, on the last, SGD update on the compute stream and each
-  // bucket's all-reduce on the comm stream), or nullptr.
+  // bucket's all-reduce on the comm stream), or nullptr. `deferred`: the loader batch `images` and
+  // `labels` belong to, whose deferred JPEGs the step decodes into its input (decodes_jpeg()).
   int run(const uint8_t* images, const int32_t* labels, float lr, const MicroBatch& micro = {},
-          GpuStepTrace* trace = nullptr);
+          GpuStepTrace* trace = nullptr, const Batch* deferred = nullptr);
+  // Whether run() decodes a batch's deferred JPEGs; the stage that does, with its counts.
+  bool decodes_jpeg() const { return jpeg_ != nullptr; }
+  const DeviceJpegStage* jpeg_stage() const { return jpeg_.get(); }
   // Seconds the GPU sat idle before each micro-batch of run() since the last call, oldest first
   // (device_idle_clock.h): those the GPU has started, or every one with wait_all.
   std::vector<double> take_idle_before_micro_batches(bool wait_all) { return idle_.take_idle(wait_all); }
@@ -112,7 +120,8 @@ class GpuTrainStep {
   void broadcast_from_rank0();
   // Queues the copy of `count` images and labels into the next input slot, after the compute
   // stream has consumed that slot's previous contents; the compute stream waits for the copy.
-  int stage_input(const uint8_t* images, const int32_t* labels, int count, GpuStepTrace* trace = nullptr);
+  int stage_input(const uint8_t* images, const int32_t* labels, int count, GpuStepTrace* trace = nullptr,
+                  const Batch* deferred = nullptr);
   // uint8 NHWC pixels already on the device -> `out` in the context's type and layout.
   void normalize(const void* device_pixels, int count, core::Tensor& out);
 
@@ -133,8 +142,9 @@ class GpuTrainStep {
   core::Buffer gradient_sum_;  // the micro-batches' fp32 running sum (accumulation_steps > 1)
   MicroBatch micro_;           // of the micro-batch being queued
   int decay_range_count_ = 0;
-  int open_bucket_span_ = -1;  // the timeline's span of the bucket all-reduce being queued
-  DeviceIdleClock idle_;       // around each micro-batch of run() on the compute stream
+  int open_bucket_span_ = -1;              // the timeline's span of the bucket all-reduce being queued
+  DeviceIdleClock idle_;                   // around each micro-batch of run() on the compute stream
+  std::unique_ptr<DeviceJpegStage> jpeg_;  // null: the loader decodes every image
 };
 
 }  // namespace dtrain::train::cuda

@@ -26,6 +26,18 @@ void keep_freed_memory_for_reuse() {
 
 }  // namespace
 
+int Batch::pending_images() const {
+  int n = 0;
+  for (int p = 0; p < size && p < static_cast<int>(deferred.size()); ++p) n += deferred[static_cast<size_t>(p)].pending;
+  return n;
+}
+
+int32_t decode_on_host(const Batch& batch, int position, uint8_t* out) {
+  const DeferredJpeg& job = batch.deferred.at(static_cast<size_t>(position));
+  std::mt19937_64 rng(job.rng_seed);
+  return batch.dataset->load(job.index, rng, out);
+}
+
 DataLoader::DataLoader(const Dataset& dataset, const ShardedSampler& sampler, LoaderOptions options)
     : dataset_(dataset),
       sampler_(sampler),
@@ -37,6 +49,11 @@ DataLoader::DataLoader(const Dataset& dataset, const ShardedSampler& sampler, Lo
   for (Slot& s : slots_) {
     s.batch.pixels = core::Buffer(core::MemoryKind::kPinnedHost, dataset.output_shape().bytes() * options.batch_size);
     s.batch.labels.resize(static_cast<size_t>(options.batch_size));
+    s.batch.dataset = &dataset;
+    if (options.defer_decoding && dataset.can_defer_decoding()) {
+      s.batch.deferred.resize(static_cast<size_t>(options.batch_size));
+      s.batch.arena = std::make_unique<JpegArena>(kArenaBytesPerImage * static_cast<size_t>(options.batch_size));
+    }
   }
 }
 
@@ -63,6 +80,7 @@ int DataLoader::batch_size_of(long number) const {
 
 void DataLoader::assign(Slot& slot, long number) {
   slot.batch.size = batch_size_of(number);
+  if (slot.batch.arena) slot.batch.arena->clear();
   slot.remaining.store(slot.batch.size, std::memory_order_relaxed);
   slot.ready = false;
   slot.state = SlotState::kFilling;
@@ -109,9 +127,18 @@ void DataLoader::work() {
     if (position >= slot.batch.size) continue;  // beyond a partial last batch
     try {
       const size_t index = indices_[job];
-      std::mt19937_64 rng = sample_rng(options_.seed, epoch_, index);
+      const uint64_t seed = sample_seed(options_.seed, epoch_, index);
+      std::mt19937_64 rng(seed);
       auto* pixels = static_cast<uint8_t*>(slot.batch.pixels.data()) + static_cast<size_t>(position) * bytes;
-      slot.batch.labels[static_cast<size_t>(position)] = dataset_.load(index, rng, pixels);
+      int32_t& label = slot.batch.labels[static_cast<size_t>(position)];
+      if (slot.batch.arena) {
+        DeferredJpeg& record = slot.batch.deferred[static_cast<size_t>(position)];
+        record.index = index;
+        record.rng_seed = seed;
+        label = dataset_.load_deferred(index, rng, pixels, JpegDeferral{slot.batch.arena.get(), &record});
+      } else {
+        label = dataset_.load(index, rng, pixels);
+      }
     } catch (...) {
       {
         std::lock_guard lock(mutex_);

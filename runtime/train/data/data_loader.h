@@ -14,6 +14,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -31,13 +32,26 @@ struct LoaderOptions {
   int prefetch = 4;  // batches in flight: filling, ready, or held by the consumer
   uint64_t seed = 0;
   bool keep_partial_batch = false;  // evaluation: the last, smaller batch too
+  // Leave the images the GPU can decode to it (deferred_jpeg.h), when the dataset can.
+  bool defer_decoding = false;
 };
 
 struct Batch {
   core::Buffer pixels;  // batch_size x H x W x C
   std::vector<int32_t> labels;
   int size = 0;
+  // With defer_decoding: one record per position; the pending ones' pixels are not written, and
+  // their files are in `arena`. Empty otherwise.
+  std::vector<DeferredJpeg> deferred;
+  std::unique_ptr<JpegArena> arena;
+  const Dataset* dataset = nullptr;  // what the batch was loaded from
+  int pending_images() const;
 };
+
+// A deferred image decoded on the host after all (the device could not take it): the same crop,
+// flip, bad-file accounting and substitute as the loader's own decode. Writes `out`; returns the
+// label (a bad file's substitute may have another).
+int32_t decode_on_host(const Batch& batch, int position, uint8_t* out);
 
 class DataLoader {
  public:
@@ -102,8 +116,11 @@ class DataLoader {
 
 // The random stream of sample `index`'s augmentation in `epoch`: a function of these alone, so a
 // sample looks the same whichever thread (and rank) makes it.
+inline uint64_t sample_seed(uint64_t seed, int epoch, size_t index) {
+  return seed ^ (uint64_t(epoch) << 40) ^ (index * 0x9E3779B97F4A7C15ull);
+}
 inline std::mt19937_64 sample_rng(uint64_t seed, int epoch, size_t index) {
-  return std::mt19937_64(seed ^ (uint64_t(epoch) << 40) ^ (index * 0x9E3779B97F4A7C15ull));
+  return std::mt19937_64(sample_seed(seed, epoch, index));
 }
 
 enum class PixelLayout { kNchw, kNhwc };

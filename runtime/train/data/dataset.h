@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/train/data/deferred_jpeg.h"
+
 namespace dtrain::train {
 
 // Files found bad and skipped (image folders); other datasets have none.
@@ -36,6 +38,15 @@ class Dataset {
   virtual ImageShape output_shape() const = 0;
   // Writes sample `index` (HWC uint8, output_shape().bytes() bytes) and returns its label.
   virtual int32_t load(size_t index, std::mt19937_64& rng, uint8_t* out) const = 0;
+  // Whether load_deferred() may leave images to the GPU (deferred_jpeg.h): JPEG folders.
+  virtual bool can_defer_decoding() const { return false; }
+  // load(), except that an image the GPU can decode may be left to it: its file goes into
+  // deferral.arena, deferral.job describes it (pending) and `out` is not written. Sets
+  // job->pending false when it wrote `out` instead. The label is returned either way.
+  virtual int32_t load_deferred(size_t index, std::mt19937_64& rng, uint8_t* out, const JpegDeferral& deferral) const {
+    deferral.job->pending = false;
+    return load(index, rng, out);
+  }
   // Per-channel mean and std of the pixels scaled to [0, 1], for normalization.
   virtual void normalization(float mean[3], float std[3]) const = 0;
   virtual BadFiles bad_files() const { return {}; }

@@ -71,6 +71,12 @@ bool read_file(const std::string& path, int64_t max_bytes, std::vector<uint8_t>*
   return ok;
 }
 
+// A truncated file usually still has a readable header; the host decoder notices the missing end
+// (a libjpeg-turbo warning), the hardware decoder may not, so such files stay on the host.
+bool ends_with_end_of_image(const std::vector<uint8_t>& bytes) {
+  return bytes.size() >= 4 && bytes[bytes.size() - 2] == 0xFF && bytes[bytes.size() - 1] == 0xD9;
+}
+
 }  // namespace
 
 ImageFolderDataset::ImageFolderDataset(const std::string& split_dir, ImageFolderOptions options)
@@ -141,7 +147,8 @@ BadFiles ImageFolderDataset::bad_files() const {
   return {scan_bad_, std::vector<std::string>(decode_bad_.begin(), decode_bad_.end()), allowed_bad_};
 }
 
-bool ImageFolderDataset::try_load(size_t index, std::mt19937_64& rng, uint8_t* out, std::string* error) const {
+bool ImageFolderDataset::try_load(size_t index, std::mt19937_64& rng, uint8_t* out, const JpegDeferral* deferral,
+                                  std::string* error) const {
   // Per loader thread and reused: no allocation per image once the buffers have grown.
   thread_local std::vector<uint8_t> bytes;
   thread_local DecodedImage image;
@@ -152,6 +159,20 @@ bool ImageFolderDataset::try_load(size_t index, std::mt19937_64& rng, uint8_t* o
                                 ? random_resized_crop(header.width, header.height, rng)
                                 : center_crop_after_resize(header.width, header.height, options_.resize, options_.crop);
   const bool flip = options_.train && std::uniform_int_distribution<int>(0, 1)(rng) == 1;
+  if (deferral != nullptr && header.hardware_decodable && ends_with_end_of_image(bytes)) {
+    if (uint8_t* room = deferral->arena->reserve(bytes.size())) {
+      std::memcpy(room, bytes.data(), bytes.size());
+      DeferredJpeg& job = *deferral->job;
+      job.pending = true;
+      job.bytes = room;
+      job.size = bytes.size();
+      job.width = header.width;
+      job.height = header.height;
+      job.region = region;
+      job.flip = flip;
+      return true;
+    }
+  }
   if (!decode_jpeg(bytes.data(), bytes.size(), header, region, options_.crop, options_.crop, &image, error)) {
     return false;
   }
@@ -186,11 +207,22 @@ void ImageFolderDataset::record_bad(const std::string& path, const std::string& 
 }
 
 int32_t ImageFolderDataset::load(size_t index, std::mt19937_64& rng, uint8_t* out) const {
+  return load_any(index, rng, out, nullptr);
+}
+
+int32_t ImageFolderDataset::load_deferred(size_t index, std::mt19937_64& rng, uint8_t* out,
+                                          const JpegDeferral& deferral) const {
+  deferral.job->pending = false;
+  return load_any(index, rng, out, options_.train ? &deferral : nullptr);
+}
+
+int32_t ImageFolderDataset::load_any(size_t index, std::mt19937_64& rng, uint8_t* out,
+                                     const JpegDeferral* deferral) const {
   // A bad file is replaced by the next good one in index order: deterministic, and the batch stays full.
   for (size_t tried = 0; tried < files_.size(); ++tried) {
     const size_t i = (index + tried) % files_.size();
     std::string error;
-    if (try_load(i, rng, out, &error)) return files_[i].label;
+    if (try_load(i, rng, out, deferral, &error)) return files_[i].label;
     record_bad(files_[i].path, error);
   }
   DTRAIN_FAIL() << dir_ << ": no readable image left";

@@ -43,6 +43,9 @@ class ImageFolderDataset final : public Dataset {
   int num_classes() const override { return static_cast<int>(classes_.size()); }
   ImageShape output_shape() const override { return {options_.crop, options_.crop, 3}; }
   int32_t load(size_t index, std::mt19937_64& rng, uint8_t* out) const override;
+  // Training images only: validation stays on the host (a few per cent of the images).
+  bool can_defer_decoding() const override { return options_.train; }
+  int32_t load_deferred(size_t index, std::mt19937_64& rng, uint8_t* out, const JpegDeferral& deferral) const override;
   void normalization(float mean[3], float std[3]) const override;  // ImageNet's
 
   const std::vector<std::string>& classes() const { return classes_; }
@@ -56,8 +59,11 @@ class ImageFolderDataset final : public Dataset {
     std::string path;
     int32_t label;
   };
-  // Decodes and crops files_[index]; false with the reason if the file is bad.
-  bool try_load(size_t index, std::mt19937_64& rng, uint8_t* out, std::string* error) const;
+  // Decodes and crops files_[index], or (deferral not null) leaves a file the GPU can decode to
+  // it; false with the reason if the file is bad.
+  bool try_load(size_t index, std::mt19937_64& rng, uint8_t* out, const JpegDeferral* deferral,
+                std::string* error) const;
+  int32_t load_any(size_t index, std::mt19937_64& rng, uint8_t* out, const JpegDeferral* deferral) const;
   void record_bad(const std::string& path, const std::string& reason) const;
 
   std::string dir_;

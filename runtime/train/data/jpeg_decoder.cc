@@ -131,6 +131,18 @@ int scale_eighths(double region_width, double region_height, int min_width, int 
   return n;
 }
 
+// See JpegHeader::hardware_decodable.
+bool hardware_decodable(const jpeg_decompress_struct& cinfo) {
+  if (cinfo.progressive_mode || cinfo.arith_code || cinfo.data_precision != 8) return false;
+  if (cinfo.num_components == 1) return cinfo.jpeg_color_space == JCS_GRAYSCALE;
+  if (cinfo.num_components != 3 || cinfo.jpeg_color_space != JCS_YCbCr) return false;
+  const jpeg_component_info* c = cinfo.comp_info;
+  const bool luma_ok = c[0].h_samp_factor <= 2 && c[0].v_samp_factor <= 2;
+  const bool chroma_full =
+      c[1].h_samp_factor == 1 && c[1].v_samp_factor == 1 && c[2].h_samp_factor == 1 && c[2].v_samp_factor == 1;
+  return luma_ok && chroma_full;
+}
+
 }  // namespace
 
 bool read_jpeg_header(const uint8_t* data, size_t size, JpegHeader* header, std::string* error, int64_t max_pixels) {
@@ -146,6 +158,7 @@ bool read_jpeg_header(const uint8_t* data, size_t size, JpegHeader* header, std:
   header->width = static_cast<int>(cinfo.image_width);
   header->height = static_cast<int>(cinfo.image_height);
   header->colorspace = turbojpeg_colorspace(cinfo.jpeg_color_space);
+  header->hardware_decodable = hardware_decodable(cinfo);
   jpeg_abort_decompress(&cinfo);
   return plausible_size(header->width, header->height, max_pixels, error);
 }

@@ -23,6 +23,10 @@ struct JpegHeader {
   int width = 0;
   int height = 0;
   int colorspace = 0;  // TurboJPEG's TJCS_*
+  // Baseline Huffman coding, 8 bits, YCbCr with 4:4:4, 4:2:2, 4:4:0 or 4:2:0 chroma, or grey:
+  // what nvJPEG's hardware decoder takes (it refuses progressive and arithmetic coding, CMYK and
+  // 4:1:1); the GPU engine still asks the decoder itself before sending a file.
+  bool hardware_decodable = false;
 };
 
 struct DecodedImage {
