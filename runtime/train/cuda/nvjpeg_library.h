@@ -23,10 +23,6 @@ using Handle = struct HandleTag*;
 using State = struct StateTag*;
 using Stream = struct StreamTag*;
 
-// NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION: chroma upsampled by interpolation, as libjpeg-turbo's
-// default ("fancy") upsampling does, instead of by replication.
-constexpr unsigned kFlagInterpolatedUpsampling = 1u << 5;
-
 // nvjpegImage_t.
 struct Image {
   unsigned char* channel[4];
