@@ -101,18 +101,8 @@ std::vector<uint8_t> full_size_host_decode(const DeferredJpeg& job, int out, boo
   DecodedImage image;
   EXPECT_TRUE(decode_jpeg(job.bytes, job.size, header, job.region, 1 << 20, 1 << 20, &image, &error)) << error;
   EXPECT_EQ(image.scale, 1.0);
-  CropRegion window{job.region.x - image.x0, job.region.y - image.y0, job.region.width, job.region.height};
-  window.x = std::max(0.0, window.x), window.y = std::max(0.0, window.y);
-  window.width = std::min(window.width, image.width - window.x);
-  window.height = std::min(window.height, image.height - window.y);
-  const ImageView view{image.rgbx.data(),
-                       image.width,
-                       image.height,
-                       3,
-                       static_cast<long>(image.width) * DecodedImage::kPixelBytes,
-                       DecodedImage::kPixelBytes};
   std::vector<uint8_t> pixels(static_cast<size_t>(out) * out * 3);
-  resize_region(view, window, out, out, flip, pixels.data());
+  resize_region(window_view(image), region_in_window(job.region, image), out, out, flip, pixels.data());
   return pixels;
 }
 

@@ -176,19 +176,7 @@ bool ImageFolderDataset::try_load(size_t index, std::mt19937_64& rng, uint8_t* o
   if (!decode_jpeg(bytes.data(), bytes.size(), header, region, options_.crop, options_.crop, &image, error)) {
     return false;
   }
-  // The region in the coordinates of the decoded window of the (possibly DCT-scaled) image.
-  const double s = image.scale;
-  CropRegion scaled{std::max(0.0, region.x * s - image.x0), std::max(0.0, region.y * s - image.y0), region.width * s,
-                    region.height * s};
-  scaled.width = std::min(scaled.width, image.width - scaled.x);
-  scaled.height = std::min(scaled.height, image.height - scaled.y);
-  const ImageView view{image.rgbx.data(),
-                       image.width,
-                       image.height,
-                       3,
-                       static_cast<long>(image.width) * DecodedImage::kPixelBytes,
-                       DecodedImage::kPixelBytes};
-  resize_region(view, scaled, options_.crop, options_.crop, flip, out);
+  resize_region(window_view(image), region_in_window(region, image), options_.crop, options_.crop, flip, out);
   return true;
 }
 

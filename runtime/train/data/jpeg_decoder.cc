@@ -209,6 +209,24 @@ bool decode_jpeg(const uint8_t* data, size_t size, const JpegHeader& header, con
   return true;
 }
 
+ImageView window_view(const DecodedImage& image) {
+  return ImageView{image.rgbx.data(),
+                   image.width,
+                   image.height,
+                   3,
+                   static_cast<long>(image.width) * DecodedImage::kPixelBytes,
+                   DecodedImage::kPixelBytes};
+}
+
+CropRegion region_in_window(const CropRegion& region, const DecodedImage& image) {
+  const double s = image.scale;
+  CropRegion scaled{std::max(0.0, region.x * s - image.x0), std::max(0.0, region.y * s - image.y0), region.width * s,
+                    region.height * s};
+  scaled.width = std::min(scaled.width, image.width - scaled.x);
+  scaled.height = std::min(scaled.height, image.height - scaled.y);
+  return scaled;
+}
+
 std::vector<uint8_t> encode_jpeg(const uint8_t* rgb, int width, int height, int quality) {
   TjHandle tj(tjInitCompress());
   DTRAIN_CHECK(tj != nullptr) << "tjInitCompress failed: " << tjGetErrorStr2(nullptr);

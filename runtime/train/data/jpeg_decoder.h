@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "runtime/train/data/crop_geometry.h"
+#include "runtime/train/data/image_resize.h"
 
 namespace dtrain::train {
 
@@ -60,6 +61,11 @@ bool read_jpeg_header(const uint8_t* data, size_t size, JpegHeader* header, std:
 // Thread-safe: each thread uses its own decompressor. `image`'s memory is reused across calls.
 bool decode_jpeg(const uint8_t* data, size_t size, const JpegHeader& header, const CropRegion& region, int min_width,
                  int min_height, DecodedImage* image, std::string* error);
+
+// What decode_jpeg gave, as the resize's source: the decoded window, and `region` (in the
+// original image's pixels) in the window's coordinates, clipped to it.
+ImageView window_view(const DecodedImage& image);
+CropRegion region_in_window(const CropRegion& region, const DecodedImage& image);
 
 // RGB (height x width x 3) to a baseline JPEG at `quality`: for generating test data.
 std::vector<uint8_t> encode_jpeg(const uint8_t* rgb, int width, int height, int quality);
