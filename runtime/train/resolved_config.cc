@@ -50,6 +50,10 @@ ResolvedConfig resolve(const TrainConfig& c) {
                      r.gradient_wire_dtype == core::DType::kF16)
       << "gradient_wire_dtype '" << c.gradient_wire_dtype() << "': use fp32, bf16 or fp16";
 
+  DTRAIN_USAGE_CHECK(r.jpeg_decoder != JpegDecoder::kGpu ||
+                     (r.dataset == DatasetKind::kImageNet && r.device != DeviceChoice::kCpu))
+      << "jpeg_decoder gpu decodes imagenet's JPEGs on the GPU; this run has dataset " << c.dataset() << " and device "
+      << c.device();
   DTRAIN_USAGE_CHECK(r.dataset != DatasetKind::kImageNet || !c.data_dir().empty())
       << "dataset imagenet needs data_dir (holding train/ and val/)";
   DTRAIN_USAGE_CHECK(c.image_size() > 0) << "image_size must be positive, got " << c.image_size();

@@ -70,6 +70,9 @@ Trainer::Trainer(const ResolvedConfig& config, const core::RankContext& ctx, int
     p.val_data = std::move(datasets.validation);
     DTRAIN_USAGE_CHECK(!on_gpu || gpu >= 0)
         << "device gpu, but rank " << t.world_rank << " on host " << core::process_identity().host << " has no GPU";
+    DTRAIN_USAGE_CHECK(on_gpu || config_.jpeg_decoder != JpegDecoder::kGpu)
+        << "jpeg_decoder gpu needs a GPU, but rank " << t.world_rank << " on host " << core::process_identity().host
+        << " steps on the CPU";
   });
   check_datasets_agree();
   p.train_data->normalization(p.mean, p.std);

@@ -127,6 +127,21 @@ TEST(ConfigMistakes, NegativeCountsAreRefusedNamingTheField) {
   }
 }
 
+// --jpeg_decoder: an unknown decoder, or gpu where nothing would use it (no JPEGs; the CPU steps),
+// names itself instead of being ignored.
+TEST(ConfigMistakes, JpegDecoderGpuOnlyWhereItDecodesSomething) {
+  const std::pair<std::vector<std::string>, std::string> cases[] = {
+      {{"--jpeg_decoder=nvjpeg"}, "jpeg_decoder 'nvjpeg'"},
+      {{"--jpeg_decoder=gpu"}, "jpeg_decoder gpu decodes imagenet's JPEGs on the GPU; this run has dataset synthetic"},
+      {{"--jpeg_decoder=gpu", "--dataset=imagenet", "--data_dir=/x", "--device=cpu"},
+       "jpeg_decoder gpu decodes imagenet's JPEGs on the GPU; this run has dataset imagenet and device cpu"},
+  };
+  for (const auto& [args, expected] : cases) {
+    const std::string message = usage_error(args);
+    EXPECT_NE(message.find(expected), std::string::npos) << args.front() << ": " << message;
+  }
+}
+
 TEST(ConfigMistakes, TheLoadersBuffersMustFitInTheHostsMemory) {
   TrainConfig c = default_train_config();
   c.set_batch_per_rank(256);

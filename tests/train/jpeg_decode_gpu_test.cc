@@ -1,4 +1,4 @@
-// Training JPEGs decoded on the GPU (jpeg_decoder gpu/auto): the device crop-resize against the
+// Training JPEGs decoded on the GPU (jpeg_decoder gpu): the device crop-resize against the
 // host's resize_region to the byte, on fresh random images, crops and flips; and a deferring
 // loader's batches, decoded by nvJPEG's hardware decoder on a realistic tree (grey, CMYK and 4:4:4
 // files among them), against the same batches decoded on the host. Skips without a GPU, and

@@ -2,7 +2,8 @@
 // The loader's crop-resize-flip (image_resize.h: a triangle filter whose support widens with the
 // downscale, separable, horizontal sums first) on the GPU, for images the GPU decoded. The same
 // arithmetic in the same order, rounded the same way (no fused multiply-adds), so an image gives
-// the host's resize_region bytes exactly; what differs between the two paths is only the decoder.
+// the host's resize_region bytes exactly. What differs from the host's loader is the source: nvJPEG
+// decodes at full size, the loader at the DCT scale that still covers the crop.
 #include <cuda_runtime_api.h>
 
 #include <cstdint>

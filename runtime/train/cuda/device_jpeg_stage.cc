@@ -133,6 +133,7 @@ bool DeviceJpegStage::decode_on_device(const Batch& batch, const std::vector<int
   initialized_batch_ = n;
   const nvjpeg::Status status =
       api_.batched_decode(handle_, state_, data_.data(), lengths_.data(), destinations_.data(), stream);
+  decoded_free_[buffer].record(stream);  // after whatever the call queued, failed or not; again after the resize
   if (status != nvjpeg::kSuccess) {
     DTRAIN_LOG(kWarn) << "the hardware JPEG decoder refused a batch of " << n << " images ("
                       << nvjpeg::status_name(status) << "); decoding them on the host";

@@ -15,8 +15,9 @@
 //
 // An image the hardware decoder does not take (nvJPEG's own check, per file), or every image of a
 // batch it fails on (a corrupt file the loader could not see), is decoded on the host after all
-// (decode_on_host): the same crop, flip and bad-file handling, then copied into its place, with
-// its label (a bad file's substitute may carry another). Counted in counts().
+// (decode_on_host), on the training thread: the same crop, flip and bad-file handling, then copied
+// into its place, with its label (a bad file's substitute may carry another). Counted in
+// counts(). A corrupt file nvJPEG decodes without an error is trained on (deferred_jpeg.h).
 #include <cuda_runtime_api.h>
 
 #include <cstdint>

@@ -7,7 +7,11 @@
 //
 // Nothing is lost when the device cannot take an image: a file the hardware does not support, or
 // a batch the decoder refuses, is decoded on the host after all (decode_on_host), with the same
-// crop and flip, the same bad-file accounting and the same substitute for a bad file.
+// crop and flip, the same bad-file accounting and the same substitute for a bad file. What the
+// host would catch and the device may not: a file whose header and end marker are intact but
+// whose data is corrupt. libjpeg-turbo warns and the file is skipped; nvJPEG may decode it without
+// an error, and it is trained on. (Truncated files, the common case, lack the end marker and stay
+// on the host.)
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -36,10 +40,12 @@ struct DeferredJpeg {
 class JpegArena {
  public:
   explicit JpegArena(size_t bytes) : memory_(core::MemoryKind::kPinnedHost, bytes) {}
-  // `bytes` of room, or nullptr when the arena is full.
+  // `bytes` of room, or nullptr when it does not fit (a smaller file later still may).
   uint8_t* reserve(size_t bytes) {
-    const size_t at = used_.fetch_add(bytes, std::memory_order_relaxed);
-    if (at + bytes > memory_.bytes()) return nullptr;
+    size_t at = used_.load(std::memory_order_relaxed);
+    do {
+      if (at + bytes > memory_.bytes()) return nullptr;
+    } while (!used_.compare_exchange_weak(at, at + bytes, std::memory_order_relaxed));
     return static_cast<uint8_t*>(memory_.data()) + at;
   }
   void clear() { used_.store(0, std::memory_order_relaxed); }
