@@ -3,6 +3,7 @@
 
 #include "runtime/core/cuda/cuda_check.h"
 #include "runtime/train/cuda/crop_resize_images.h"
+#include "runtime/train/data/image_resize.h"
 
 namespace dtrain::train::cuda {
 namespace {
@@ -46,12 +47,6 @@ __device__ float weight(const Axis& a, int k) {
 __device__ uint8_t to_byte(float v) {
   const int rounded = static_cast<int>(__fadd_rn(v, 0.5f));
   return static_cast<uint8_t>(rounded < 0 ? 0 : rounded > 255 ? 255 : rounded);
-}
-
-// Taps per output pixel along an axis: fill_resample_taps's stride, 2 ceil(support) + 2.
-int tap_bound(double length, int out_size) {
-  const double scale = length / out_size;
-  return 2 * static_cast<int>(std::ceil(std::max(1.0, scale))) + 2;
 }
 
 // A job's table: out_width first pixels (as int bits), out_width x taps_across weights, then the
@@ -120,8 +115,8 @@ long crop_resize_layout(CropResizeJob* jobs, int count, int out_height, int out_
   long total = 0;
   for (int i = 0; i < count; ++i) {
     CropResizeJob& job = jobs[i];
-    job.taps_across = tap_bound(job.region_width, out_width);
-    job.taps_down = tap_bound(job.region_height, out_height);
+    job.taps_across = resample_tap_bound(job.region_width, out_width);
+    job.taps_down = resample_tap_bound(job.region_height, out_height);
     job.taps_offset = total;
     total += static_cast<long>(out_width) * (1 + job.taps_across) + static_cast<long>(out_height) * (1 + job.taps_down);
   }

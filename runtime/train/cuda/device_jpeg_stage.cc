@@ -1,8 +1,5 @@
 #include "runtime/train/cuda/device_jpeg_stage.h"
 
-#include <algorithm>
-#include <cstring>
-
 #include "runtime/core/cuda/cuda_check.h"
 #include "runtime/core/log.h"
 

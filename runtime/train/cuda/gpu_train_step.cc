@@ -31,8 +31,7 @@ GpuStepOptions gpu_step_options(const ResolvedConfig& config, const models::ResN
   o.label_smoothing = static_cast<float>(c.label_smoothing());
   o.bucket_bytes = static_cast<size_t>(c.bucket_mib()) << 20;
   o.accumulation_steps = c.accumulation_steps();
-  // Only image folders defer JPEGs to the GPU.
-  o.jpeg_decoder = config.dataset == DatasetKind::kImageNet ? config.jpeg_decoder : JpegDecoder::kCpu;
+  o.jpeg_decoder = config.jpeg_decoder;  // resolve() allows gpu with image folders only
   return o;
 }
 

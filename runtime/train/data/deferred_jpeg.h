@@ -15,14 +15,11 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <random>
 
 #include "runtime/core/buffer.h"
 #include "runtime/train/data/crop_geometry.h"
 
 namespace dtrain::train {
-
-class Dataset;
 
 struct DeferredJpeg {
   bool pending = false;            // this image of the batch waits for the device

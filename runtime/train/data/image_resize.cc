@@ -195,12 +195,16 @@ auto vertical_kernel(int taps) -> void (*)(const float*, size_t, const float*, u
 
 }  // namespace
 
+int resample_tap_bound(double length, int out_size) {
+  return 2 * static_cast<int>(std::ceil(std::max(1.0, length / out_size))) + 2;
+}
+
 void fill_resample_taps(double start, double length, int source_size, int out_size, ResampleTaps* t) {
   const double scale = length / out_size;       // source pixels per output pixel
   const double support = std::max(1.0, scale);  // triangle half-width in source pixels
   // Raw taps per output at a fixed stride, in per-thread buffers: no allocation once warm (this
   // runs twice per training image, whose crops all differ).
-  const size_t stride = 2 * static_cast<size_t>(std::ceil(support)) + 2;
+  const size_t stride = static_cast<size_t>(resample_tap_bound(length, out_size));
   thread_local std::vector<double> raw;
   thread_local std::vector<int> raw_first, raw_count;
   raw.resize(static_cast<size_t>(out_size) * stride);

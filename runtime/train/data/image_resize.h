@@ -38,6 +38,11 @@ struct ResampleTaps {
   std::vector<float> weights;  // out_size x taps
 };
 
+// Taps per output pixel when mapping `length` source pixels onto `out_size`: the triangle's span,
+// 2 ceil(support) + 2 (support = max(1, length / out_size)). The tables below and the GPU's
+// (crop_resize_images) are laid out with this stride.
+int resample_tap_bound(double length, int out_size);
+
 // Taps for mapping [start, start + length) of a source axis of `source_size` pixels onto `out_size`.
 // Written into `taps`, reusing its memory.
 void fill_resample_taps(double start, double length, int source_size, int out_size, ResampleTaps* taps);
