@@ -62,9 +62,16 @@ for r in ours["rows"]:
 def scaling(result):
     first, last = result["rows"][0], result["rows"][-1]
     return first["threads"], last["threads"], 100.0 * last["img_per_sec_per_thread"] / first["img_per_sec_per_thread"]
+def round_scalings(result):  # each round's last row against the same round's first: the noise of one pass
+    first, last = result["rows"][0], result["rows"][-1]
+    pairs = zip(first.get("round_img_per_sec", []), last.get("round_img_per_sec", []))
+    return sorted(100.0 * (b / last["threads"]) / (a / first["threads"]) for a, b in pairs)
 for name, result in (("ours", ours), ("peer", peer)):
     lo, hi, percent = scaling(result)
     print(f"# {name}: {lo} -> {hi} threads at {percent:.1f}% of linear (img/s per thread at {hi} over at {lo})")
+    each = round_scalings(result)
+    if len(each) > 1:
+        print(f"#   round by round: {', '.join(f'{x:.1f}%' for x in each)} (sorted; median {each[len(each) // 2]:.1f}%)")
 clock = ours["rows"][-1].get("clock_linear_percent")
 if clock:
     print(f"# the machine: a loop that touches no memory keeps {clock:.1f}% of its 1-thread rate per thread at "
