@@ -7,7 +7,8 @@
 #     since a shared VM's single-core rate drifts by 10-25% from minute to minute;
 #   - two at once on the CPU pairs in PAIRS ((0,1), (0,2), (0,8), (0,16)): a pair that loses rate
 #     shares a core of the host (SMT siblings the VM does not show);
-# and then one process with N threads, unpinned and on CPUs 0..N-1. Logs under $OUT.
+# and then one process with N threads, unpinned and on CPUs 0..N-1. $OUT gets probe.txt and
+# runs.tgz (every process's log and JSON).
 #   bench/probe_cpu_scaling.sh DATA_DIR [N]      (DATA_DIR as for bench/run_data.sh)
 # Environment: BIN (build/bin), BATCHES (8 per single-threaded process), REPEATS (3), PAIRS.
 set -u
@@ -60,3 +61,5 @@ run_pinned() {  # run_pinned NAME CPU: one single-threaded loader on CPU, in the
       "$(percent "$t" "$(awk -v s="$solo" -v n="$N" 'BEGIN {print s * n}')")% of $N x the median alone rate"
   done
 } 2>&1 | tee "$OUT/probe.txt"
+# One archive instead of ~100 small files (a device run returns only so many).
+(cd "$OUT" && tar czf runs.tgz solo_* proc_* pair_* threads_* && rm -f solo_* proc_* pair_* threads_*)
