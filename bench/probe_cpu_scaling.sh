@@ -27,8 +27,8 @@ find "$SPLIT" -type f -print0 | xargs -0 cat > /dev/null
 rate() {  # rate JSON: the img/s of its first row
   python3 -c 'import json,sys; print("%.1f" % json.load(open(sys.argv[1]))["rows"][0]["img_per_sec"])' "$1" 2>/dev/null || echo nan
 }
-percent() {  # percent PART WHOLE
-  awk -v p="$1" -v w="$2" 'BEGIN {printf "%.1f", 100 * p / w}'
+percent_of_n_alone() {  # percent_of_n_alone TOTAL ALONE: TOTAL against N x ALONE, in percent
+  awk -v t="$1" -v s="$2" -v n="$N" 'BEGIN {printf "%.1f", 100 * t / (n * s)}'
 }
 run_pinned() {  # run_pinned NAME CPU: one single-threaded loader on CPU, in the background
   taskset -c "$2" "$BIN/dtrain-bench-data" --data-dir "$DATA" --loader-threads 1 --batch-per-rank 256 --batches "$BATCHES" \
@@ -44,7 +44,7 @@ run_pinned() {  # run_pinned NAME CPU: one single-threaded loader on CPU, in the
     for ((i = 0; i < N; i++)); do run_pinned "proc_${r}_$i" "$i"; done; wait
     total=$(for ((i = 0; i < N; i++)); do rate "$OUT/proc_${r}_$i.json"; done | awk '{s += $1} END {printf "%.1f", s}')
     echo "repeat $r: alone on CPU 0 $solo img/s; $N independent processes on CPUs 0-$((N - 1)) $total img/s in total," \
-      "$(percent "$total" "$(awk -v s="$solo" -v n="$N" 'BEGIN {print s * n}')")% of $N x alone"
+      "$(percent_of_n_alone "$total" "$solo")% of $N x alone"
   done
   solo=$(printf '%s\n' "${solos[@]}" | sort -g | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}')
   echo "alone on CPU 0, the median of $REPEATS: $solo img/s"
@@ -58,7 +58,7 @@ run_pinned() {  # run_pinned NAME CPU: one single-threaded loader on CPU, in the
     if [ "$pin" = none ]; then "${cmd[@]}" > "$OUT/threads_$pin.log" 2>&1; else taskset -c "$pin" "${cmd[@]}" > "$OUT/threads_$pin.log" 2>&1; fi
     t=$(rate "$OUT/threads_$pin.json")
     echo "one process, $N threads, CPUs ${pin/none/unpinned}: $t img/s," \
-      "$(percent "$t" "$(awk -v s="$solo" -v n="$N" 'BEGIN {print s * n}')")% of $N x the median alone rate"
+      "$(percent_of_n_alone "$t" "$solo")% of $N x the median alone rate"
   done
 } 2>&1 | tee "$OUT/probe.txt"
 # One archive instead of ~100 small files (a device run returns only so many).
