@@ -23,7 +23,7 @@ std::string describe(const Collective& c) {
   std::ostringstream out;
   out << collective_name(c.kind);
   if (c.kind == CollectiveKind::kBarrier) return out.str();
-  out << "(count=" << c.count << ", " << core::dtype_name(c.dtype);
+  out << "(count=" << c.count << ", " << runtime::dtype_name(c.dtype);
   if (c.kind == CollectiveKind::kAllReduce || c.kind == CollectiveKind::kReduceScatter) {
     out << ", " << reduce_op_name(c.op);
   }

@@ -5,11 +5,11 @@
 #include <cstdint>
 #include <string>
 
-#include "runtime/core/dtype.h"
+#include "runtime/memory/dtype.h"
 
 namespace dtrain::comm {
 
-using core::DType;
+using runtime::DType;
 
 enum class ReduceOp : uint8_t { kSum, kAverage };
 enum class CollectiveKind : uint8_t { kAllReduce, kBroadcast, kAllGather, kReduceScatter, kBarrier };

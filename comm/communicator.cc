@@ -2,7 +2,7 @@
 
 #include <cstdint>
 
-#include "runtime/core/error.h"
+#include "runtime/base/error.h"
 
 namespace dtrain::comm {
 
@@ -47,14 +47,14 @@ void validate_call(const Collective& call, int world_size) {
   if (call.kind == CollectiveKind::kBarrier) return;
   // describe() builds a string: only on the failure path, since this runs on every call.
   DTRAIN_USAGE_CHECK(is_supported_dtype(call.dtype))
-      << describe(call) << ": collectives take fp32, fp16 or bf16, not " << core::dtype_name(call.dtype);
+      << describe(call) << ": collectives take fp32, fp16 or bf16, not " << runtime::dtype_name(call.dtype);
   DTRAIN_USAGE_CHECK(call.kind != CollectiveKind::kBroadcast || (call.root >= 0 && call.root < world_size))
       << describe(call) << ": root " << call.root << " is not a rank of a communicator of size " << world_size;
   DTRAIN_USAGE_CHECK(call.count == 0 || (call.send != nullptr && call.recv != nullptr))
       << describe(call) << ": null buffer";
   if (call.count == 0 || call.send == call.recv) return;
   // In place is exact (collective.h); any other overlap would read input the call already overwrote.
-  const size_t element = core::dtype_size(call.dtype);
+  const size_t element = runtime::dtype_size(call.dtype);
   const auto send = reinterpret_cast<uintptr_t>(call.send);
   const auto recv = reinterpret_cast<uintptr_t>(call.recv);
   const size_t send_bytes = send_elements(call, world_size) * element;

@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <cmath>
 
-#include "runtime/core/steady_seconds.h"
+#include "runtime/base/steady_seconds.h"
 
 namespace dtrain::comm {
 
-using core::steady_seconds;
+using runtime::steady_seconds;
 
 Work Work::pending() {
   Work work;

@@ -7,29 +7,29 @@
 #include <string>
 #include <vector>
 
-#include "runtime/core/cli.h"
-#include "runtime/core/error.h"
-#include "runtime/core/gpu_binding.h"
-#include "runtime/core/log.h"
-#include "runtime/core/main_guard.h"
-#include "runtime/core/mpi_gather.h"
-#include "runtime/core/mpi_scope.h"
-#include "runtime/core/process_identity.h"
-#include "runtime/core/proto/rank_info.pb.h"
-#include "runtime/core/rank_bootstrap.h"
-#include "runtime/core/rank_context.h"
-#include "runtime/core/versions.h"
+#include "runtime/base/cli.h"
+#include "runtime/base/error.h"
+#include "runtime/base/log.h"
+#include "runtime/base/process_identity.h"
+#include "runtime/mpi/main_guard.h"
+#include "runtime/mpi/mpi_gather.h"
+#include "runtime/mpi/mpi_scope.h"
+#include "runtime/rank/gpu_binding.h"
+#include "runtime/rank/proto/rank_info.pb.h"
+#include "runtime/rank/rank_bootstrap.h"
+#include "runtime/rank/rank_context.h"
+#include "runtime/rank/versions.h"
 
 namespace dtrain {
 namespace {
 
-using core::proto::RankInfo;
+using runtime::proto::RankInfo;
 
-RankInfo describe_this_rank(const core::RankContext& ctx, const core::GpuBinding& binding) {
-  const core::Topology& topo = ctx.topology();
+RankInfo describe_this_rank(const runtime::RankContext& ctx, const runtime::GpuBinding& binding) {
+  const runtime::Topology& topo = ctx.topology();
   RankInfo info;
   info.set_world_rank(topo.world_rank);
-  info.set_host(core::process_identity().host);
+  info.set_host(runtime::process_identity().host);
   info.set_node_index(topo.node_index);
   info.set_local_rank(topo.local_rank);
   if (!binding.cpu_mode) {
@@ -38,7 +38,7 @@ RankInfo describe_this_rank(const core::RankContext& ctx, const core::GpuBinding
     info.set_gpu_index(binding.device.index);
     info.set_gpu_simulated(binding.device.simulated);
   }
-  const core::LibraryVersions v = core::library_versions();
+  const runtime::LibraryVersions v = runtime::library_versions();
   auto* versions = info.mutable_versions();
   versions->set_dtrain(v.dtrain);
   versions->set_mpi(v.mpi);
@@ -56,7 +56,7 @@ std::string device_column(const RankInfo& info) {
   return out.str();
 }
 
-void print_table(const std::vector<RankInfo>& ranks, const core::Topology& topo) {
+void print_table(const std::vector<RankInfo>& ranks, const runtime::Topology& topo) {
   std::ostringstream out;
   out << "dtrain " << ranks.front().versions().dtrain() << ": " << topo.world_size << " rank"
       << (topo.world_size == 1 ? "" : "s") << " on " << topo.node_count << " node" << (topo.node_count == 1 ? "" : "s");
@@ -95,22 +95,22 @@ void print_table(const std::vector<RankInfo>& ranks, const core::Topology& topo)
 }
 
 int info_main(int argc, char** argv) {
-  core::po::options_description options("dtrain-info options");
+  runtime::po::options_description options("dtrain-info options");
   options.add_options()("allow-gpu-sharing", "allow several ranks of one host to share a GPU");
-  const core::ParsedCommandLine cli = core::parse_command_line(argc, argv, options);
+  const runtime::ParsedCommandLine cli = runtime::parse_command_line(argc, argv, options);
   if (cli.help) {
-    if (core::is_world_rank_zero()) std::cout << core::usage("dtrain-info", options);
+    if (runtime::is_world_rank_zero()) std::cout << runtime::usage("dtrain-info", options);
     return 0;
   }
 
-  core::BootstrapOptions bootstrap;
+  runtime::BootstrapOptions bootstrap;
   bootstrap.allow_gpu_sharing = cli.values.count("allow-gpu-sharing") > 0;
-  const core::RankBootstrap rank(&argc, &argv, bootstrap);
-  const core::RankContext& ctx = rank.ctx();
-  const core::GpuBinding& binding = rank.gpu();
+  const runtime::RankBootstrap rank(&argc, &argv, bootstrap);
+  const runtime::RankContext& ctx = rank.ctx();
+  const runtime::GpuBinding& binding = rank.gpu();
 
   const std::vector<std::string> gathered =
-      core::gather_strings(ctx.world(), describe_this_rank(ctx, binding).SerializeAsString());
+      runtime::gather_strings(ctx.world(), describe_this_rank(ctx, binding).SerializeAsString());
   if (ctx.topology().world_rank == 0) {
     std::vector<RankInfo> ranks(gathered.size());
     for (size_t r = 0; r < gathered.size(); ++r) {
@@ -125,5 +125,5 @@ int info_main(int argc, char** argv) {
 }  // namespace dtrain
 
 int main(int argc, char** argv) {
-  return dtrain::core::run_main(argc, argv, dtrain::info_main);
+  return dtrain::runtime::run_main(argc, argv, dtrain::info_main);
 }

@@ -15,9 +15,9 @@
 #include "launcher/launch_plan.h"
 #include "launcher/shell_words.h"
 #include "launcher/task_wrapper.h"
-#include "runtime/core/cli.h"
-#include "runtime/core/error.h"
-#include "runtime/core/top_level_handler.h"
+#include "runtime/base/cli.h"
+#include "runtime/base/error.h"
+#include "runtime/base/top_level_handler.h"
 
 extern char** environ;
 
@@ -46,7 +46,7 @@ bool on_path(const std::string& name) {
   try {
     resolve_program(name);
     return true;
-  } catch (const core::UsageError&) {
+  } catch (const runtime::UsageError&) {
     return false;
   }
 }
@@ -64,8 +64,9 @@ bool srun_supports_pmix() {
 // The option a flag word names, as the parser reads it: "--name[=value]", "-name[=value]" (mpirun's
 // single-dash long names, "-np"), or "-c[value]" for a one-letter option ("-n 4", "-n4", "-x FOO").
 // Null for a word no option takes; `value_attached` tells whether the word holds the value.
-const core::po::option_description* named_option(const std::string& word, const core::po::options_description& options,
-                                                 bool& value_attached) {
+const runtime::po::option_description* named_option(const std::string& word,
+                                                    const runtime::po::options_description& options,
+                                                    bool& value_attached) {
   const bool double_dash = word.rfind("--", 0) == 0;
   const std::string body = word.substr(double_dash ? 2 : 1);
   const size_t eq = body.find('=');
@@ -78,7 +79,7 @@ const core::po::option_description* named_option(const std::string& word, const 
 
 // Splits argv into dtrain-run's own flags and PROGRAM ARGS...: at "--", or at the first word that
 // is neither a flag nor the value of a flag that takes one (as `options` declares them).
-int program_start(int argc, char** argv, const core::po::options_description& options) {
+int program_start(int argc, char** argv, const runtime::po::options_description& options) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--") return i;
@@ -97,20 +98,20 @@ int program_start(int argc, char** argv, const core::po::options_description& op
 }  // namespace
 
 int run(int argc, char** argv) {
-  core::po::options_description options("dtrain-run options (then [--] PROGRAM ARGS...)");
-  options.add_options()("np,n", core::po::value<int>(),
+  runtime::po::options_description options("dtrain-run options (then [--] PROGRAM ARGS...)");
+  options.add_options()("np,n", runtime::po::value<int>(),
                         "number of ranks, as mpirun's -np or -n (default: all slots, or SLURM_NTASKS in a Slurm job)")(
-      "host,H", core::po::value<std::string>(), "hosts and slots, as mpirun's --host or -H: node1:4,node2:4")(
-      "hostfile", core::po::value<std::string>(), "Open MPI hostfile: one 'host slots=N' per line")(
-      ",x", core::po::value<std::vector<std::string>>()->composing(),
+      "host,H", runtime::po::value<std::string>(), "hosts and slots, as mpirun's --host or -H: node1:4,node2:4")(
+      "hostfile", runtime::po::value<std::string>(), "Open MPI hostfile: one 'host slots=N' per line")(
+      ",x", runtime::po::value<std::vector<std::string>>()->composing(),
       "-x NAME or -x NAME=value: pass the variable (its value here, or the one given) to every rank, as mpirun's "
       "-x, under srun too; repeatable (DTRAIN_*, NCCL_*, CUDA_VISIBLE_DEVICES, OMP_NUM_THREADS and "
       "LD_LIBRARY_PATH are always passed)")(
-      "output-filename", core::po::value<std::string>(),
+      "output-filename", runtime::po::value<std::string>(),
       "per-rank logs under DIR (created if missing). mpirun: DIR/1/rank.N/stdout and DIR/1/rank.N/stderr "
       "(Open MPI's layout; the output also stays on the terminal); srun: DIR/rank.N.out and "
       "DIR/rank.N.err only. N is the rank")(
-      "mpi-args", core::po::value<std::string>(),
+      "mpi-args", runtime::po::value<std::string>(),
       "extra mpirun options, split into words as a shell would (quotes honoured, no expansion)")(
       "as-task", "run PROGRAM as one srun task (dtrain-run adds it under srun; see task_wrapper.h)")(
       "dry-run", "print the command instead of running it (PROGRAM need not exist)")(
@@ -118,11 +119,12 @@ int run(int argc, char** argv) {
   const int split = program_start(argc, argv, options);
   // mpirun's spellings: single-dash long names (-np, -host, -hostfile) and no prefix guessing
   // (with it, -n and --host were taken as prefixes of --np and --hostfile and failed).
-  const int style = (core::po::command_line_style::default_style & ~core::po::command_line_style::allow_guessing) |
-                    core::po::command_line_style::allow_long_disguise;
-  const core::ParsedCommandLine cli = core::parse_command_line(split, argv, options, nullptr, style);
+  const int style =
+      (runtime::po::command_line_style::default_style & ~runtime::po::command_line_style::allow_guessing) |
+      runtime::po::command_line_style::allow_long_disguise;
+  const runtime::ParsedCommandLine cli = runtime::parse_command_line(split, argv, options, nullptr, style);
   if (cli.help) {
-    std::cout << core::usage("dtrain-run", options);
+    std::cout << runtime::usage("dtrain-run", options);
     return 0;
   }
   const bool dry_run = cli.values.count("dry-run") > 0;
@@ -196,5 +198,5 @@ int run(int argc, char** argv) {
 // dtrain-run is no MPI rank (it becomes mpirun or srun), so it ends like any process: no MPI_Abort,
 // and no MPI linked in.
 int main(int argc, char** argv) {
-  return dtrain::core::run_main_without_mpi(argc, argv, dtrain::launcher::run);
+  return dtrain::runtime::run_main_without_mpi(argc, argv, dtrain::launcher::run);
 }

@@ -5,8 +5,8 @@
 #include <map>
 #include <sstream>
 
-#include "runtime/core/env.h"
-#include "runtime/core/error.h"
+#include "runtime/base/env.h"
+#include "runtime/base/error.h"
 
 namespace dtrain::launcher {
 namespace {
@@ -21,7 +21,8 @@ bool valid_host(const std::string& host) {
 }
 
 int parse_slots(const std::string& text, const std::string& where) {
-  return static_cast<int>(core::parse_int_in_range(text, 1, std::numeric_limits<int>::max(), where + ": slot count"));
+  return static_cast<int>(
+      runtime::parse_int_in_range(text, 1, std::numeric_limits<int>::max(), where + ": slot count"));
 }
 
 }  // namespace

@@ -4,8 +4,8 @@
 #include <cctype>
 #include <limits>
 
-#include "runtime/core/env.h"
-#include "runtime/core/error.h"
+#include "runtime/base/env.h"
+#include "runtime/base/error.h"
 
 namespace dtrain::launcher {
 namespace {
@@ -89,7 +89,7 @@ void add_mpirun_common(const LaunchEnvironment& environment, int np, const std::
 int slurm_tasks(const LaunchEnvironment& environment) {
   const auto it = environment.variables.find("SLURM_NTASKS");
   if (it == environment.variables.end()) return 0;
-  return static_cast<int>(core::parse_int_in_range(it->second, 0, std::numeric_limits<int>::max(), "SLURM_NTASKS"));
+  return static_cast<int>(runtime::parse_int_in_range(it->second, 0, std::numeric_limits<int>::max(), "SLURM_NTASKS"));
 }
 
 }  // namespace

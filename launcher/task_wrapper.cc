@@ -10,7 +10,7 @@
 #include <cstring>
 #include <string>
 
-#include "runtime/core/error.h"
+#include "runtime/base/error.h"
 
 namespace dtrain::launcher {
 namespace {

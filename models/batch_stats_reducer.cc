@@ -2,7 +2,7 @@
 
 #include <vector>
 
-#include "runtime/core/error.h"
+#include "runtime/base/error.h"
 
 namespace dtrain::models {
 

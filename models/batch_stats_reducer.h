@@ -4,7 +4,7 @@
 // rank holding the group's whole batch would. That matters when the per-rank batch is small.
 //
 // models/ knows nothing of communicators: a BN layer given a BatchStatsReducer exchanges its
-// per-channel statistics through it, and the runtime (runtime/train/batch_norm_group.h) implements
+// per-channel statistics through it, and the runtime (train/engine/batch_norm_group.h) implements
 // it over the ranks of the group. Without one, or with a group of one, a layer uses its own batch
 // and calls nothing.
 //

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "runtime/core/log.h"
+#include "runtime/base/log.h"
 
 namespace dtrain::models {
 namespace {
@@ -105,7 +105,7 @@ StoredConvPlans read_conv_plan_file(const std::string& path, const std::string& 
   return plans;
 }
 
-// Not core::AtomicFile: the ranks of a node write this file at the same time, and would share its
+// Not runtime::AtomicFile: the ranks of a node write this file at the same time, and would share its
 // PATH.tmp. Nor flushed to the disk: a cache lost in a crash is measured again.
 bool write_conv_plan_file(const std::string& path, const std::string& header, const StoredConvPlans& plans,
                           std::string* error) {

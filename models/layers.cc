@@ -7,20 +7,20 @@
 #include "models/cpu/batch_norm.h"
 #include "models/cpu/elementwise.h"
 #include "models/cpu/linear.h"
-#include "runtime/core/error.h"
+#include "runtime/base/error.h"
 
 namespace dtrain::models {
 
-core::Tensor& ensure_shape(core::Tensor& t, const core::Shape& shape) {
-  if (t.shape() != shape || t.dtype() != core::DType::kF32) t = core::Tensor(core::DType::kF32, shape);
+runtime::Tensor& ensure_shape(runtime::Tensor& t, const runtime::Shape& shape) {
+  if (t.shape() != shape || t.dtype() != runtime::DType::kF32) t = runtime::Tensor(runtime::DType::kF32, shape);
   return t;
 }
 
 namespace {
 
-void expect_rank(const core::Tensor& x, size_t rank, const char* layer) {
+void expect_rank(const runtime::Tensor& x, size_t rank, const char* layer) {
   DTRAIN_CHECK(x.shape().size() == rank) << layer << " expects a rank-" << rank << " input, got "
-                                         << core::shape_string(x.shape());
+                                         << runtime::shape_string(x.shape());
 }
 
 }  // namespace
@@ -37,10 +37,10 @@ Conv2d::Conv2d(ParameterSet& params, const std::string& name, int in_channels, i
   shape_.pad_h = shape_.pad_w = pad;
 }
 
-const core::Tensor& Conv2d::forward(const core::Tensor& x, bool) {
+const runtime::Tensor& Conv2d::forward(const runtime::Tensor& x, bool) {
   expect_rank(x, 4, "conv2d");
   DTRAIN_CHECK(x.shape()[1] == shape_.in_channels)
-      << "conv2d with " << shape_.in_channels << " input channels got " << core::shape_string(x.shape());
+      << "conv2d with " << shape_.in_channels << " input channels got " << runtime::shape_string(x.shape());
   shape_.batch = static_cast<int>(x.shape()[0]);
   shape_.in_h = static_cast<int>(x.shape()[2]);
   shape_.in_w = static_cast<int>(x.shape()[3]);
@@ -52,7 +52,7 @@ const core::Tensor& Conv2d::forward(const core::Tensor& x, bool) {
   return output_;
 }
 
-const core::Tensor& Conv2d::backward(const core::Tensor& dy) {
+const runtime::Tensor& Conv2d::backward(const runtime::Tensor& dy) {
   ensure_shape(dx_, input_->shape());
   cpu::conv2d_backward_filter(shape_, input_->data<float>(), dy.data<float>(), params_.grad(weight_), columns_.data());
   params_.gradient_ready(weight_);
@@ -69,7 +69,7 @@ int Conv2d::declare(ParameterSet& params, const std::string& name, int in_channe
 }
 
 void Conv2d::initialize_weight(ParameterSet& params, int weight, std::mt19937_64& rng) {
-  const core::Shape& shape = params.slot(weight).shape;  // [out, in, kh, kw]
+  const runtime::Shape& shape = params.slot(weight).shape;  // [out, in, kh, kw]
   const double fan_out = double(shape[0]) * double(shape[2]) * double(shape[3]);
   std::normal_distribution<double> dist(0.0, std::sqrt(2.0 / fan_out));
   float* w = params.param(weight);
@@ -81,10 +81,10 @@ void Conv2d::initialize_weight(ParameterSet& params, int weight, std::mt19937_64
 BatchNorm2d::BatchNorm2d(ParameterSet& params, const std::string& name, int channels)
     : params_(params), channels_(channels), slots_(declare(params, name, channels)) {}
 
-const core::Tensor& BatchNorm2d::forward(const core::Tensor& x, bool training) {
+const runtime::Tensor& BatchNorm2d::forward(const runtime::Tensor& x, bool training) {
   expect_rank(x, 4, "batch norm");
   DTRAIN_CHECK(x.shape()[1] == channels_)
-      << "batch norm of " << channels_ << " channels got " << core::shape_string(x.shape());
+      << "batch norm of " << channels_ << " channels got " << runtime::shape_string(x.shape());
   const cpu::BatchNormShape s{static_cast<int>(x.shape()[0]), channels_, x.shape()[2] * x.shape()[3]};
   input_ = &x;
   ensure_shape(output_, x.shape());
@@ -109,8 +109,8 @@ const core::Tensor& BatchNorm2d::forward(const core::Tensor& x, bool training) {
   return output_;
 }
 
-const core::Tensor& BatchNorm2d::backward(const core::Tensor& dy) {
-  const core::Shape& shape = input_->shape();
+const runtime::Tensor& BatchNorm2d::backward(const runtime::Tensor& dy) {
+  const runtime::Shape& shape = input_->shape();
   const cpu::BatchNormShape s{static_cast<int>(shape[0]), channels_, shape[2] * shape[3]};
   ensure_shape(dx_, shape);
   // [sum(dy) | sum(dy * xhat)] in one buffer: synchronized BN exchanges both in one call.
@@ -161,19 +161,19 @@ void BatchNorm2d::initialize_slots(ParameterSet& params, const Slots& slots, boo
 
 // --- ReLU, pooling -----------------------------------------------------------------------------
 
-const core::Tensor& ReLU::forward(const core::Tensor& x, bool) {
+const runtime::Tensor& ReLU::forward(const runtime::Tensor& x, bool) {
   ensure_shape(output_, x.shape());
   cpu::relu_forward(x.data<float>(), output_.data<float>(), x.numel());
   return output_;
 }
 
-const core::Tensor& ReLU::backward(const core::Tensor& dy) {
+const runtime::Tensor& ReLU::backward(const runtime::Tensor& dy) {
   ensure_shape(dx_, output_.shape());
   cpu::relu_backward(output_.data<float>(), dy.data<float>(), dx_.data<float>(), dy.numel());
   return dx_;
 }
 
-const core::Tensor& MaxPool2d::forward(const core::Tensor& x, bool) {
+const runtime::Tensor& MaxPool2d::forward(const runtime::Tensor& x, bool) {
   expect_rank(x, 4, "max pool");
   shape_ = cpu::PoolShape{static_cast<int>(x.shape()[0]),
                           static_cast<int>(x.shape()[1]),
@@ -188,13 +188,13 @@ const core::Tensor& MaxPool2d::forward(const core::Tensor& x, bool) {
   return output_;
 }
 
-const core::Tensor& MaxPool2d::backward(const core::Tensor& dy) {
+const runtime::Tensor& MaxPool2d::backward(const runtime::Tensor& dy) {
   ensure_shape(dx_, {shape_.batch, shape_.channels, shape_.in_h, shape_.in_w});
   cpu::max_pool_backward(shape_, dy.data<float>(), argmax_.data(), dx_.data<float>());
   return dx_;
 }
 
-const core::Tensor& GlobalAvgPool::forward(const core::Tensor& x, bool) {
+const runtime::Tensor& GlobalAvgPool::forward(const runtime::Tensor& x, bool) {
   expect_rank(x, 4, "global average pool");
   input_shape_ = x.shape();
   ensure_shape(output_, {x.shape()[0], x.shape()[1]});
@@ -203,7 +203,7 @@ const core::Tensor& GlobalAvgPool::forward(const core::Tensor& x, bool) {
   return output_;
 }
 
-const core::Tensor& GlobalAvgPool::backward(const core::Tensor& dy) {
+const runtime::Tensor& GlobalAvgPool::backward(const runtime::Tensor& dy) {
   ensure_shape(dx_, input_shape_);
   cpu::global_avg_pool_backward(static_cast<int>(input_shape_[0]), static_cast<int>(input_shape_[1]),
                                 input_shape_[2] * input_shape_[3], dy.data<float>(), dx_.data<float>());
@@ -215,9 +215,9 @@ const core::Tensor& GlobalAvgPool::backward(const core::Tensor& dy) {
 Linear::Linear(ParameterSet& params, const std::string& name, int in_features, int out_features)
     : params_(params), in_(in_features), out_(out_features), slots_(declare(params, name, in_features, out_features)) {}
 
-const core::Tensor& Linear::forward(const core::Tensor& x, bool) {
+const runtime::Tensor& Linear::forward(const runtime::Tensor& x, bool) {
   expect_rank(x, 2, "linear");
-  DTRAIN_CHECK(x.shape()[1] == in_) << "linear of " << in_ << " inputs got " << core::shape_string(x.shape());
+  DTRAIN_CHECK(x.shape()[1] == in_) << "linear of " << in_ << " inputs got " << runtime::shape_string(x.shape());
   input_ = &x;
   const int batch = static_cast<int>(x.shape()[0]);
   ensure_shape(output_, {batch, out_});
@@ -226,7 +226,7 @@ const core::Tensor& Linear::forward(const core::Tensor& x, bool) {
   return output_;
 }
 
-const core::Tensor& Linear::backward(const core::Tensor& dy) {
+const runtime::Tensor& Linear::backward(const runtime::Tensor& dy) {
   const int batch = static_cast<int>(input_->shape()[0]);
   ensure_shape(dx_, input_->shape());
   cpu::linear_backward(batch, in_, out_, input_->data<float>(), params_.param(slots_.weight), dy.data<float>(),
@@ -262,14 +262,14 @@ void Linear::initialize_slots(ParameterSet& params, const Slots& slots, std::mt1
 
 // --- Sequential --------------------------------------------------------------------------------
 
-const core::Tensor& Sequential::forward(const core::Tensor& x, bool training) {
-  const core::Tensor* current = &x;
+const runtime::Tensor& Sequential::forward(const runtime::Tensor& x, bool training) {
+  const runtime::Tensor* current = &x;
   for (auto& m : modules_) current = &m->forward(*current, training);
   return *current;
 }
 
-const core::Tensor& Sequential::backward(const core::Tensor& dy) {
-  const core::Tensor* current = &dy;
+const runtime::Tensor& Sequential::backward(const runtime::Tensor& dy) {
+  const runtime::Tensor* current = &dy;
   for (auto it = modules_.rbegin(); it != modules_.rend(); ++it) current = &(*it)->backward(*current);
   return *current;
 }

@@ -15,8 +15,8 @@ class Conv2d final : public Module {
  public:
   Conv2d(ParameterSet& params, const std::string& name, int in_channels, int out_channels, int kernel, int stride,
          int pad);
-  const core::Tensor& forward(const core::Tensor& x, bool training) override;
-  const core::Tensor& backward(const core::Tensor& dy) override;
+  const runtime::Tensor& forward(const runtime::Tensor& x, bool training) override;
+  const runtime::Tensor& backward(const runtime::Tensor& dy) override;
   void initialize(ParameterSet& params, std::mt19937_64& rng) override;
 
   // Registers "<name>.weight" [out, in, kernel, kernel]; returns its id.
@@ -28,16 +28,16 @@ class Conv2d final : public Module {
   ParameterSet& params_;
   int weight_;
   Conv2dShape shape_;
-  const core::Tensor* input_ = nullptr;
-  core::Tensor output_, dx_;
+  const runtime::Tensor* input_ = nullptr;
+  runtime::Tensor output_, dx_;
   std::vector<float> columns_;
 };
 
 class BatchNorm2d final : public Module {
  public:
   BatchNorm2d(ParameterSet& params, const std::string& name, int channels);
-  const core::Tensor& forward(const core::Tensor& x, bool training) override;
-  const core::Tensor& backward(const core::Tensor& dy) override;
+  const runtime::Tensor& forward(const runtime::Tensor& x, bool training) override;
+  const runtime::Tensor& backward(const runtime::Tensor& dy) override;
   void initialize(ParameterSet& params, std::mt19937_64& rng) override;
   // Synchronized BN (batch_stats_reducer.h): training forward and backward use the statistics of
   // the reducer's group. dgamma and dbeta stay this rank's share (the sums over its own batch), so
@@ -58,8 +58,8 @@ class BatchNorm2d final : public Module {
   ParameterSet& params_;
   int channels_;
   Slots slots_;
-  const core::Tensor* input_ = nullptr;
-  core::Tensor output_, dx_;
+  const runtime::Tensor* input_ = nullptr;
+  runtime::Tensor output_, dx_;
   std::vector<float> saved_mean_, saved_inv_std_;
   BatchStatsReducer* reducer_ = nullptr;
   int64_t group_count_ = 0;  // the values per channel the latest training forward normalized over
@@ -67,45 +67,45 @@ class BatchNorm2d final : public Module {
 
 class ReLU final : public Module {
  public:
-  const core::Tensor& forward(const core::Tensor& x, bool training) override;
-  const core::Tensor& backward(const core::Tensor& dy) override;
+  const runtime::Tensor& forward(const runtime::Tensor& x, bool training) override;
+  const runtime::Tensor& backward(const runtime::Tensor& dy) override;
   void initialize(ParameterSet&, std::mt19937_64&) override {}
 
  private:
-  core::Tensor output_, dx_;
+  runtime::Tensor output_, dx_;
 };
 
 class MaxPool2d final : public Module {
  public:
   MaxPool2d(int window, int stride, int pad) : window_(window), stride_(stride), pad_(pad) {}
-  const core::Tensor& forward(const core::Tensor& x, bool training) override;
-  const core::Tensor& backward(const core::Tensor& dy) override;
+  const runtime::Tensor& forward(const runtime::Tensor& x, bool training) override;
+  const runtime::Tensor& backward(const runtime::Tensor& dy) override;
   void initialize(ParameterSet&, std::mt19937_64&) override {}
 
  private:
   int window_, stride_, pad_;
   cpu::PoolShape shape_;
-  core::Tensor output_, dx_;
+  runtime::Tensor output_, dx_;
   std::vector<int32_t> argmax_;
 };
 
 // [N, C, H, W] -> [N, C].
 class GlobalAvgPool final : public Module {
  public:
-  const core::Tensor& forward(const core::Tensor& x, bool training) override;
-  const core::Tensor& backward(const core::Tensor& dy) override;
+  const runtime::Tensor& forward(const runtime::Tensor& x, bool training) override;
+  const runtime::Tensor& backward(const runtime::Tensor& dy) override;
   void initialize(ParameterSet&, std::mt19937_64&) override {}
 
  private:
-  core::Shape input_shape_;
-  core::Tensor output_, dx_;
+  runtime::Shape input_shape_;
+  runtime::Tensor output_, dx_;
 };
 
 class Linear final : public Module {
  public:
   Linear(ParameterSet& params, const std::string& name, int in_features, int out_features);
-  const core::Tensor& forward(const core::Tensor& x, bool training) override;
-  const core::Tensor& backward(const core::Tensor& dy) override;
+  const runtime::Tensor& forward(const runtime::Tensor& x, bool training) override;
+  const runtime::Tensor& backward(const runtime::Tensor& dy) override;
   void initialize(ParameterSet& params, std::mt19937_64& rng) override;
 
   struct Slots {
@@ -121,16 +121,16 @@ class Linear final : public Module {
   ParameterSet& params_;
   int in_, out_;
   Slots slots_;
-  const core::Tensor* input_ = nullptr;
-  core::Tensor output_, dx_;
+  const runtime::Tensor* input_ = nullptr;
+  runtime::Tensor output_, dx_;
 };
 
 // Modules applied in order; backward in reverse.
 class Sequential final : public Module {
  public:
   void add(std::unique_ptr<Module> module) { modules_.push_back(std::move(module)); }
-  const core::Tensor& forward(const core::Tensor& x, bool training) override;
-  const core::Tensor& backward(const core::Tensor& dy) override;
+  const runtime::Tensor& forward(const runtime::Tensor& x, bool training) override;
+  const runtime::Tensor& backward(const runtime::Tensor& dy) override;
   void initialize(ParameterSet& params, std::mt19937_64& rng) override;
   bool empty() const { return modules_.empty(); }
 

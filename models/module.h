@@ -10,20 +10,20 @@
 #include <random>
 
 #include "models/parameter_set.h"
-#include "runtime/core/tensor.h"
+#include "runtime/memory/tensor.h"
 
 namespace dtrain::models {
 
 class Module {
  public:
   virtual ~Module() = default;
-  virtual const core::Tensor& forward(const core::Tensor& x, bool training) = 0;
-  virtual const core::Tensor& backward(const core::Tensor& dy) = 0;
+  virtual const runtime::Tensor& forward(const runtime::Tensor& x, bool training) = 0;
+  virtual const runtime::Tensor& backward(const runtime::Tensor& dy) = 0;
   // Deterministic initialization from `rng`, after ParameterSet::finalize().
   virtual void initialize(ParameterSet& params, std::mt19937_64& rng) = 0;
 };
 
 // Reuses `t` when it already has `shape`, so steady-state steps do not allocate.
-core::Tensor& ensure_shape(core::Tensor& t, const core::Shape& shape);
+runtime::Tensor& ensure_shape(runtime::Tensor& t, const runtime::Shape& shape);
 
 }  // namespace dtrain::models

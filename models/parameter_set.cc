@@ -2,14 +2,14 @@
 
 #include <algorithm>
 
-#include "runtime/core/error.h"
+#include "runtime/base/error.h"
 
 namespace dtrain::models {
 
-int ParameterSet::add(std::string name, core::Shape shape, ParamKind kind) {
+int ParameterSet::add(std::string name, runtime::Shape shape, ParamKind kind) {
   DTRAIN_CHECK(!finalized_) << "parameter " << name << " registered after the layout was fixed";
   ParamSlot slot{std::move(name), std::move(shape), kind, 0, -1};
-  slot.numel = core::shape_numel(slot.shape);
+  slot.numel = runtime::shape_numel(slot.shape);
   slots_.push_back(std::move(slot));
   return static_cast<int>(slots_.size()) - 1;
 }
@@ -33,8 +33,8 @@ void ParameterSet::finalize() {
     parameters_ += it->numel;
   }
   total_ = offset;
-  params_ = core::Tensor(core::DType::kF32, {total_});
-  state_ = core::Tensor(core::DType::kF32, {state_total_});
+  params_ = runtime::Tensor(runtime::DType::kF32, {total_});
+  state_ = runtime::Tensor(runtime::DType::kF32, {state_total_});
   std::fill(params_.data<float>(), params_.data<float>() + total_, 0.0f);
   std::fill(state_.data<float>(), state_.data<float>() + state_total_, 0.0f);
   finalized_ = true;
@@ -67,7 +67,7 @@ float* ParameterSet::param(int id) {
 float* ParameterSet::grads_flat() {
   DTRAIN_CHECK(finalized_) << "gradients used before finalize()";
   if (grads_.numel() == 0 && total_ > 0) {
-    grads_ = core::Tensor(core::DType::kF32, {total_});
+    grads_ = runtime::Tensor(runtime::DType::kF32, {total_});
     std::fill(grads_.data<float>(), grads_.data<float>() + total_, 0.0f);
   }
   return grads_.data<float>();

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/core/tensor.h"
+#include "runtime/memory/tensor.h"
 
 namespace dtrain::models {
 
@@ -28,7 +28,7 @@ enum class ParamKind : uint8_t {
 
 struct ParamSlot {
   std::string name;
-  core::Shape shape;
+  runtime::Shape shape;
   ParamKind kind = ParamKind::kWeight;
   int64_t numel = 0;
   int64_t offset = -1;  // into the flat buffers, set by finalize()
@@ -37,7 +37,7 @@ struct ParamSlot {
 class ParameterSet {
  public:
   // Returns the id the owner uses to reach its slice.
-  int add(std::string name, core::Shape shape, ParamKind kind);
+  int add(std::string name, runtime::Shape shape, ParamKind kind);
   // Running statistics and other non-trained state.
   int add_state(std::string name, int64_t numel);
   void finalize();
@@ -83,9 +83,9 @@ class ParameterSet {
   int64_t parameters_ = 0;
   int64_t state_total_ = 0;
   bool finalized_ = false;
-  core::Tensor params_;
-  core::Tensor grads_;
-  core::Tensor state_;
+  runtime::Tensor params_;
+  runtime::Tensor grads_;
+  runtime::Tensor state_;
   std::function<void(int64_t, int64_t)> listener_;
 };
 

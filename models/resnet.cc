@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "models/cpu/elementwise.h"
-#include "runtime/core/error.h"
+#include "runtime/base/error.h"
 
 namespace dtrain::models {
 namespace {
@@ -15,23 +15,23 @@ class ResidualBlock final : public Module {
   ResidualBlock(std::unique_ptr<Sequential> branch, std::unique_ptr<Sequential> shortcut)
       : branch_(std::move(branch)), shortcut_(std::move(shortcut)) {}
 
-  const core::Tensor& forward(const core::Tensor& x, bool training) override {
-    const core::Tensor& main = branch_->forward(x, training);
-    const core::Tensor& skip = shortcut_->empty() ? x : shortcut_->forward(x, training);
+  const runtime::Tensor& forward(const runtime::Tensor& x, bool training) override {
+    const runtime::Tensor& main = branch_->forward(x, training);
+    const runtime::Tensor& skip = shortcut_->empty() ? x : shortcut_->forward(x, training);
     ensure_shape(output_, main.shape());
-    DTRAIN_CHECK(skip.shape() == main.shape())
-        << "residual shapes differ: " << core::shape_string(main.shape()) << " vs " << core::shape_string(skip.shape());
+    DTRAIN_CHECK(skip.shape() == main.shape()) << "residual shapes differ: " << runtime::shape_string(main.shape())
+                                               << " vs " << runtime::shape_string(skip.shape());
     cpu::residual_add_forward(main.data<float>(), skip.data<float>(), output_.data<float>(), main.numel());
     cpu::relu_forward(output_.data<float>(), output_.data<float>(), output_.numel());
     return output_;
   }
 
-  const core::Tensor& backward(const core::Tensor& dy) override {
+  const runtime::Tensor& backward(const runtime::Tensor& dy) override {
     ensure_shape(d_sum_, dy.shape());
     cpu::relu_backward(output_.data<float>(), dy.data<float>(), d_sum_.data<float>(), dy.numel());
     // Branch first: its parameters sit before the shortcut's in the backward-ordered flat buffer.
-    const core::Tensor& d_branch = branch_->backward(d_sum_);
-    const core::Tensor& d_skip = shortcut_->empty() ? d_sum_ : shortcut_->backward(d_sum_);
+    const runtime::Tensor& d_branch = branch_->backward(d_sum_);
+    const runtime::Tensor& d_skip = shortcut_->empty() ? d_sum_ : shortcut_->backward(d_sum_);
     ensure_shape(dx_, d_branch.shape());
     cpu::residual_add_forward(d_branch.data<float>(), d_skip.data<float>(), dx_.data<float>(), dx_.numel());
     return dx_;
@@ -45,7 +45,7 @@ class ResidualBlock final : public Module {
  private:
   std::unique_ptr<Sequential> branch_;
   std::unique_ptr<Sequential> shortcut_;
-  core::Tensor output_, d_sum_, dx_;
+  runtime::Tensor output_, d_sum_, dx_;
 };
 
 // A convolution and its norm (when the network has one), appended to `seq`; they register their
@@ -86,11 +86,11 @@ ResNet::ResNet(const ResNetConfig& config)
   initialize_parameters(plan_, params_);
 }
 
-const core::Tensor& ResNet::forward(const core::Tensor& x, bool training) {
+const runtime::Tensor& ResNet::forward(const runtime::Tensor& x, bool training) {
   return body_->forward(x, training);
 }
 
-const core::Tensor& ResNet::backward(const core::Tensor& dy) {
+const runtime::Tensor& ResNet::backward(const runtime::Tensor& dy) {
   return body_->backward(dy);
 }
 

@@ -13,8 +13,8 @@ class ResNet final : public Module {
  public:
   explicit ResNet(const ResNetConfig& config);
 
-  const core::Tensor& forward(const core::Tensor& x, bool training) override;
-  const core::Tensor& backward(const core::Tensor& dy) override;
+  const runtime::Tensor& forward(const runtime::Tensor& x, bool training) override;
+  const runtime::Tensor& backward(const runtime::Tensor& dy) override;
   void initialize(ParameterSet& params, std::mt19937_64& rng) override;
 
   ParameterSet& parameters() { return params_; }

@@ -3,7 +3,7 @@
 #include <random>
 
 #include "models/layers.h"
-#include "runtime/core/error.h"
+#include "runtime/base/error.h"
 
 namespace dtrain::models {
 namespace {

@@ -22,16 +22,16 @@
 #include "bench/allreduce/target.h"
 #include "bench/common/result_file.h"
 #include "comm/host/host_reduce.h"
-#include "runtime/core/atomic_file.h"
-#include "runtime/core/cli.h"
-#include "runtime/core/error.h"
-#include "runtime/core/gpu_binding.h"
-#include "runtime/core/json.h"
-#include "runtime/core/main_guard.h"
-#include "runtime/core/mpi_check.h"
-#include "runtime/core/process_identity.h"
-#include "runtime/core/rank_bootstrap.h"
-#include "runtime/core/rank_context.h"
+#include "runtime/base/cli.h"
+#include "runtime/base/error.h"
+#include "runtime/base/process_identity.h"
+#include "runtime/io/atomic_file.h"
+#include "runtime/io/json.h"
+#include "runtime/mpi/main_guard.h"
+#include "runtime/mpi/mpi_check.h"
+#include "runtime/rank/gpu_binding.h"
+#include "runtime/rank/rank_bootstrap.h"
+#include "runtime/rank/rank_context.h"
 
 namespace dtrain::bench {
 namespace {
@@ -84,34 +84,34 @@ size_t parse_bytes(const std::string& text, const char* flag) {
 }
 
 Options parse(int argc, char** argv, bool* help) {
-  core::po::options_description desc("dtrain-bench-allreduce options (as nccl-tests)");
+  runtime::po::options_description desc("dtrain-bench-allreduce options (as nccl-tests)");
   std::string min_b, max_b, dtype = "fp32", op = "sum", sum16 = "fp32";
   Options o;
-  desc.add_options()("minbytes,b", core::po::value(&min_b)->default_value("8"),
+  desc.add_options()("minbytes,b", runtime::po::value(&min_b)->default_value("8"),
                      "smallest size in bytes (K, M, G suffixes)")(
-      "maxbytes,e", core::po::value(&max_b)->default_value("64M"), "largest size in bytes")(
-      "stepfactor,f", core::po::value(&o.factor)->default_value(2), "multiply the size by this each row")(
-      "warmup-iters,w", core::po::value(&o.warmup)->default_value(5), "untimed iterations per size")(
-      "iters,n", core::po::value(&o.iters)->default_value(20), "timed iterations per size")(
-      "datatype,d", core::po::value(&dtype)->default_value("fp32"), "fp32, fp16 or bf16")(
-      "backend", core::po::value(&o.backend)->default_value("auto"),
+      "maxbytes,e", runtime::po::value(&max_b)->default_value("64M"), "largest size in bytes")(
+      "stepfactor,f", runtime::po::value(&o.factor)->default_value(2), "multiply the size by this each row")(
+      "warmup-iters,w", runtime::po::value(&o.warmup)->default_value(5), "untimed iterations per size")(
+      "iters,n", runtime::po::value(&o.iters)->default_value(20), "timed iterations per size")(
+      "datatype,d", runtime::po::value(&dtype)->default_value("fp32"), "fp32, fp16 or bf16")(
+      "backend", runtime::po::value(&o.backend)->default_value("auto"),
       "auto, mpi-ring, mpi, nccl, hierarchical, or the raw peers raw-mpi / raw-nccl")(
-      "op", core::po::value(&op)->default_value("sum"), "sum or avg")(
-      "sixteen-bit-sum", core::po::value(&sum16)->default_value("fp32"),
+      "op", runtime::po::value(&op)->default_value("sum"), "sum or avg")(
+      "sixteen-bit-sum", runtime::po::value(&sum16)->default_value("fp32"),
       "fp16/bf16: fp32 (widened, one rounding) or native (NCCL's 16-bit reduction; the nccl backend only)")(
-      "metrics-file", core::po::value(&o.json), "also write the results to this JSON file")(
-      "check-calls", core::po::value(&o.check_calls)->default_value(false),
+      "metrics-file", runtime::po::value(&o.json), "also write the results to this JSON file")(
+      "check-calls", runtime::po::value(&o.check_calls)->default_value(false),
       "keep dtrain's per-call consistency check on (off: nccl-tests has none)")(
-      "allow-gpu-sharing", core::po::bool_switch(&o.allow_gpu_sharing), "allow several ranks per GPU");
-  const core::ParsedCommandLine cli = core::parse_command_line(argc, argv, desc);
+      "allow-gpu-sharing", runtime::po::bool_switch(&o.allow_gpu_sharing), "allow several ranks per GPU");
+  const runtime::ParsedCommandLine cli = runtime::parse_command_line(argc, argv, desc);
   *help = cli.help;
   if (cli.help) {
-    if (core::is_world_rank_zero()) std::cout << core::usage("dtrain-bench-allreduce", desc);
+    if (runtime::is_world_rank_zero()) std::cout << runtime::usage("dtrain-bench-allreduce", desc);
     return o;
   }
   o.min_bytes = parse_bytes(min_b, "-b");
   o.max_bytes = parse_bytes(max_b, "-e");
-  o.dtype = core::parse_dtype(dtype, "-d");
+  o.dtype = runtime::parse_dtype(dtype, "-d");
   DTRAIN_USAGE_CHECK(comm::is_supported_dtype(o.dtype)) << "-d " << dtype << ": use fp32, fp16 or bf16";
   DTRAIN_USAGE_CHECK(op == "sum" || op == "avg") << "--op '" << op << "': use sum or avg";
   o.op = op == "sum" ? ReduceOp::kSum : ReduceOp::kAverage;
@@ -144,13 +144,14 @@ struct Row {
 
 class Bench {
  public:
-  Bench(const Options& o, AllReduceTarget& target, const core::RankContext& ctx) : o_(o), target_(target), ctx_(ctx) {
+  Bench(const Options& o, AllReduceTarget& target, const runtime::RankContext& ctx)
+      : o_(o), target_(target), ctx_(ctx) {
     rank_ = ctx.topology().world_rank;
     size_ = ctx.topology().world_size;
   }
 
   Row measure(size_t count, bool in_place) {
-    const size_t esize = core::dtype_size(o_.dtype);
+    const size_t esize = runtime::dtype_size(o_.dtype);
     const size_t bytes = count * esize;
     Buffers b = buffers(bytes);
     fill(b.send, count);
@@ -214,7 +215,7 @@ class Bench {
   void fill(void* dst, size_t count) {
     std::vector<float> values(count);
     for (size_t i = 0; i < count; ++i) values[i] = pattern(rank_, i);
-    std::vector<unsigned char> encoded(count * core::dtype_size(o_.dtype));
+    std::vector<unsigned char> encoded(count * runtime::dtype_size(o_.dtype));
     comm::narrow_from_f32(values.data(), 1.0f, encoded.data(), o_.dtype, count);
     if (target_.device_buffers()) {
       copy_to_device(dst, encoded.data(), encoded.size());
@@ -224,7 +225,7 @@ class Bench {
   }
 
   long long count_wrong(const void* result, size_t count) {
-    std::vector<unsigned char> host(count * core::dtype_size(o_.dtype));
+    std::vector<unsigned char> host(count * runtime::dtype_size(o_.dtype));
     if (target_.device_buffers()) {
       copy_to_host(host.data(), result, host.size());
     } else if (!host.empty()) {
@@ -252,7 +253,7 @@ class Bench {
 
   const Options& o_;
   AllReduceTarget& target_;
-  const core::RankContext& ctx_;
+  const runtime::RankContext& ctx_;
   int rank_ = 0;
   int size_ = 1;
   size_t capacity_ = 0;
@@ -261,11 +262,11 @@ class Bench {
   std::vector<unsigned char> host_send_, host_recv_;
 };
 
-void write_json(const std::string& path, const Options& o, const std::string& backend, const core::Topology& t,
+void write_json(const std::string& path, const Options& o, const std::string& backend, const runtime::Topology& t,
                 const std::string& command, const std::vector<Row>& rows) {
   std::vector<std::string> results;
   for (const Row& r : rows) {
-    results.push_back(core::JsonObject()
+    results.push_back(runtime::JsonObject()
                           .integer("bytes", static_cast<int64_t>(r.bytes))
                           .integer("count", static_cast<int64_t>(r.count))
                           .boolean("inplace", r.in_place)
@@ -275,19 +276,19 @@ void write_json(const std::string& path, const Options& o, const std::string& ba
                           .integer("wrong", r.wrong)
                           .str());
   }
-  const std::string json = core::JsonObject()
+  const std::string json = runtime::JsonObject()
                                .text("backend", backend)
                                .integer("world_size", t.world_size)
                                .integer("nodes", t.node_count)
-                               .text("dtype", core::dtype_name(o.dtype))
+                               .text("dtype", runtime::dtype_name(o.dtype))
                                .text("op", o.op == ReduceOp::kSum ? "sum" : "avg")
                                .text("sixteen_bit_sum", comm::sixteen_bit_sum_name(o.sum16))
-                               .text("host", core::process_identity().host)
+                               .text("host", runtime::process_identity().host)
                                .text("date", utc_date())
                                .text("command", command)
-                               .raw("results", core::json_array(results, "    "))
+                               .raw("results", runtime::json_array(results, "    "))
                                .str("  ");
-  core::write_file_atomically(path, json + "\n", "--metrics-file");
+  runtime::write_file_atomically(path, json + "\n", "--metrics-file");
 }
 
 int bench_main(int argc, char** argv) {
@@ -296,20 +297,21 @@ int bench_main(int argc, char** argv) {
   const Options o = parse(argc, argv, &help);
   if (help) return 0;
 
-  core::BootstrapOptions options;
+  runtime::BootstrapOptions options;
   options.allow_gpu_sharing = o.allow_gpu_sharing;
-  const core::RankBootstrap rank(&argc, &argv, options);
-  const core::RankContext& ctx = rank.ctx();
-  const core::GpuBinding& binding = rank.gpu();
+  const runtime::RankBootstrap rank(&argc, &argv, options);
+  const runtime::RankContext& ctx = rank.ctx();
+  const runtime::GpuBinding& binding = rank.gpu();
   const bool gpus = !binding.cpu_mode && !binding.device.simulated;
   std::unique_ptr<AllReduceTarget> target = make_target(o.backend, ctx, gpus, o.check_calls, o.sum16);
-  const core::Topology& t = ctx.topology();
+  const runtime::Topology& t = ctx.topology();
   const bool root = t.world_rank == 0;
 
   if (root) {
     std::printf("# dtrain-bench-allreduce: %s, %d ranks on %d node(s), %s buffers, dtype %s, op %s, 16-bit sums %s\n",
                 target->name().c_str(), t.world_size, t.node_count, target->device_buffers() ? "device" : "host",
-                core::dtype_name(o.dtype), o.op == ReduceOp::kSum ? "sum" : "avg", comm::sixteen_bit_sum_name(o.sum16));
+                runtime::dtype_name(o.dtype), o.op == ReduceOp::kSum ? "sum" : "avg",
+                comm::sixteen_bit_sum_name(o.sum16));
     std::printf("# %s\n#\n", command.c_str());
     std::printf("#                                         out-of-place                     in-place\n");
     std::printf("# %10s %12s %6s %5s  %9s %7s %7s %6s  %9s %7s %7s %6s\n", "size", "count", "type", "redop", "time",
@@ -319,7 +321,7 @@ int bench_main(int argc, char** argv) {
   }
   Bench bench(o, *target, ctx);
   std::vector<Row> rows;
-  const size_t esize = core::dtype_size(o.dtype);
+  const size_t esize = runtime::dtype_size(o.dtype);
   double busbw_sum = 0;
   int busbw_rows = 0;
   long long wrong_total = 0;
@@ -335,8 +337,8 @@ int bench_main(int argc, char** argv) {
     wrong_total += out.wrong + in.wrong;
     if (root) {
       std::printf("  %10zu %12zu %6s %5s  %9.2f %7.2f %7.2f %6lld  %9.2f %7.2f %7.2f %6lld\n", count * esize, count,
-                  core::dtype_name(o.dtype), o.op == ReduceOp::kSum ? "sum" : "avg", out.time_us, out.algbw, out.busbw,
-                  out.wrong, in.time_us, in.algbw, in.busbw, in.wrong);
+                  runtime::dtype_name(o.dtype), o.op == ReduceOp::kSum ? "sum" : "avg", out.time_us, out.algbw,
+                  out.busbw, out.wrong, in.time_us, in.algbw, in.busbw, in.wrong);
       std::fflush(stdout);
     }
   }
@@ -349,12 +351,12 @@ int bench_main(int argc, char** argv) {
     }
     if (!o.json.empty()) write_json(o.json, o, target->name(), t, command, rows);
   }
-  return wrong_total == 0 ? 0 : core::kExitFailure;
+  return wrong_total == 0 ? 0 : runtime::kExitFailure;
 }
 
 }  // namespace
 }  // namespace dtrain::bench
 
 int main(int argc, char** argv) {
-  return dtrain::core::run_main(argc, argv, dtrain::bench::bench_main);
+  return dtrain::runtime::run_main(argc, argv, dtrain::bench::bench_main);
 }

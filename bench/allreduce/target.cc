@@ -5,9 +5,9 @@
 #include <utility>
 #include <vector>
 
-#include "comm/factory.h"
-#include "runtime/core/error.h"
-#include "runtime/core/mpi_check.h"
+#include "comm/backends/factory.h"
+#include "runtime/base/error.h"
+#include "runtime/mpi/mpi_check.h"
 
 namespace dtrain::bench {
 namespace {
@@ -46,7 +46,7 @@ class CommunicatorTarget final : public AllReduceTarget {
 // MPI_Allreduce on the calling thread: the peer our ring is measured against.
 class RawMpiTarget final : public AllReduceTarget {
  public:
-  explicit RawMpiTarget(MPI_Comm comm) : comm_(core::MpiComm::duplicate(comm)) {}
+  explicit RawMpiTarget(MPI_Comm comm) : comm_(runtime::MpiComm::duplicate(comm)) {}
   std::string name() const override { return "raw-mpi"; }
   bool device_buffers() const override { return false; }
   void run(const void* send, void* recv, size_t count, comm::DType dtype, comm::ReduceOp op) override {
@@ -57,12 +57,12 @@ class RawMpiTarget final : public AllReduceTarget {
   }
 
  private:
-  core::MpiComm comm_;
+  runtime::MpiComm comm_;
 };
 
 }  // namespace
 
-std::unique_ptr<AllReduceTarget> make_target(const std::string& backend, const core::RankContext& ctx, bool gpus,
+std::unique_ptr<AllReduceTarget> make_target(const std::string& backend, const runtime::RankContext& ctx, bool gpus,
                                              bool check_calls, comm::SixteenBitSum sum16) {
   if (backend == "raw-mpi") return std::make_unique<RawMpiTarget>(ctx.world());
   if (backend == "raw-nccl") return make_raw_nccl_target(ctx);

@@ -5,9 +5,9 @@
 #include <memory>
 #include <string>
 
+#include "comm/backends/factory.h"
 #include "comm/collective.h"
-#include "comm/factory.h"
-#include "runtime/core/rank_context.h"
+#include "runtime/rank/rank_context.h"
 
 namespace dtrain::bench {
 
@@ -26,13 +26,13 @@ class AllReduceTarget {
 
 // backend: a dtrain backend name ("auto", "mpi-ring", ...) or "raw-mpi" / "raw-nccl".
 // check_calls: dtrain's per-call consistency check (off in benchmarks, as nccl-tests has none).
-// sum16: how dtrain's backends add fp16/bf16 (comm/factory.h); the raw peers ignore it (raw-nccl
+// sum16: how dtrain's backends add fp16/bf16 (comm/backends/factory.h); the raw peers ignore it (raw-nccl
 // always adds natively).
-std::unique_ptr<AllReduceTarget> make_target(const std::string& backend, const core::RankContext& ctx, bool gpus,
+std::unique_ptr<AllReduceTarget> make_target(const std::string& backend, const runtime::RankContext& ctx, bool gpus,
                                              bool check_calls, comm::SixteenBitSum sum16);
 
 // The raw NCCL peer (target_nccl_cuda.cc); a UsageError in builds without CUDA.
-std::unique_ptr<AllReduceTarget> make_raw_nccl_target(const core::RankContext& ctx);
+std::unique_ptr<AllReduceTarget> make_raw_nccl_target(const runtime::RankContext& ctx);
 
 // Device helpers for the driver and the targets (target_nccl_cuda.cc / target_cpu.cc).
 void* make_bench_stream();  // a non-blocking cudaStream_t that lives as long as the process

@@ -1,10 +1,10 @@
 // Device pieces of the benchmark in builds without CUDA.
 #include "bench/allreduce/target.h"
-#include "runtime/core/error.h"
+#include "runtime/base/error.h"
 
 namespace dtrain::bench {
 
-std::unique_ptr<AllReduceTarget> make_raw_nccl_target(const core::RankContext&) {
+std::unique_ptr<AllReduceTarget> make_raw_nccl_target(const runtime::RankContext&) {
   DTRAIN_USAGE_FAIL() << "--backend raw-nccl needs a CUDA build of dtrain";
 }
 void* make_bench_stream() {

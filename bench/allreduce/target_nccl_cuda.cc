@@ -3,8 +3,8 @@
 #include <nccl.h>
 
 #include "bench/allreduce/target.h"
-#include "runtime/core/cuda/cuda_check.h"
-#include "runtime/core/mpi_check.h"
+#include "runtime/cuda/cuda_check.h"
+#include "runtime/mpi/mpi_check.h"
 
 namespace dtrain::bench {
 namespace {
@@ -47,7 +47,7 @@ class RawNcclTarget final : public AllReduceTarget {
 
 }  // namespace
 
-std::unique_ptr<AllReduceTarget> make_raw_nccl_target(const core::RankContext& ctx) {
+std::unique_ptr<AllReduceTarget> make_raw_nccl_target(const runtime::RankContext& ctx) {
   return std::make_unique<RawNcclTarget>(ctx.world());
 }
 

@@ -1,6 +1,6 @@
 #pragma once
 // What the benchmarks record beside their tables: today's date and the command. (The JSON file
-// itself: core::JsonObject, written with core::write_file_atomically.)
+// itself: runtime::JsonObject, written with runtime::write_file_atomically.)
 #include <string>
 
 namespace dtrain::bench {

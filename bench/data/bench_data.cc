@@ -34,21 +34,21 @@
 #include <vector>
 
 #include "bench/common/result_file.h"
-#include "runtime/core/atomic_file.h"
-#include "runtime/core/cli.h"
-#include "runtime/core/env.h"
-#include "runtime/core/error.h"
-#include "runtime/core/json.h"
-#include "runtime/core/main_guard.h"
-#include "runtime/core/process_identity.h"
-#include "runtime/train/data/data_loader.h"
-#include "runtime/train/data/image_folder_dataset.h"
-#include "runtime/train/data/sharded_sampler.h"
+#include "runtime/base/cli.h"
+#include "runtime/base/env.h"
+#include "runtime/base/error.h"
+#include "runtime/base/process_identity.h"
+#include "runtime/io/atomic_file.h"
+#include "runtime/io/json.h"
+#include "runtime/mpi/main_guard.h"
+#include "train/data/data_loader.h"
+#include "train/data/image_folder_dataset.h"
+#include "train/data/sharded_sampler.h"
 
 namespace dtrain::bench {
 namespace {
 
-namespace po = core::po;
+namespace po = runtime::po;
 
 struct Options {
   std::string data_dir;
@@ -101,9 +101,9 @@ Options parse(int argc, char** argv, bool* help) {
   flags.add<double>("clock-probe-seconds",
                     "length of the CPU clock probe run beside each row, 0 for none (default 0.5)");
   flags.add<std::string>("metrics-file", "also write the results to this JSON file");
-  const core::ParsedCommandLine parsed = core::parse_command_line(argc, argv, d);
+  const runtime::ParsedCommandLine parsed = runtime::parse_command_line(argc, argv, d);
   if (parsed.help) {
-    std::printf("%s", core::usage("dtrain-bench-data", d).c_str());
+    std::printf("%s", runtime::usage("dtrain-bench-data", d).c_str());
     *help = true;
     return o;
   }
@@ -137,7 +137,8 @@ std::vector<int> thread_counts(const std::string& text) {
   std::stringstream in(text);
   std::string item;
   while (std::getline(in, item, ',')) {
-    counts.push_back(static_cast<int>(core::parse_int_in_range(item, 1, 1024, "--loader-threads " + text + ": count")));
+    counts.push_back(
+        static_cast<int>(runtime::parse_int_in_range(item, 1, 1024, "--loader-threads " + text + ": count")));
   }
   DTRAIN_USAGE_CHECK(!counts.empty() && text.back() != ',')
       << "--loader-threads '" << text << "': expected a list like 1,2,4,14";
@@ -152,7 +153,7 @@ struct Machine {
 
 Machine this_machine() {
   Machine m;
-  m.host = core::process_identity().host;
+  m.host = runtime::process_identity().host;
   std::ifstream cpuinfo("/proc/cpuinfo");
   for (std::string line; std::getline(cpuinfo, line);) {
     if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos) {
@@ -296,8 +297,8 @@ void write_json(const Options& o, const std::string& command, const std::string&
   std::vector<std::string> row_objects;
   for (const Row& r : rows) {
     std::vector<std::string> rounds;
-    for (double rate : r.round_rates) rounds.push_back(core::json_number(rate, "%.1f"));
-    row_objects.push_back(core::JsonObject()
+    for (double rate : r.round_rates) rounds.push_back(runtime::json_number(rate, "%.1f"));
+    row_objects.push_back(runtime::JsonObject()
                               .integer("threads", r.threads)
                               .number("img_per_sec", r.img_per_sec, "%.1f")
                               .number("img_per_sec_per_thread", r.img_per_sec_per_thread, "%.1f")
@@ -307,18 +308,18 @@ void write_json(const Options& o, const std::string& command, const std::string&
                               .number("seconds", r.seconds, "%.3f")
                               .integer("epochs_started", r.epochs_started)
                               .text("last_batch_checksum", hex(r.checksum))
-                              .raw("round_img_per_sec", core::json_array(rounds))
+                              .raw("round_img_per_sec", runtime::json_array(rounds))
                               .str());
   }
-  const std::string machine = core::JsonObject()
+  const std::string machine = runtime::JsonObject()
                                   .text("host", m.host)
                                   .text("cpu_model", m.cpu_model)
                                   .integer("online_cores", m.online_cores)
                                   .integer("usable_cores", m.usable_cores)
                                   .str();
-  const std::string json = core::JsonObject()
+  const std::string json = runtime::JsonObject()
                                .text("loader", "dtrain DataLoader")
-                               .raw("rows", core::json_array(row_objects, "    "))
+                               .raw("rows", runtime::json_array(row_objects, "    "))
                                .raw("machine", machine)
                                .text("command", command)
                                .text("date", date)
@@ -335,7 +336,7 @@ void write_json(const Options& o, const std::string& command, const std::string&
                                .number("clock_probe_seconds", o.clock_probe_seconds, "%.2f")
                                .boolean("checksums_agree", checksums_agree)
                                .str("  ");
-  core::write_file_atomically(o.json, json + "\n", "--metrics-file");
+  runtime::write_file_atomically(o.json, json + "\n", "--metrics-file");
 }
 
 int bench_main(int argc, char** argv) {
@@ -419,5 +420,5 @@ int bench_main(int argc, char** argv) {
 }  // namespace dtrain::bench
 
 int main(int argc, char** argv) {
-  return dtrain::core::run_main(argc, argv, dtrain::bench::bench_main);
+  return dtrain::runtime::run_main(argc, argv, dtrain::bench::bench_main);
 }

@@ -16,23 +16,24 @@
 #include <vector>
 
 #include "bench/common/result_file.h"
-#include "comm/factory.h"
-#include "runtime/core/atomic_file.h"
-#include "runtime/core/buffer.h"
-#include "runtime/core/cli.h"
-#include "runtime/core/cuda/device_allocator.h"
-#include "runtime/core/cuda/stream.h"
-#include "runtime/core/env.h"
-#include "runtime/core/error.h"
-#include "runtime/core/gpu_binding.h"
-#include "runtime/core/json.h"
-#include "runtime/core/main_guard.h"
-#include "runtime/core/mpi_check.h"
-#include "runtime/core/mpi_scope.h"
-#include "runtime/core/process_identity.h"
-#include "runtime/core/rank_bootstrap.h"
-#include "runtime/core/rank_context.h"
-#include "runtime/train/cuda/gpu_train_step.h"
+#include "comm/backends/factory.h"
+#include "comm/gradient_sync/gradient_sync.h"
+#include "runtime/base/cli.h"
+#include "runtime/base/env.h"
+#include "runtime/base/error.h"
+#include "runtime/base/process_identity.h"
+#include "runtime/cuda/device_allocator.h"
+#include "runtime/cuda/stream.h"
+#include "runtime/io/atomic_file.h"
+#include "runtime/io/json.h"
+#include "runtime/memory/buffer.h"
+#include "runtime/mpi/main_guard.h"
+#include "runtime/mpi/mpi_check.h"
+#include "runtime/mpi/mpi_scope.h"
+#include "runtime/rank/gpu_binding.h"
+#include "runtime/rank/rank_bootstrap.h"
+#include "runtime/rank/rank_context.h"
+#include "train/engine/cuda/gpu_train_step.h"
 
 namespace dtrain::bench {
 namespace {
@@ -50,7 +51,7 @@ struct Options {
   bool no_tf32 = false;
   std::string backend = "auto";
   std::string gradient_wire_dtype = "fp32";  // the hierarchical backend's cross-node format
-  int bucket_mib = 25;
+  int bucket_mib = comm::kDefaultBucketMib;
   double lr = 0.1;
   std::string json;
   train::ResolvedConfig config;  // the options above as dtrain-train's config (resolve() checks them)
@@ -58,29 +59,31 @@ struct Options {
 
 Options parse(int argc, char** argv, bool* help) {
   Options o;
-  core::po::options_description d("dtrain-bench-train options");
-  d.add_options()("batch-per-rank", core::po::value(&o.batch)->default_value(o.batch), "images per GPU per step")(
-      "precision", core::po::value(&o.precision)->default_value(o.precision), "bf16 (fp32 master weights) or fp32")(
-      "layout", core::po::value(&o.layout), "nhwc (with bf16) or nchw (with fp32); default follows --precision")(
-      "image-size", core::po::value(&o.image_size)->default_value(o.image_size), "square input side")(
-      "depth", core::po::value(&o.depth)->default_value(o.depth), "ResNet depth: 18, 34, 50, 101, 152")(
-      "classes", core::po::value(&o.classes)->default_value(o.classes), "classifier outputs")(
-      "timing-warmup-steps", core::po::value(&o.warmup)->default_value(o.warmup),
-      "steps run before measuring (excluded)")("steps", core::po::value(&o.steps)->default_value(o.steps),
+  runtime::po::options_description d("dtrain-bench-train options");
+  d.add_options()("batch-per-rank", runtime::po::value(&o.batch)->default_value(o.batch), "images per GPU per step")(
+      "precision", runtime::po::value(&o.precision)->default_value(o.precision), "bf16 (fp32 master weights) or fp32")(
+      "layout", runtime::po::value(&o.layout), "nhwc (with bf16) or nchw (with fp32); default follows --precision")(
+      "image-size", runtime::po::value(&o.image_size)->default_value(o.image_size), "square input side")(
+      "depth", runtime::po::value(&o.depth)->default_value(o.depth), "ResNet depth: 18, 34, 50, 101, 152")(
+      "classes", runtime::po::value(&o.classes)->default_value(o.classes), "classifier outputs")(
+      "timing-warmup-steps", runtime::po::value(&o.warmup)->default_value(o.warmup),
+      "steps run before measuring (excluded)")("steps", runtime::po::value(&o.steps)->default_value(o.steps),
                                                "measured steps")(
-      "world-sizes", core::po::value(&o.world_sizes),
+      "world-sizes", runtime::po::value(&o.world_sizes),
       "comma-separated world sizes to run, e.g. 1,2 (default: 1 and all ranks)")(
-      "no-tf32", core::po::value(&o.no_tf32)->implicit_value(true)->default_value(false),
-      "fp32: exact fp32 math, no TF32 tensor cores")("backend", core::po::value(&o.backend)->default_value(o.backend),
+      "no-tf32", runtime::po::value(&o.no_tf32)->implicit_value(true)->default_value(false),
+      "fp32: exact fp32 math, no TF32 tensor cores")("backend",
+                                                     runtime::po::value(&o.backend)->default_value(o.backend),
                                                      "gradient all-reduce backend (auto, nccl, ...)")(
-      "gradient-wire-dtype", core::po::value(&o.gradient_wire_dtype)->default_value(o.gradient_wire_dtype),
+      "gradient-wire-dtype", runtime::po::value(&o.gradient_wire_dtype)->default_value(o.gradient_wire_dtype),
       "fp32, bf16 or fp16: the hierarchical backend's cross-node format")(
-      "bucket-mib", core::po::value(&o.bucket_mib)->default_value(o.bucket_mib), "gradient bucket size in MiB")(
-      "base-lr", core::po::value(&o.lr)->default_value(o.lr), "the lr for a global batch of 256 (linear scaling rule)")(
-      "metrics-file", core::po::value(&o.json), "also write the results to this JSON file");
-  const core::ParsedCommandLine parsed = core::parse_command_line(argc, argv, d);
+      "bucket-mib", runtime::po::value(&o.bucket_mib)->default_value(o.bucket_mib), "gradient bucket size in MiB")(
+      "base-lr", runtime::po::value(&o.lr)->default_value(o.lr),
+      "the lr for a global batch of 256 (linear scaling rule)")("metrics-file", runtime::po::value(&o.json),
+                                                                "also write the results to this JSON file");
+  const runtime::ParsedCommandLine parsed = runtime::parse_command_line(argc, argv, d);
   if (parsed.help) {
-    std::printf("%s", core::usage("dtrain-bench-train", d).c_str());
+    std::printf("%s", runtime::usage("dtrain-bench-train", d).c_str());
     *help = true;
     return o;
   }
@@ -121,7 +124,7 @@ std::vector<int> world_sizes(const std::string& text, int world) {
   std::string item;
   while (std::getline(in, item, ',')) {
     // Each size between 1 and the job's ranks.
-    sizes.push_back(static_cast<int>(core::parse_int_in_range(item, 1, world, "--world-sizes " + text + ": size")));
+    sizes.push_back(static_cast<int>(runtime::parse_int_in_range(item, 1, world, "--world-sizes " + text + ": size")));
   }
   DTRAIN_USAGE_CHECK(!sizes.empty()) << "--world-sizes is empty";
   return sizes;
@@ -147,13 +150,13 @@ double median(std::vector<double> v) {
 
 // Two fixed batches of random pixels and labels in page-locked memory, alternated.
 struct SyntheticBatches {
-  core::Buffer images[2], labels[2];
+  runtime::Buffer images[2], labels[2];
   SyntheticBatches(const Options& o, int rank) {
     std::mt19937_64 rng(1234 + static_cast<uint64_t>(rank));
     const size_t pixels = size_t{3} * o.batch * o.image_size * o.image_size;
     for (int b = 0; b < 2; ++b) {
-      images[b] = core::Buffer(core::MemoryKind::kPinnedHost, pixels);
-      labels[b] = core::Buffer(core::MemoryKind::kPinnedHost, sizeof(int32_t) * o.batch);
+      images[b] = runtime::Buffer(runtime::MemoryKind::kPinnedHost, pixels);
+      labels[b] = runtime::Buffer(runtime::MemoryKind::kPinnedHost, sizeof(int32_t) * o.batch);
       auto* p = static_cast<uint8_t*>(images[b].data());
       for (size_t i = 0; i < pixels; ++i) p[i] = static_cast<uint8_t>(rng() >> 56);
       auto* l = static_cast<int32_t*>(labels[b].data());
@@ -162,7 +165,8 @@ struct SyntheticBatches {
   }
 };
 
-Row run_world(const Options& o, int k, const core::RankContext& world_ctx, int device, const SyntheticBatches& data) {
+Row run_world(const Options& o, int k, const runtime::RankContext& world_ctx, int device,
+              const SyntheticBatches& data) {
   const int rank = world_ctx.topology().world_rank;
   const bool member = rank < k;
   MPI_Comm sub = MPI_COMM_NULL;
@@ -170,7 +174,7 @@ Row run_world(const Options& o, int k, const core::RankContext& world_ctx, int d
   Row row;
   row.world_size = k;
   if (member) {
-    const core::RankContext ctx = core::RankContext::from_environment(sub);
+    const runtime::RankContext ctx = runtime::RankContext::from_environment(sub);
     std::unique_ptr<comm::Communicator> comm;
     if (k > 1) {
       comm = comm::make_communicator(o.config.backend, ctx, true, o.config.gradient_wire_dtype);
@@ -181,9 +185,9 @@ Row run_world(const Options& o, int k, const core::RankContext& world_ctx, int d
     const float mean[3] = {0, 0, 0}, std[3] = {1, 1, 1};
     const train::cuda::GpuStepOptions step_options =
         train::cuda::gpu_step_options(o.config, model, o.image_size, o.image_size, mean, std);
-    core::device_caching_allocator(device).reset_peak();
+    runtime::device_caching_allocator(device).reset_peak();
     train::cuda::GpuTrainStep step(step_options, comm.get(), device);
-    std::vector<core::CudaEvent> marks;
+    std::vector<runtime::CudaEvent> marks;
     for (int i = 0; i <= o.warmup + o.steps; ++i) marks.emplace_back(true);
     const cudaStream_t stream = step.context().stream();
     marks[0].record(stream);
@@ -198,7 +202,7 @@ Row run_world(const Options& o, int k, const core::RankContext& world_ctx, int d
     for (int i = o.warmup; i < o.warmup + o.steps; ++i) times.push_back(marks[i + 1].elapsed_ms_since(marks[i]));
     double step_ms = median(times);
     DTRAIN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &step_ms, 1, MPI_DOUBLE, MPI_MAX, sub));
-    unsigned long long peak = core::device_caching_allocator(device).stats().peak_bytes_in_use;
+    unsigned long long peak = runtime::device_caching_allocator(device).stats().peak_bytes_in_use;
     DTRAIN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &peak, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, sub));
     row.step_ms = step_ms;
     row.per_gpu = o.batch / (step_ms / 1000.0);
@@ -226,7 +230,7 @@ void write_json(const std::string& path, const Options& o, const std::string& gp
                 const std::vector<Row>& rows) {
   std::vector<std::string> objects;
   for (const Row& r : rows) {
-    objects.push_back(core::JsonObject()
+    objects.push_back(runtime::JsonObject()
                           .text("model", "resnet" + std::to_string(o.depth))
                           .text("precision", o.precision)
                           .text("layout", o.layout)
@@ -244,12 +248,12 @@ void write_json(const std::string& path, const Options& o, const std::string& gp
                           .text("backend", o.backend)
                           .text("gradient_wire_dtype", o.gradient_wire_dtype)
                           .boolean("tf32", o.precision == "fp32" && !o.no_tf32)
-                          .text("host", core::process_identity().host)
+                          .text("host", runtime::process_identity().host)
                           .text("date", utc_date())
                           .text("command", command)
                           .str());
   }
-  core::write_file_atomically(path, core::json_array(objects, "  ") + "\n", "--json file");
+  runtime::write_file_atomically(path, runtime::json_array(objects, "  ") + "\n", "--json file");
 }
 
 int bench_main(int argc, char** argv) {
@@ -258,12 +262,12 @@ int bench_main(int argc, char** argv) {
   const Options o = parse(argc, argv, &help);
   if (help) return 0;
 
-  const core::RankBootstrap rank(&argc, &argv, core::BootstrapOptions{});
-  const core::RankContext& ctx = rank.ctx();
-  const core::GpuBinding& binding = rank.gpu();
+  const runtime::RankBootstrap rank(&argc, &argv, runtime::BootstrapOptions{});
+  const runtime::RankContext& ctx = rank.ctx();
+  const runtime::GpuBinding& binding = rank.gpu();
   DTRAIN_USAGE_CHECK(!binding.cpu_mode && !binding.device.simulated)
-      << "dtrain-bench-train measures the GPU path and no GPU is visible on host " << core::process_identity().host;
-  const core::Topology& t = ctx.topology();
+      << "dtrain-bench-train measures the GPU path and no GPU is visible on host " << runtime::process_identity().host;
+  const runtime::Topology& t = ctx.topology();
   const bool root = t.world_rank == 0;
   const std::vector<int> sizes = world_sizes(o.world_sizes, t.world_size);
   if (root) {
@@ -300,5 +304,5 @@ int bench_main(int argc, char** argv) {
 }  // namespace dtrain::bench
 
 int main(int argc, char** argv) {
-  return dtrain::core::run_main(argc, argv, dtrain::bench::bench_main);
+  return dtrain::runtime::run_main(argc, argv, dtrain::bench::bench_main);
 }

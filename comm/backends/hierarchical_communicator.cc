@@ -4,12 +4,12 @@
 #include <string>
 
 #include "comm/backends/mpi_ring_communicator.h"
-#include "comm/consistency_check.h"
-#include "comm/factory.h"
+#include "comm/backends/nccl_backend.h"
+#include "comm/diagnostics/consistency_check.h"
 #include "comm/host/memory_ops.h"
 #include "comm/host/wide_reduction.h"
-#include "runtime/core/error.h"
-#include "runtime/core/mpi_check.h"
+#include "runtime/base/error.h"
+#include "runtime/mpi/mpi_check.h"
 
 namespace dtrain::comm {
 
@@ -22,17 +22,17 @@ std::unique_ptr<Communicator> unchecked(std::unique_ptr<Communicator> comm) {
 
 }  // namespace
 
-HierarchicalCommunicator::HierarchicalCommunicator(const core::RankContext& ctx, bool use_nccl, RingTuning tuning,
+HierarchicalCommunicator::HierarchicalCommunicator(const runtime::RankContext& ctx, bool use_nccl, RingTuning tuning,
                                                    DType cross_wire)
-    : control_(core::MpiComm::duplicate(ctx.world())), cross_wire_(cross_wire) {
+    : control_(runtime::MpiComm::duplicate(ctx.world())), cross_wire_(cross_wire) {
   DTRAIN_USAGE_CHECK(cross_wire == DType::kF32 || cross_wire == DType::kBF16 || cross_wire == DType::kF16)
-      << "cross-node wire format must be fp32, bf16 or fp16, not " << core::dtype_name(cross_wire);
-  const core::Topology& t = ctx.topology();
+      << "cross-node wire format must be fp32, bf16 or fp16, not " << runtime::dtype_name(cross_wire);
+  const runtime::Topology& t = ctx.topology();
   rank_ = t.world_rank;
   size_ = t.world_size;
   local_rank_ = t.local_rank;
   local_size_ = t.local_size;
-  core::require_mpi_thread_multiple("the hierarchical communicator runs host calls on its own thread");
+  runtime::require_mpi_thread_multiple("the hierarchical communicator runs host calls on its own thread");
   check_same_tuning(control_.get(), tuning);
 
   int sizes[2] = {local_size_, -local_size_};
@@ -55,7 +55,7 @@ HierarchicalCommunicator::HierarchicalCommunicator(const core::RankContext& ctx,
   // Ranks that disagree on the wire would exchange messages of different sizes.
   check_same_setting(control_.get(), "the cross-node wire format (gradient_wire_dtype)",
                      static_cast<uint64_t>(cross_wire),
-                     [](uint64_t v) { return std::string(core::dtype_name(static_cast<DType>(v))); });
+                     [](uint64_t v) { return std::string(runtime::dtype_name(static_cast<DType>(v))); });
   const auto sixteen =
       cross_wire == DType::kF32 ? MpiRingCommunicator::Sixteen::kOneRounding : MpiRingCommunicator::Sixteen::kPartials;
   if (uniform_nodes_) {
@@ -69,7 +69,7 @@ HierarchicalCommunicator::HierarchicalCommunicator(const core::RankContext& ctx,
       MPI_Comm split = MPI_COMM_NULL;
       DTRAIN_MPI_CHECK(MPI_Comm_split(control_.get(), owner ? shard : MPI_UNDEFINED, t.node_index, &split));
       if (owner) {
-        core::MpiComm owned(split);
+        runtime::MpiComm owned(split);
         shard_cross_[static_cast<size_t>(shard)] =
             unchecked(std::make_unique<MpiRingCommunicator>(owned.get(), tuning, sixteen));
       }
@@ -149,7 +149,7 @@ std::vector<Work> HierarchicalCommunicator::all_reduce_f32(float* work, size_t c
     }
     // Pad to a multiple of L so every shard has the same length (NCCL's reduce-scatter requires it).
     const size_t shard = (count + local - 1) / local;
-    core::Buffer padded;
+    runtime::Buffer padded;
     float* data = work;
     if (shard * local != count) {
       padded = scratch_buffer(shard * local * sizeof(float), where);
@@ -189,7 +189,7 @@ Work HierarchicalCommunicator::cross_node_sum(Communicator& comm, float* data, s
     return comm.all_reduce(data, data, count, DType::kF32, ReduceOp::kSum, where);
   }
   // Device scratch follows the caller's stream, which waits for the staged step (all_reduce above).
-  core::Buffer wire = scratch_buffer(count * core::dtype_size(cross_wire_), where);
+  runtime::Buffer wire = scratch_buffer(count * runtime::dtype_size(cross_wire_), where);
   narrow_from_f32(data, 1.0f, wire.data(), cross_wire_, count, where);
   Work w = comm.all_reduce(wire.data(), wire.data(), count, cross_wire_, ReduceOp::kSum, where);
   if (!where.device) w.wait();  // host: the widening below reads the result now

@@ -35,18 +35,18 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "comm/diagnostics/stall_inspector.h"
 #include "comm/host/comm_worker.h"
 #include "comm/host/ring.h"
-#include "comm/stall_inspector.h"
-#include "runtime/core/mpi_scope.h"
-#include "runtime/core/rank_context.h"
+#include "runtime/mpi/mpi_scope.h"
+#include "runtime/rank/rank_context.h"
 
 namespace dtrain::comm {
 
 class HierarchicalCommunicator final : public Communicator {
  public:
   // Collective over ctx.world(). use_nccl: device buffers take NCCL inside the node.
-  HierarchicalCommunicator(const core::RankContext& ctx, bool use_nccl, RingTuning tuning,
+  HierarchicalCommunicator(const runtime::RankContext& ctx, bool use_nccl, RingTuning tuning,
                            DType cross_wire = DType::kF32);
   ~HierarchicalCommunicator() override;
 
@@ -66,7 +66,7 @@ class HierarchicalCommunicator final : public Communicator {
   Communicator& intra(Location where) { return where.device ? *intra_ : *host_intra_; }
   Communicator& flat() { return *flat_; }
 
-  core::MpiComm control_;
+  runtime::MpiComm control_;
   StallChannel stall_{control_.get()};  // watches each call as a whole (its parts have their own)
   int rank_ = 0;
   int size_ = 1;

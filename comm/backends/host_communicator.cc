@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cstdlib>
 
-#include "comm/consistency_check.h"
-#include "runtime/core/env.h"
-#include "runtime/core/log.h"
+#include "comm/diagnostics/consistency_check.h"
+#include "runtime/base/env.h"
+#include "runtime/base/log.h"
 
 namespace dtrain::comm {
 namespace {
@@ -15,15 +15,15 @@ namespace {
 constexpr size_t kInlineBytes = 64 * 1024;
 
 size_t staging_piece_bytes() {
-  return static_cast<size_t>(core::env_int("DTRAIN_STAGING_PIECE_BYTES", 4096, int64_t{1} << 34).value_or(4 << 20));
+  return static_cast<size_t>(runtime::env_int("DTRAIN_STAGING_PIECE_BYTES", 4096, int64_t{1} << 34).value_or(4 << 20));
 }
 
 }  // namespace
 
-HostCommunicator::HostCommunicator(MPI_Comm comm) : comm_(core::MpiComm::duplicate(comm)) {
+HostCommunicator::HostCommunicator(MPI_Comm comm) : comm_(runtime::MpiComm::duplicate(comm)) {
   rank_ = comm_.rank();
   size_ = comm_.size();
-  core::require_mpi_thread_multiple("a host-side communicator (mpi-ring, mpi) runs MPI on its own thread");
+  runtime::require_mpi_thread_multiple("a host-side communicator (mpi-ring, mpi) runs MPI on its own thread");
   staging_piece_bytes_ = staging_piece_bytes();
   // Ranks cutting a staged call into different pieces would run mismatched collectives.
   check_same_setting(comm_.get(), "DTRAIN_STAGING_PIECE_BYTES", staging_piece_bytes_);
@@ -34,8 +34,9 @@ HostCommunicator::~HostCommunicator() {
   // them here would call a pure virtual function or use freed memory (issue 14, item 12). (A
   // subclass whose constructor threw never queued anything: its idle worker just stops.)
   if (!worker_.stopped() && !worker_.idle()) {
-    core::write_log_line(core::LogLevel::kError,
-                         "a HostCommunicator subclass with work queued did not call stop_worker() in its destructor");
+    runtime::write_log_line(
+        runtime::LogLevel::kError,
+        "a HostCommunicator subclass with work queued did not call stop_worker() in its destructor");
     std::abort();
   }
   worker_.stop();
@@ -52,7 +53,7 @@ Work HostCommunicator::submit(const Collective& call) {
       run(call);
     };
     const size_t bytes =
-        std::max(send_elements(call, size_), recv_elements(call, size_)) * core::dtype_size(call.dtype);
+        std::max(send_elements(call, size_), recv_elements(call, size_)) * runtime::dtype_size(call.dtype);
     if (bytes <= kInlineBytes) return worker_.run_inline_if_idle(std::move(operation));
     return worker_.submit(std::move(operation));
   }

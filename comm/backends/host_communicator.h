@@ -6,7 +6,7 @@
 // when it takes_device_pointers() (a CUDA-aware MPI).
 //
 // MPI is called from the worker thread beside the caller's, so the constructor requires
-// MPI_THREAD_MULTIPLE (core::require_mpi_thread_multiple). Every rank must use the same staging
+// MPI_THREAD_MULTIPLE (runtime::require_mpi_thread_multiple). Every rank must use the same staging
 // piece size (DTRAIN_STAGING_PIECE_BYTES); the constructor checks, naming both values.
 // Every operation is watched by the stall inspector (stall_inspector.h) on the thread that runs it.
 // A subclass must call stop_worker() first thing in its destructor: queued operations run
@@ -18,11 +18,11 @@
 #include <memory>
 
 #include "comm/communicator.h"
-#include "comm/fault_injection.h"
+#include "comm/diagnostics/fault_injection.h"
+#include "comm/diagnostics/stall_inspector.h"
 #include "comm/host/comm_worker.h"
 #include "comm/host/device_staging.h"
-#include "comm/stall_inspector.h"
-#include "runtime/core/mpi_scope.h"
+#include "runtime/mpi/mpi_scope.h"
 
 namespace dtrain::comm {
 
@@ -47,7 +47,7 @@ class HostCommunicator : public Communicator {
   void stop_worker() { worker_.stop(); }
 
  private:
-  core::MpiComm comm_;
+  runtime::MpiComm comm_;
   StallChannel stall_{comm_.get()};
   int rank_ = 0;
   int size_ = 1;

@@ -5,8 +5,8 @@
 
 #include "comm/host/host_reduce.h"
 #include "comm/host/wide_reduction.h"
-#include "runtime/core/error.h"
-#include "runtime/core/mpi_check.h"
+#include "runtime/base/error.h"
+#include "runtime/mpi/mpi_check.h"
 
 namespace dtrain::comm {
 namespace {
@@ -19,7 +19,7 @@ constexpr size_t kPiece = size_t{1} << 30;
 MpiCommunicator::MpiCommunicator(MPI_Comm comm) : HostCommunicator(comm) {}
 
 void MpiCommunicator::run(const Collective& call) {
-  const size_t esize = core::dtype_size(call.dtype);
+  const size_t esize = runtime::dtype_size(call.dtype);
   switch (call.kind) {
     case CollectiveKind::kAllReduce: all_reduce(call); return;
     case CollectiveKind::kReduceScatter: reduce_scatter(call); return;

@@ -2,10 +2,10 @@
 
 #include <string>
 
-#include "comm/consistency_check.h"
+#include "comm/diagnostics/consistency_check.h"
 #include "comm/host/wide_reduction.h"
-#include "runtime/core/error.h"
-#include "runtime/core/mpi_check.h"
+#include "runtime/base/error.h"
+#include "runtime/mpi/mpi_check.h"
 
 namespace dtrain::comm {
 namespace {
@@ -45,7 +45,7 @@ void MpiRingCommunicator::run(const Collective& call) {
     case CollectiveKind::kReduceScatter: reduce_scatter(ring, call); return;
     case CollectiveKind::kAllGather: all_gather(ring, call); return;
     case CollectiveKind::kBroadcast:
-      ring.broadcast(call.recv, call.count * core::dtype_size(call.dtype), call.root);
+      ring.broadcast(call.recv, call.count * runtime::dtype_size(call.dtype), call.root);
       return;
     case CollectiveKind::kBarrier: DTRAIN_MPI_CHECK(MPI_Barrier(mpi_comm())); return;
   }
@@ -70,7 +70,7 @@ void MpiRingCommunicator::in_parts(Ring& ring, size_t count, size_t bytes,
 
 void MpiRingCommunicator::all_reduce(Ring& ring, const Collective& call) {
   const float scale = call.op == ReduceOp::kAverage ? 1.0f / static_cast<float>(size()) : 1.0f;
-  const size_t esize = core::dtype_size(call.dtype);
+  const size_t esize = runtime::dtype_size(call.dtype);
   if (call.dtype == DType::kF32) {
     const auto* send = static_cast<const float*>(call.send);
     auto* recv = static_cast<float*>(call.recv);
@@ -129,7 +129,7 @@ void MpiRingCommunicator::reduce_scatter(Ring& ring, const Collective& call) {
 }
 
 void MpiRingCommunicator::all_gather(Ring& ring, const Collective& call) {
-  const size_t esize = core::dtype_size(call.dtype);
+  const size_t esize = runtime::dtype_size(call.dtype);
   auto* recv = static_cast<unsigned char*>(call.recv);
   unsigned char* mine = recv + static_cast<size_t>(rank()) * call.count * esize;
   ring.memory().copy(mine, call.send, call.count * esize);

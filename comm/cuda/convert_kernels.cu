@@ -5,8 +5,8 @@
 #include <algorithm>
 
 #include "comm/cuda/convert_kernels.cuh"
-#include "runtime/core/cuda/cuda_check.h"
-#include "runtime/core/cuda/device_elements.cuh"
+#include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/device_elements.cuh"
 
 namespace dtrain::comm::cuda {
 namespace {
@@ -18,8 +18,8 @@ int blocks_for(size_t n) {
   return static_cast<int>(std::min<size_t>((n + kThreads - 1) / kThreads, 132 * 32));
 }
 
-using core::cuda::load;
-using core::cuda::store;
+using runtime::cuda::load;
+using runtime::cuda::store;
 
 template <typename T>
 __global__ void widen_kernel(const T* __restrict__ src, float* __restrict__ dst, size_t n) {

@@ -5,9 +5,9 @@
 #include <thread>
 
 #include "comm/cuda/stream_flag.cuh"
-#include "runtime/core/cuda/cuda_check.h"
-#include "runtime/core/env.h"
-#include "runtime/core/error.h"
+#include "runtime/base/env.h"
+#include "runtime/base/error.h"
+#include "runtime/cuda/cuda_check.h"
 
 namespace dtrain::comm::cuda {
 namespace {
@@ -52,7 +52,7 @@ MemOps find_memops() {
 }
 
 bool kernels_requested() {
-  const auto v = core::env_string("DTRAIN_STREAM_FLAG_KERNELS");
+  const auto v = runtime::env_string("DTRAIN_STREAM_FLAG_KERNELS");
   if (!v || *v == "0") return false;
   DTRAIN_USAGE_CHECK(*v == "1") << "DTRAIN_STREAM_FLAG_KERNELS=" << *v
                                 << ": use 1 (kernels) or 0 (stream memory operations)";

@@ -1,6 +1,6 @@
 #include "comm/host/comm_worker.h"
 
-#include "runtime/core/error.h"
+#include "runtime/base/error.h"
 
 namespace dtrain::comm {
 

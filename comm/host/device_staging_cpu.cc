@@ -1,6 +1,6 @@
 // DeviceStaging in builds without CUDA: device buffers cannot exist.
 #include "comm/host/device_staging.h"
-#include "runtime/core/error.h"
+#include "runtime/base/error.h"
 
 namespace dtrain::comm {
 

@@ -4,12 +4,12 @@
 #include <cstdint>
 #include <cstring>
 
-#include "runtime/core/error.h"
+#include "runtime/base/error.h"
 
 namespace dtrain::comm {
 namespace {
 
-// runtime/core/dtype.cc's bf16 conversions, inlined here so that the loops vectorize: a call per
+// runtime/memory/dtype.cc's bf16 conversions, inlined here so that the loops vectorize: a call per
 // element made a 16-bit all-reduce of ResNet-50's gradients cost ~40 ms more per step than fp32.
 inline float bf16_to_float(uint16_t bits) {
   return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16);
@@ -32,23 +32,24 @@ void add_scaled(float* out, const float* a, const float* b, size_t n, float scal
   }
 }
 
-void add_scaled_16(void* out, const void* a, const void* b, core::DType dtype, size_t n, float scale) {
+void add_scaled_16(void* out, const void* a, const void* b, runtime::DType dtype, size_t n, float scale) {
   switch (dtype) {
-    case core::DType::kBF16: {
+    case runtime::DType::kBF16: {
       auto* o = static_cast<uint16_t*>(out);
       const auto* x = static_cast<const uint16_t*>(a);
       const auto* y = static_cast<const uint16_t*>(b);
       for (size_t i = 0; i < n; ++i) o[i] = float_to_bf16((bf16_to_float(x[i]) + bf16_to_float(y[i])) * scale);
       return;
     }
-    case core::DType::kF16: {
-      auto* o = static_cast<core::float16*>(out);
-      const auto* x = static_cast<const core::float16*>(a);
-      const auto* y = static_cast<const core::float16*>(b);
-      for (size_t i = 0; i < n; ++i) o[i] = core::to_float16((core::to_float(x[i]) + core::to_float(y[i])) * scale);
+    case runtime::DType::kF16: {
+      auto* o = static_cast<runtime::float16*>(out);
+      const auto* x = static_cast<const runtime::float16*>(a);
+      const auto* y = static_cast<const runtime::float16*>(b);
+      for (size_t i = 0; i < n; ++i)
+        o[i] = runtime::to_float16((runtime::to_float(x[i]) + runtime::to_float(y[i])) * scale);
       return;
     }
-    default: DTRAIN_FAIL() << "add_scaled_16 takes bf16 or fp16, not " << core::dtype_name(dtype);
+    default: DTRAIN_FAIL() << "add_scaled_16 takes bf16 or fp16, not " << runtime::dtype_name(dtype);
   }
 }
 
@@ -60,39 +61,39 @@ void scale_copy(float* out, const float* in, size_t n, float scale) {
   for (size_t i = 0; i < n; ++i) out[i] = in[i] * scale;
 }
 
-void widen_to_f32(const void* in, core::DType dtype, float* out, size_t n) {
+void widen_to_f32(const void* in, runtime::DType dtype, float* out, size_t n) {
   switch (dtype) {
-    case core::DType::kF32:
+    case runtime::DType::kF32:
       if (n > 0 && static_cast<const void*>(out) != in) std::memcpy(out, in, n * sizeof(float));
       return;
-    case core::DType::kBF16: {
+    case runtime::DType::kBF16: {
       const auto* src = static_cast<const uint16_t*>(in);
       for (size_t i = 0; i < n; ++i) out[i] = bf16_to_float(src[i]);
       return;
     }
-    case core::DType::kF16: {
-      const auto* src = static_cast<const core::float16*>(in);
-      for (size_t i = 0; i < n; ++i) out[i] = core::to_float(src[i]);
+    case runtime::DType::kF16: {
+      const auto* src = static_cast<const runtime::float16*>(in);
+      for (size_t i = 0; i < n; ++i) out[i] = runtime::to_float(src[i]);
       return;
     }
-    default: DTRAIN_FAIL() << "cannot widen " << core::dtype_name(dtype) << " to fp32";
+    default: DTRAIN_FAIL() << "cannot widen " << runtime::dtype_name(dtype) << " to fp32";
   }
 }
 
-void narrow_from_f32(const float* in, float scale, void* out, core::DType dtype, size_t n) {
+void narrow_from_f32(const float* in, float scale, void* out, runtime::DType dtype, size_t n) {
   switch (dtype) {
-    case core::DType::kF32: scale_copy(static_cast<float*>(out), in, n, scale); return;
-    case core::DType::kBF16: {
+    case runtime::DType::kF32: scale_copy(static_cast<float*>(out), in, n, scale); return;
+    case runtime::DType::kBF16: {
       auto* dst = static_cast<uint16_t*>(out);
       for (size_t i = 0; i < n; ++i) dst[i] = float_to_bf16(in[i] * scale);
       return;
     }
-    case core::DType::kF16: {
-      auto* dst = static_cast<core::float16*>(out);
-      for (size_t i = 0; i < n; ++i) dst[i] = core::to_float16(in[i] * scale);
+    case runtime::DType::kF16: {
+      auto* dst = static_cast<runtime::float16*>(out);
+      for (size_t i = 0; i < n; ++i) dst[i] = runtime::to_float16(in[i] * scale);
       return;
     }
-    default: DTRAIN_FAIL() << "cannot narrow fp32 to " << core::dtype_name(dtype);
+    default: DTRAIN_FAIL() << "cannot narrow fp32 to " << runtime::dtype_name(dtype);
   }
 }
 

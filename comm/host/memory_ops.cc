@@ -38,9 +38,9 @@ void narrow_from_f32(const float* src, float scale, void* dst, DType dtype, size
   narrow_from_f32(src, scale, dst, dtype, n);
 }
 
-core::Buffer scratch_buffer(size_t bytes, Location where) {
-  return where.device ? core::Buffer(core::MemoryKind::kDevice, bytes, where.stream)
-                      : core::Buffer(core::MemoryKind::kHost, bytes);
+runtime::Buffer scratch_buffer(size_t bytes, Location where) {
+  return where.device ? runtime::Buffer(runtime::MemoryKind::kDevice, bytes, where.stream)
+                      : runtime::Buffer(runtime::MemoryKind::kHost, bytes);
 }
 
 }  // namespace dtrain::comm

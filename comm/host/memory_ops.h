@@ -5,7 +5,7 @@
 #include <cstddef>
 
 #include "comm/collective.h"
-#include "runtime/core/buffer.h"
+#include "runtime/memory/buffer.h"
 
 namespace dtrain::comm {
 
@@ -18,6 +18,6 @@ void narrow_from_f32(const float* src, float scale, void* dst, DType dtype, size
 
 // Scratch memory where `where` says: host memory, or device memory from the caching allocator,
 // tagged with the call's stream, so it may be released as soon as the work is enqueued.
-core::Buffer scratch_buffer(size_t bytes, Location where);
+runtime::Buffer scratch_buffer(size_t bytes, Location where);
 
 }  // namespace dtrain::comm

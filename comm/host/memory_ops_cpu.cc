@@ -1,7 +1,7 @@
 // Device halves of memory_ops in builds without CUDA: unreachable, since device calls are rejected
 // earlier, but defined so that the library links.
 #include "comm/collective.h"
-#include "runtime/core/error.h"
+#include "runtime/base/error.h"
 
 namespace dtrain::comm::detail {
 

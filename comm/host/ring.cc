@@ -5,11 +5,11 @@
 #include <cstring>
 #include <functional>
 
-#include "comm/consistency_check.h"
+#include "comm/diagnostics/consistency_check.h"
 #include "comm/host/host_reduce.h"
-#include "runtime/core/env.h"
-#include "runtime/core/error.h"
-#include "runtime/core/mpi_check.h"
+#include "runtime/base/env.h"
+#include "runtime/base/error.h"
+#include "runtime/mpi/mpi_check.h"
 
 namespace dtrain::comm {
 namespace {
@@ -27,12 +27,12 @@ constexpr size_t kMaxMessageBytes = size_t{1} << 30;
 
 RingTuning ring_tuning_from_env() {
   RingTuning tuning;
-  if (auto v = core::env_int("DTRAIN_RING_SEGMENT_BYTES", 1024, int64_t{1} << 30)) {
+  if (auto v = runtime::env_int("DTRAIN_RING_SEGMENT_BYTES", 1024, int64_t{1} << 30)) {
     tuning.segment_bytes = static_cast<size_t>(*v);
   }
-  if (auto v = core::env_int("DTRAIN_RING_SMALL_BYTES", 0, int64_t{1} << 30))
+  if (auto v = runtime::env_int("DTRAIN_RING_SMALL_BYTES", 0, int64_t{1} << 30))
     tuning.small_bytes = static_cast<size_t>(*v);
-  if (auto v = core::env_int("DTRAIN_RING_LANES", 1, 16)) tuning.lanes = static_cast<int>(*v);
+  if (auto v = runtime::env_int("DTRAIN_RING_LANES", 1, 16)) tuning.lanes = static_cast<int>(*v);
   return tuning;
 }
 
@@ -93,10 +93,10 @@ void Ring::reduce_scatter(const float* send, float* recv, const std::vector<size
   }
 }
 
-void Ring::all_reduce_16(void* data, size_t count, core::DType dtype, float scale) {
+void Ring::all_reduce_16(void* data, size_t count, runtime::DType dtype, float scale) {
   DTRAIN_CHECK(!memory_->where().device) << "the 16-bit-partials ring runs on host memory";
-  DTRAIN_CHECK(dtype == core::DType::kBF16 || dtype == core::DType::kF16)
-      << "all_reduce_16 of " << core::dtype_name(dtype);
+  DTRAIN_CHECK(dtype == runtime::DType::kBF16 || dtype == runtime::DType::kF16)
+      << "all_reduce_16 of " << runtime::dtype_name(dtype);
   DTRAIN_CHECK(size_ > 1 && count >= static_cast<size_t>(size_)) << "all_reduce_16 needs a chunk per rank";
   auto* bytes = static_cast<unsigned char*>(data);
   const int n = size_;
@@ -133,7 +133,7 @@ void Ring::exchange_and_reduce(const float* send, size_t send_n, const float* ac
   });
 }
 
-void Ring::exchange_and_reduce_16(const void* send, size_t send_n, void* acc, size_t recv_n, core::DType dtype,
+void Ring::exchange_and_reduce_16(const void* send, size_t send_n, void* acc, size_t recv_n, runtime::DType dtype,
                                   float scale) {
   auto* sum = static_cast<unsigned char*>(acc);
   exchange_segments(send, send_n, recv_n, 2, [&](size_t first, const void* incoming, size_t n) {

@@ -23,7 +23,7 @@
 
 #include "comm/host/ring_memory.h"
 #include "comm/host/ring_scratch.h"
-#include "runtime/core/dtype.h"
+#include "runtime/memory/dtype.h"
 
 namespace dtrain::comm {
 
@@ -66,7 +66,7 @@ class Ring {
   // bytes of the fp32 reduce-scatter. Each hop adds in fp32 and rounds the partial sum once, so an
   // element is rounded n-1 times (once on 2 ranks). Host memory, 2 or more ranks, count >= ranks.
   // The result is bitwise the same on every rank (the all-gather copies each owner's chunk).
-  void all_reduce_16(void* data, size_t count, core::DType dtype, float scale);
+  void all_reduce_16(void* data, size_t count, runtime::DType dtype, float scale);
 
   // Rank r's block already sits at buffer + offsets[r] x element_bytes; afterwards every block is
   // everywhere. Byte-oriented: any element type.
@@ -81,7 +81,7 @@ class Ring {
   void exchange_and_reduce(const float* send, size_t send_n, const float* acc_in, float* acc_out, size_t recv_n,
                            float scale);
   // The 16-bit reduce-scatter step: as exchange_and_reduce, 2-byte elements, in place on acc.
-  void exchange_and_reduce_16(const void* send, size_t send_n, void* acc, size_t recv_n, core::DType dtype,
+  void exchange_and_reduce_16(const void* send, size_t send_n, void* acc, size_t recv_n, runtime::DType dtype,
                               float scale);
   // What both steps share: send `send_n` elements of `element_bytes` to the right in segments;
   // receive `recv_n` from the left into two rotating scratch segments, calling

@@ -6,7 +6,7 @@ namespace dtrain::comm {
 
 RingLanes::RingLanes(MPI_Comm comm, RingTuning tuning, int extra_lanes) {
   for (int i = 0; i < extra_lanes; ++i) {
-    comms_.push_back(core::MpiComm::duplicate(comm));
+    comms_.push_back(runtime::MpiComm::duplicate(comm));
     rings_.push_back(std::make_unique<Ring>(comms_.back().get(), tuning));
     workers_.push_back(std::make_unique<CommWorker>());
   }

@@ -25,7 +25,7 @@
 
 #include "comm/host/comm_worker.h"
 #include "comm/host/ring.h"
-#include "runtime/core/mpi_scope.h"
+#include "runtime/mpi/mpi_scope.h"
 
 namespace dtrain::comm {
 
@@ -42,7 +42,7 @@ class RingLanes {
   void run(Ring& first, size_t count, const std::function<void(Ring&, size_t begin, size_t n)>& part);
 
  private:
-  std::vector<core::MpiComm> comms_;
+  std::vector<runtime::MpiComm> comms_;
   std::vector<std::unique_ptr<Ring>> rings_;
   std::vector<std::unique_ptr<CommWorker>> workers_;  // last: threads stop before the rings go
 };

@@ -1,6 +1,6 @@
 // The device RingMemory in builds without CUDA: there are no device buffers to reduce.
 #include "comm/host/ring_memory.h"
-#include "runtime/core/error.h"
+#include "runtime/base/error.h"
 
 namespace dtrain::comm {
 

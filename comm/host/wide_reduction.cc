@@ -1,14 +1,14 @@
 #include "comm/host/wide_reduction.h"
 
 #include "comm/host/memory_ops.h"
-#include "runtime/core/buffer.h"
-#include "runtime/core/error.h"
+#include "runtime/base/error.h"
+#include "runtime/memory/buffer.h"
 
 namespace dtrain::comm {
 
 void reduce_widened(const WideInput& in, const std::function<Rounding(float* wide)>& reduce) {
   DTRAIN_CHECK(in.wide_count >= in.count) << "the fp32 copy is shorter than the input";
-  core::Buffer owned;  // device: released once the rounding below is enqueued, as the stream allows
+  runtime::Buffer owned;  // device: released once the rounding below is enqueued, as the stream allows
   float* wide = in.lent;
   if (wide == nullptr) {
     owned = scratch_buffer(in.wide_count * sizeof(float), in.where);

@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "models/cpu/gemm.h"
-#include "runtime/core/error.h"
+#include "runtime/base/error.h"
 
 namespace dtrain::models::cpu {
 namespace {

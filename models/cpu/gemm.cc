@@ -4,7 +4,7 @@
 
 #include <mutex>
 
-#include "runtime/core/env.h"
+#include "runtime/base/env.h"
 
 namespace dtrain::models::cpu {
 namespace {
@@ -12,7 +12,7 @@ namespace {
 void configure_threads_once() {
   static std::once_flag once;
   std::call_once(once, [] {
-    const auto threads = core::env_int("DTRAIN_BLAS_THREADS", 1, 1024);
+    const auto threads = runtime::env_int("DTRAIN_BLAS_THREADS", 1, 1024);
     openblas_set_num_threads(static_cast<int>(threads.value_or(1)));
   });
 }

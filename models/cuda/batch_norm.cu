@@ -6,21 +6,21 @@
 
 #include "models/cuda/batch_norm.h"
 #include "models/cuda/moments.h"
-#include "runtime/core/buffer.h"
-#include "runtime/core/cuda/cuda_check.h"
-#include "runtime/core/cuda/device_elements.cuh"
-#include "runtime/core/cuda/resident_grid.h"
+#include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/device_elements.cuh"
+#include "runtime/cuda/resident_grid.h"
+#include "runtime/memory/buffer.h"
 
 namespace dtrain::models::cuda {
 namespace {
 
-using core::cuda::aligned16;
-using core::cuda::DeviceTypeOf;
-using core::cuda::kernel_address;
-using core::cuda::load;
-using core::cuda::one_wave_grid;
-using core::cuda::resident_blocks;
-using core::cuda::store;
+using runtime::cuda::aligned16;
+using runtime::cuda::DeviceTypeOf;
+using runtime::cuda::kernel_address;
+using runtime::cuda::load;
+using runtime::cuda::one_wave_grid;
+using runtime::cuda::resident_blocks;
+using runtime::cuda::store;
 
 // Rows are the (n, h, w) positions: M = batch * spatial of them per channel. Element (row, c):
 // NHWC: row * C + c. NCHW: (n * C + c) * S + s with n = row / S, s = row % S. The divisions are
@@ -355,14 +355,14 @@ __global__ void backward_apply_kernel(Indexer ix, int64_t n, const T* __restrict
 // the caching allocator); the same math as the kernels above, a vector at a time.
 constexpr int kVec = 8;
 
-static_assert(kVec == core::cuda::kBf16x8, "the BN vector path moves 8 bf16 channels a load");
+static_assert(kVec == runtime::cuda::kBf16x8, "the BN vector path moves 8 bf16 channels a load");
 
 __device__ inline void load8(const __nv_bfloat16* p, int64_t i, float out[kVec]) {
-  core::cuda::load_bf16x8(p + i, out);
+  runtime::cuda::load_bf16x8(p + i, out);
 }
 
 __device__ inline void store8(__nv_bfloat16* p, int64_t i, const float in[kVec]) {
-  core::cuda::store_bf16x8(p + i, in);
+  runtime::cuda::store_bf16x8(p + i, in);
 }
 
 __device__ inline void load8(const float* p, int c, float out[kVec]) {
@@ -633,8 +633,8 @@ void batch_norm_forward_train(cudaStream_t stream, const BatchNormDims& d, const
   const size_t coefficient_bytes = (2 * sizeof(float) * d.channels + 15) / 16 * 16;
   const size_t partial_bytes = sizeof(Moments) * size_t(row_blocks) * d.channels;
   const size_t exchanged = sync ? 2 * size_t(d.channels) : 0;
-  core::Buffer scratch(core::MemoryKind::kDevice, coefficient_bytes + partial_bytes + sizeof(double) * exchanged,
-                       stream);
+  runtime::Buffer scratch(runtime::MemoryKind::kDevice, coefficient_bytes + partial_bytes + sizeof(double) * exchanged,
+                          stream);
   float* scale = static_cast<float*>(scratch.data());
   float* shift = scale + d.channels;
   Moments* partials = reinterpret_cast<Moments*>(static_cast<char*>(scratch.data()) + coefficient_bytes);
@@ -689,7 +689,7 @@ void batch_norm_forward_eval(cudaStream_t stream, const BatchNormDims& d, const 
                              const T* residual_host_type, bool relu, T* y_host_type) {
   using D = DeviceTypeOf<T>;
   check_dims(d);
-  core::Buffer scratch(core::MemoryKind::kDevice, 2 * sizeof(float) * d.channels, stream);
+  runtime::Buffer scratch(runtime::MemoryKind::kDevice, 2 * sizeof(float) * d.channels, stream);
   float* scale = static_cast<float*>(scratch.data());
   float* shift = scale + d.channels;
   eval_coefficients_kernel<<<(d.channels + 127) / 128, 128, 0, stream>>>(d.channels, gamma, beta, running_mean,
@@ -741,8 +741,8 @@ void batch_norm_backward(cudaStream_t stream, const BatchNormDims& d, const T* x
   const size_t coefficient_bytes = (3 * sizeof(float) * d.channels + 15) / 16 * 16;
   const size_t partial_bytes = sizeof(float2) * size_t(row_blocks) * d.channels;
   const size_t local = sync ? 2 * size_t(d.channels) : 0;
-  core::Buffer scratch(core::MemoryKind::kDevice, coefficient_bytes + partial_bytes + sizeof(double) * 2 * local,
-                       stream);
+  runtime::Buffer scratch(runtime::MemoryKind::kDevice, coefficient_bytes + partial_bytes + sizeof(double) * 2 * local,
+                          stream);
   float* coefficients = static_cast<float*>(scratch.data());
   float2* partials = reinterpret_cast<float2*>(static_cast<char*>(scratch.data()) + coefficient_bytes);
   double* sums = sync
@@ -814,7 +814,7 @@ void batch_norm_backward(cudaStream_t stream, const BatchNormDims& d, const T* x
                                        const float*, const float*, const float*, bool, T*, T*, float*, float*,        \
                                        BatchStatsReducer*);
 DTRAIN_INSTANTIATE(float)
-DTRAIN_INSTANTIATE(core::bfloat16)
+DTRAIN_INSTANTIATE(runtime::bfloat16)
 #undef DTRAIN_INSTANTIATE
 
 }  // namespace dtrain::models::cuda

@@ -3,7 +3,7 @@
 // BN + residual add + ReLU in one pass over the activations, forward and backward.
 // Semantics are those of the CPU reference (models/cpu/batch_norm.h, PyTorch's): batch statistics
 // with the biased variance for normalizing, the unbiased one for the running variance, eps inside
-// the square root. Activations are fp32 NCHW or bf16 NHWC (core::bfloat16 on the host side);
+// the square root. Activations are fp32 NCHW or bf16 NHWC (runtime::bfloat16 on the host side);
 // gamma, beta, statistics and parameter gradients are fp32.
 //
 // Statistics are reduced in two levels, both deterministic: blocks of rows write per-channel

@@ -1,14 +1,14 @@
 #include "models/cuda/classification_metrics.h"
-#include "runtime/core/buffer.h"
-#include "runtime/core/cuda/cuda_check.h"
-#include "runtime/core/cuda/device_elements.cuh"
-#include "runtime/core/error.h"
+#include "runtime/base/error.h"
+#include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/device_elements.cuh"
+#include "runtime/memory/buffer.h"
 
 namespace dtrain::models::cuda {
 namespace {
 
-using core::cuda::DeviceTypeOf;
-using core::cuda::load;
+using runtime::cuda::DeviceTypeOf;
+using runtime::cuda::load;
 
 constexpr int kThreads = 256;
 
@@ -108,7 +108,7 @@ void accumulate_classification_metrics(cudaStream_t stream, int rows, int classe
   using D = DeviceTypeOf<T>;
   DTRAIN_CHECK(rows >= 0 && classes > 0) << "classification metrics: rows " << rows << ", classes " << classes;
   if (rows == 0) return;
-  core::Buffer scratch(core::MemoryKind::kDevice, sizeof(RowResult) * static_cast<size_t>(rows), stream);
+  runtime::Buffer scratch(runtime::MemoryKind::kDevice, sizeof(RowResult) * static_cast<size_t>(rows), stream);
   auto* results = static_cast<RowResult*>(scratch.data());
   row_metrics_kernel<<<rows, kThreads, 0, stream>>>(classes, reinterpret_cast<const D*>(logits), labels, results);
   add_rows_kernel<<<1, kThreads, 0, stream>>>(rows, results, totals);
@@ -117,7 +117,7 @@ void accumulate_classification_metrics(cudaStream_t stream, int rows, int classe
 
 template void accumulate_classification_metrics<float>(cudaStream_t, int, int, const float*, const int32_t*,
                                                        EvalAccumulators*);
-template void accumulate_classification_metrics<core::bfloat16>(cudaStream_t, int, int, const core::bfloat16*,
-                                                                const int32_t*, EvalAccumulators*);
+template void accumulate_classification_metrics<runtime::bfloat16>(cudaStream_t, int, int, const runtime::bfloat16*,
+                                                                   const int32_t*, EvalAccumulators*);
 
 }  // namespace dtrain::models::cuda

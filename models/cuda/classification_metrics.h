@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "runtime/core/dtype.h"
+#include "runtime/memory/dtype.h"
 
 namespace dtrain::models::cuda {
 

@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "models/conv_plan_file.h"
-#include "runtime/core/cuda/cuda_check.h"
-#include "runtime/core/env.h"
-#include "runtime/core/log.h"
+#include "runtime/base/env.h"
+#include "runtime/base/log.h"
+#include "runtime/cuda/cuda_check.h"
 
 // The operation graph and the plan still take the handle in cuDNN 9 (deprecated there in favour of
 // the handle given at execution, which the plan we run also gets).
@@ -75,9 +75,9 @@ std::map<int, PlanFile>& plan_files() {  // by device; guarded by cache_mutex
 
 std::string plan_folder() {
   if (folder_override()) return *folder_override();
-  if (const auto folder = core::env_string("DTRAIN_PLAN_CACHE")) return *folder == "off" ? "" : *folder;
-  if (const auto xdg = core::env_string("XDG_CACHE_HOME")) return *xdg + "/dtrain";
-  if (const auto home = core::env_string("HOME")) return *home + "/.cache/dtrain";
+  if (const auto folder = runtime::env_string("DTRAIN_PLAN_CACHE")) return *folder == "off" ? "" : *folder;
+  if (const auto xdg = runtime::env_string("XDG_CACHE_HOME")) return *xdg + "/dtrain";
+  if (const auto home = runtime::env_string("HOME")) return *home + "/.cache/dtrain";
   return "";
 }
 

@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "runtime/core/cuda/cuda_check.h"
+#include "runtime/cuda/cuda_check.h"
 
 namespace dtrain::models::cuda {
 

@@ -1,6 +1,6 @@
 #include "models/cuda/cudnn_conv2d.h"
 
-#include "runtime/core/cuda/cuda_check.h"
+#include "runtime/cuda/cuda_check.h"
 
 namespace dtrain::models::cuda {
 
@@ -27,7 +27,7 @@ const ConvPlan& CudnnConv2d::plan(ConvPass pass, bool accumulate, const ConvOper
 void CudnnConv2d::run(const ConvPlan& chosen, const ConvOperands& operands) {
   cudaStream_t stream = nullptr;
   DTRAIN_CUDNN_CHECK(cudnnGetStream(handle_, &stream));
-  core::Buffer space(core::MemoryKind::kDevice, static_cast<size_t>(chosen.workspace_bytes), stream);
+  runtime::Buffer space(runtime::MemoryKind::kDevice, static_cast<size_t>(chosen.workspace_bytes), stream);
   run_conv_plan(handle_, chosen, operands, space.data());
 }
 
@@ -40,12 +40,12 @@ void CudnnConv2d::backward_data(const void* dy, const void* w, void* dx, bool ac
   const ConvOperands operands{dx, w, dy};
   // Measuring writes the output (several times); when dx already holds a gradient to add to,
   // measure on a scratch dx instead.
-  core::Buffer measuring_output;
+  runtime::Buffer measuring_output;
   ConvOperands measure_on = operands;
   if (accumulate && backward_data_[1] == nullptr) {
     const size_t element_bytes = numerics_ == ConvNumerics::kBf16Nhwc ? 2 : 4;
     measuring_output =
-        core::Buffer(core::MemoryKind::kDevice, element_bytes * static_cast<size_t>(geometry_.input_size()));
+        runtime::Buffer(runtime::MemoryKind::kDevice, element_bytes * static_cast<size_t>(geometry_.input_size()));
     measure_on.x = measuring_output.data();
   }
   run(plan(ConvPass::kBackwardData, accumulate, measure_on), operands);

@@ -16,7 +16,7 @@
 #include "models/conv2d_shape.h"
 #include "models/cuda/conv_numerics.h"
 #include "models/cuda/conv_plan_search.h"
-#include "runtime/core/buffer.h"
+#include "runtime/memory/buffer.h"
 
 namespace dtrain::models::cuda {
 

@@ -5,14 +5,14 @@
 #include <algorithm>
 #include <vector>
 
-#include "runtime/core/cuda/cuda_check.h"
-#include "runtime/core/error.h"
+#include "runtime/base/error.h"
+#include "runtime/cuda/cuda_check.h"
 
 namespace dtrain::models::cuda {
 namespace {
 
 // [K, C, R, S] <-> [K, R, S, C]; `to_krsc` picks the direction.
-void permute_filter(const core::Shape& kcrs, const float* src, float* dst, bool to_krsc) {
+void permute_filter(const runtime::Shape& kcrs, const float* src, float* dst, bool to_krsc) {
   const int64_t k_n = kcrs[0], c_n = kcrs[1], rs_n = kcrs[2] * kcrs[3];
   for (int64_t k = 0; k < k_n; ++k) {
     for (int64_t c = 0; c < c_n; ++c) {
@@ -33,12 +33,12 @@ void permute_filter(const core::Shape& kcrs, const float* src, float* dst, bool 
 DeviceParameters::DeviceParameters(ParameterSet& layout, const GpuContext& context)
     : layout_(layout), context_(context) {
   DTRAIN_CHECK(layout.finalized()) << "device parameters need a finalized parameter layout";
-  core::DeviceGuard on(context.device());
+  runtime::DeviceGuard on(context.device());
   const size_t n = static_cast<size_t>(layout.flat_size());
-  params_ = core::Buffer(core::MemoryKind::kDevice, n * sizeof(float));
-  grads_ = core::Buffer(core::MemoryKind::kDevice, n * sizeof(float));
-  state_ = core::Buffer(core::MemoryKind::kDevice, static_cast<size_t>(layout.state_count()) * sizeof(float));
-  if (context.bf16()) params_bf16_ = core::Buffer(core::MemoryKind::kDevice, n * sizeof(core::bfloat16));
+  params_ = runtime::Buffer(runtime::MemoryKind::kDevice, n * sizeof(float));
+  grads_ = runtime::Buffer(runtime::MemoryKind::kDevice, n * sizeof(float));
+  state_ = runtime::Buffer(runtime::MemoryKind::kDevice, static_cast<size_t>(layout.state_count()) * sizeof(float));
+  if (context.bf16()) params_bf16_ = runtime::Buffer(runtime::MemoryKind::kDevice, n * sizeof(runtime::bfloat16));
   DTRAIN_CUDA_CHECK(cudaMemset(grads_.data(), 0, grads_.bytes()));
 }
 
@@ -46,7 +46,7 @@ bool DeviceParameters::transposed(int id) const {
   return context_.channels_last() && layout_.slot(id).shape.size() == 4;
 }
 
-core::bfloat16* DeviceParameters::param_bf16(int id) {
+runtime::bfloat16* DeviceParameters::param_bf16(int id) {
   DTRAIN_CHECK(context_.bf16()) << "a bf16 weight copy exists only in the bf16 numerics";
   return params_bf16() + layout_.slot(id).offset;
 }
@@ -61,7 +61,7 @@ std::vector<float> DeviceParameters::in_device_layout(const float* standard) con
 }
 
 void DeviceParameters::upload_flat(const float* standard, float* device_dst) {
-  core::DeviceGuard on(context_.device());
+  runtime::DeviceGuard on(context_.device());
   const std::vector<float> staged = in_device_layout(standard);
   // Stream-ordered, then waited for: a plain cudaMemcpy from pageable memory may return before its
   // DMA has landed, and kernels on a non-blocking stream would not wait for it (issue 14).
@@ -71,7 +71,7 @@ void DeviceParameters::upload_flat(const float* standard, float* device_dst) {
 }
 
 void DeviceParameters::download_flat(const float* device_src, float* standard) {
-  core::DeviceGuard on(context_.device());
+  runtime::DeviceGuard on(context_.device());
   const size_t n = static_cast<size_t>(count());
   std::vector<float> staged(n);
   DTRAIN_CUDA_CHECK(
@@ -85,26 +85,26 @@ void DeviceParameters::download_flat(const float* device_src, float* standard) {
 }
 
 void DeviceParameters::upload() {
-  core::DeviceGuard on(context_.device());
+  runtime::DeviceGuard on(context_.device());
   const std::vector<float> staged = in_device_layout(layout_.params_flat());
   const size_t n = staged.size();
   DTRAIN_CUDA_CHECK(
       cudaMemcpyAsync(params_f32(), staged.data(), n * sizeof(float), cudaMemcpyHostToDevice, context_.stream()));
   DTRAIN_CUDA_CHECK(
       cudaMemcpyAsync(state_f32(), layout_.state_flat(), state_.bytes(), cudaMemcpyHostToDevice, context_.stream()));
-  std::vector<core::bfloat16> narrow;
+  std::vector<runtime::bfloat16> narrow;
   if (context_.bf16()) {  // the bf16 copy, from the same device-layout values
     narrow.resize(n);
-    for (size_t i = 0; i < n; ++i) narrow[i] = core::to_bfloat16(staged[i]);
-    DTRAIN_CUDA_CHECK(cudaMemcpyAsync(params_bf16(), narrow.data(), n * sizeof(core::bfloat16), cudaMemcpyHostToDevice,
-                                      context_.stream()));
+    for (size_t i = 0; i < n; ++i) narrow[i] = runtime::to_bfloat16(staged[i]);
+    DTRAIN_CUDA_CHECK(cudaMemcpyAsync(params_bf16(), narrow.data(), n * sizeof(runtime::bfloat16),
+                                      cudaMemcpyHostToDevice, context_.stream()));
   }
   // The host buffers above live until here: the copies from them are ordered on the stream.
   DTRAIN_CUDA_CHECK(cudaStreamSynchronize(context_.stream()));
 }
 
 void DeviceParameters::download(bool gradients) {
-  core::DeviceGuard on(context_.device());
+  runtime::DeviceGuard on(context_.device());
   download_flat(params_f32(), layout_.params_flat());
   if (gradients) download_flat(grads_f32(), layout_.grads_flat());
   DTRAIN_CUDA_CHECK(

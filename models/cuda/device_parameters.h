@@ -13,8 +13,8 @@
 
 #include "models/cuda/gpu_context.h"
 #include "models/parameter_set.h"
-#include "runtime/core/buffer.h"
-#include "runtime/core/dtype.h"
+#include "runtime/memory/buffer.h"
+#include "runtime/memory/dtype.h"
 
 namespace dtrain::models::cuda {
 
@@ -38,11 +38,11 @@ class DeviceParameters {
   float* grad(int id) { return grads_f32() + layout_.slot(id).offset; }
   float* state(int id) { return state_f32() + layout_.state_slot(id).offset; }
   // The bf16 copy of parameter `id` (bf16 numerics only).
-  core::bfloat16* param_bf16(int id);
+  runtime::bfloat16* param_bf16(int id);
   // The weights a layer computes with, in its activation type: the bf16 copy or the fp32 master.
   template <typename T>
   const T* weights(int id) {
-    if constexpr (std::is_same_v<T, core::bfloat16>) {
+    if constexpr (std::is_same_v<T, runtime::bfloat16>) {
       return param_bf16(id);
     } else {
       return param(id);
@@ -52,7 +52,7 @@ class DeviceParameters {
   float* params_f32() { return static_cast<float*>(params_.data()); }
   float* grads_f32() { return static_cast<float*>(grads_.data()); }
   float* state_f32() { return static_cast<float*>(state_.data()); }
-  core::bfloat16* params_bf16() { return static_cast<core::bfloat16*>(params_bf16_.data()); }
+  runtime::bfloat16* params_bf16() { return static_cast<runtime::bfloat16*>(params_bf16_.data()); }
   int64_t count() const { return layout_.flat_size(); }
   int64_t state_count() const { return layout_.state_count(); }
   ParameterSet& layout() { return layout_; }
@@ -74,7 +74,7 @@ class DeviceParameters {
 
   ParameterSet& layout_;
   const GpuContext& context_;
-  core::Buffer params_, grads_, state_, params_bf16_;
+  runtime::Buffer params_, grads_, state_, params_bf16_;
   std::function<void(int64_t, int64_t)> listener_;
 };
 

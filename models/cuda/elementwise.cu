@@ -1,15 +1,15 @@
 #include "models/cuda/elementwise.h"
-#include "runtime/core/cuda/cuda_check.h"
-#include "runtime/core/cuda/device_elements.cuh"
+#include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/device_elements.cuh"
 
 namespace dtrain::models::cuda {
 namespace {
 
-using core::cuda::DeviceTypeOf;
-using core::cuda::elementwise_grid;
-using core::cuda::kElementwiseThreads;
-using core::cuda::load;
-using core::cuda::store;
+using runtime::cuda::DeviceTypeOf;
+using runtime::cuda::elementwise_grid;
+using runtime::cuda::kElementwiseThreads;
+using runtime::cuda::load;
+using runtime::cuda::store;
 
 template <typename T>
 __global__ void add_bias_kernel(int64_t total, int cols, const float* __restrict__ bias, T* __restrict__ y) {
@@ -92,7 +92,7 @@ void relu_backward(cudaStream_t stream, int64_t count, const T* y, const T* dy, 
   DTRAIN_CUDA_CHECK(cudaGetLastError()) << "relu backward";
 }
 
-void widen_bf16(cudaStream_t stream, int64_t count, const core::bfloat16* src, float* dst) {
+void widen_bf16(cudaStream_t stream, int64_t count, const runtime::bfloat16* src, float* dst) {
   if (count == 0) return;
   widen_kernel<<<elementwise_grid(count), kElementwiseThreads, 0, stream>>>(
       count, reinterpret_cast<const __nv_bfloat16*>(src), dst);
@@ -100,14 +100,14 @@ void widen_bf16(cudaStream_t stream, int64_t count, const core::bfloat16* src, f
 }
 
 template void relu_forward<float>(cudaStream_t, int64_t, const float*, const float*, float*);
-template void relu_forward<core::bfloat16>(cudaStream_t, int64_t, const core::bfloat16*, const core::bfloat16*,
-                                           core::bfloat16*);
+template void relu_forward<runtime::bfloat16>(cudaStream_t, int64_t, const runtime::bfloat16*, const runtime::bfloat16*,
+                                              runtime::bfloat16*);
 template void relu_backward<float>(cudaStream_t, int64_t, const float*, const float*, float*, float*);
-template void relu_backward<core::bfloat16>(cudaStream_t, int64_t, const core::bfloat16*, const core::bfloat16*,
-                                            core::bfloat16*, core::bfloat16*);
+template void relu_backward<runtime::bfloat16>(cudaStream_t, int64_t, const runtime::bfloat16*,
+                                               const runtime::bfloat16*, runtime::bfloat16*, runtime::bfloat16*);
 template void add_bias_rows<float>(cudaStream_t, int, int, const float*, float*);
-template void add_bias_rows<core::bfloat16>(cudaStream_t, int, int, const float*, core::bfloat16*);
+template void add_bias_rows<runtime::bfloat16>(cudaStream_t, int, int, const float*, runtime::bfloat16*);
 template void bias_gradient<float>(cudaStream_t, int, int, const float*, float*);
-template void bias_gradient<core::bfloat16>(cudaStream_t, int, int, const core::bfloat16*, float*);
+template void bias_gradient<runtime::bfloat16>(cudaStream_t, int, int, const runtime::bfloat16*, float*);
 
 }  // namespace dtrain::models::cuda

@@ -1,11 +1,11 @@
 #pragma once
 // Small element-wise GPU kernels the layers need around cuDNN and cuBLAS. Activations are fp32 or
-// bf16 (core::bfloat16); biases and their gradients are fp32.
+// bf16 (runtime::bfloat16); biases and their gradients are fp32.
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
 
-#include "runtime/core/dtype.h"
+#include "runtime/memory/dtype.h"
 
 namespace dtrain::models::cuda {
 
@@ -22,6 +22,6 @@ void relu_forward(cudaStream_t stream, int64_t count, const T* x, const T* resid
 template <typename T>
 void relu_backward(cudaStream_t stream, int64_t count, const T* y, const T* dy, T* dx, T* dresidual);
 // dst[i] = float(src[i]): a bf16 weight gradient into the fp32 flat gradient buffer.
-void widen_bf16(cudaStream_t stream, int64_t count, const core::bfloat16* src, float* dst);
+void widen_bf16(cudaStream_t stream, int64_t count, const runtime::bfloat16* src, float* dst);
 
 }  // namespace dtrain::models::cuda

@@ -1,12 +1,12 @@
 #include "models/cuda/gpu_context.h"
 
-#include "runtime/core/cuda/cuda_check.h"
+#include "runtime/cuda/cuda_check.h"
 
 namespace dtrain::models::cuda {
 
 GpuContext::GpuContext(int device, ConvNumerics numerics, bool allow_tf32)
     : stream_(device), numerics_(numerics), allow_tf32_(allow_tf32) {
-  core::DeviceGuard on(device);
+  runtime::DeviceGuard on(device);
   DTRAIN_CUDNN_CHECK(cudnnCreate(&cudnn_)) << "creating a cuDNN handle on GPU " << device;
   DTRAIN_CUDNN_CHECK(cudnnSetStream(cudnn_, stream_.get()));
   DTRAIN_CUBLAS_CHECK(cublasCreate(&cublas_)) << "creating a cuBLAS handle on GPU " << device;

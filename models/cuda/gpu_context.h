@@ -8,8 +8,8 @@
 
 #include "models/batch_stats_reducer.h"
 #include "models/cuda/cudnn_conv2d.h"
-#include "runtime/core/cuda/stream.h"
-#include "runtime/core/dtype.h"
+#include "runtime/cuda/stream.h"
+#include "runtime/memory/dtype.h"
 
 namespace dtrain::models::cuda {
 
@@ -28,14 +28,14 @@ class GpuContext {
   bool allow_tf32() const { return allow_tf32_; }
   bool bf16() const { return numerics_ == ConvNumerics::kBf16Nhwc; }
   bool channels_last() const { return bf16(); }
-  core::DType activation_dtype() const { return bf16() ? core::DType::kBF16 : core::DType::kF32; }
+  runtime::DType activation_dtype() const { return bf16() ? runtime::DType::kBF16 : runtime::DType::kF32; }
   // Synchronized BN (models/batch_stats_reducer.h): the group every BN layer of this replica
   // exchanges its statistics over in training; null (the default): each uses its own batch.
   void set_batch_stats_reducer(BatchStatsReducer* group) { bn_group_ = group; }
   BatchStatsReducer* batch_stats_reducer() const { return bn_group_; }
 
  private:
-  core::CudaStream stream_;
+  runtime::CudaStream stream_;
   cudnnHandle_t cudnn_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   ConvNumerics numerics_;

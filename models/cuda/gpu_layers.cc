@@ -6,42 +6,42 @@
 #include "models/cuda/elementwise.h"
 #include "models/cuda/linear.h"
 #include "models/cuda/pooling.h"
-#include "runtime/core/cuda/cuda_check.h"
-#include "runtime/core/error.h"
+#include "runtime/base/error.h"
+#include "runtime/cuda/cuda_check.h"
 
 namespace dtrain::models::cuda {
 namespace {
 
-// Calls fn with a value of the context's activation element type (float or core::bfloat16).
+// Calls fn with a value of the context's activation element type (float or runtime::bfloat16).
 template <typename Fn>
 void with_element_type(const GpuContext& context, Fn&& fn) {
   if (context.bf16()) {
-    fn(core::bfloat16{});
+    fn(runtime::bfloat16{});
   } else {
     fn(float{});
   }
 }
 
 template <typename T>
-const T* as(const core::Tensor& t) {
+const T* as(const runtime::Tensor& t) {
   return static_cast<const T*>(t.raw());
 }
 template <typename T>
-T* as(core::Tensor& t) {
+T* as(runtime::Tensor& t) {
   return static_cast<T*>(t.raw());
 }
 
-void expect_channels(const core::Tensor& x, size_t rank, int64_t channels, const char* layer) {
+void expect_channels(const runtime::Tensor& x, size_t rank, int64_t channels, const char* layer) {
   DTRAIN_CHECK(x.shape().size() == rank && x.shape()[1] == channels)
       << layer << " expects a rank-" << rank << " input with " << channels << " channels, got "
-      << core::shape_string(x.shape());
+      << runtime::shape_string(x.shape());
 }
 
 }  // namespace
 
-core::Tensor& ensure_device_tensor(core::Tensor& t, core::DType dtype, const core::Shape& shape) {
-  if (t.shape() != shape || t.dtype() != dtype || t.kind() != core::MemoryKind::kDevice) {
-    t = core::Tensor(dtype, shape, core::MemoryKind::kDevice);
+runtime::Tensor& ensure_device_tensor(runtime::Tensor& t, runtime::DType dtype, const runtime::Shape& shape) {
+  if (t.shape() != shape || t.dtype() != dtype || t.kind() != runtime::MemoryKind::kDevice) {
+    t = runtime::Tensor(dtype, shape, runtime::MemoryKind::kDevice);
   }
   return t;
 }
@@ -57,17 +57,17 @@ GpuConv2d::GpuConv2d(GpuContext& context, DeviceParameters& params, const std::s
   geometry_.stride_h = geometry_.stride_w = stride;
   geometry_.pad_h = geometry_.pad_w = pad;
   if (context.bf16()) {
-    weight_grad_bf16_ = core::Buffer(core::MemoryKind::kDevice,
-                                     static_cast<size_t>(params.layout().slot(weight_).numel) * 2, context.stream());
+    weight_grad_bf16_ = runtime::Buffer(runtime::MemoryKind::kDevice,
+                                        static_cast<size_t>(params.layout().slot(weight_).numel) * 2, context.stream());
   }
 }
 
 const void* GpuConv2d::weight() {
-  return context_.bf16() ? static_cast<const void*>(params_.weights<core::bfloat16>(weight_))
+  return context_.bf16() ? static_cast<const void*>(params_.weights<runtime::bfloat16>(weight_))
                          : static_cast<const void*>(params_.weights<float>(weight_));
 }
 
-const core::Tensor& GpuConv2d::forward(const core::Tensor& x) {
+const runtime::Tensor& GpuConv2d::forward(const runtime::Tensor& x) {
   expect_channels(x, 4, geometry_.in_channels, "conv2d");
   const int batch = static_cast<int>(x.shape()[0]), height = static_cast<int>(x.shape()[2]),
             width = static_cast<int>(x.shape()[3]);
@@ -84,24 +84,24 @@ const core::Tensor& GpuConv2d::forward(const core::Tensor& x) {
   return output_;
 }
 
-void GpuConv2d::backward_weights(const core::Tensor& dy) {
+void GpuConv2d::backward_weights(const runtime::Tensor& dy) {
   if (context_.bf16()) {
     conv_->backward_filter(input_->raw(), dy.raw(), weight_grad_bf16_.data());
     widen_bf16(context_.stream(), params_.layout().slot(weight_).numel,
-               static_cast<const core::bfloat16*>(weight_grad_bf16_.data()), params_.grad(weight_));
+               static_cast<const runtime::bfloat16*>(weight_grad_bf16_.data()), params_.grad(weight_));
   } else {
     conv_->backward_filter(input_->raw(), dy.raw(), params_.grad(weight_));
   }
   params_.gradient_ready(weight_);
 }
 
-void GpuConv2d::backward_data(const core::Tensor& dy, core::Tensor& dx, bool accumulate) {
-  DTRAIN_CHECK(dx.shape() == input_->shape()) << "conv2d input gradient shaped " << core::shape_string(dx.shape())
-                                              << ", input " << core::shape_string(input_->shape());
+void GpuConv2d::backward_data(const runtime::Tensor& dy, runtime::Tensor& dx, bool accumulate) {
+  DTRAIN_CHECK(dx.shape() == input_->shape()) << "conv2d input gradient shaped " << runtime::shape_string(dx.shape())
+                                              << ", input " << runtime::shape_string(input_->shape());
   conv_->backward_data(dy.raw(), weight(), dx.raw(), accumulate);
 }
 
-const core::Tensor& GpuConv2d::backward(const core::Tensor& dy) {
+const runtime::Tensor& GpuConv2d::backward(const runtime::Tensor& dy) {
   backward_weights(dy);
   ensure_device_tensor(dx_, context_.activation_dtype(), input_->shape());
   backward_data(dy, dx_, false);
@@ -122,19 +122,20 @@ GpuNormAct::GpuNormAct(GpuContext& context, DeviceParameters& params, const std:
   beta_ = layout.find(bn_name + ".bias");
   running_mean_ = layout.find_state(bn_name + ".running_mean");
   running_var_ = layout.find_state(bn_name + ".running_var");
-  saved_mean_ = core::Buffer(core::MemoryKind::kDevice, sizeof(float) * channels, context.stream());
-  saved_inv_std_ = core::Buffer(core::MemoryKind::kDevice, sizeof(float) * channels, context.stream());
+  saved_mean_ = runtime::Buffer(runtime::MemoryKind::kDevice, sizeof(float) * channels, context.stream());
+  saved_inv_std_ = runtime::Buffer(runtime::MemoryKind::kDevice, sizeof(float) * channels, context.stream());
 }
 
-const core::Tensor& GpuNormAct::forward(const core::Tensor& x, const core::Tensor* residual, bool training) {
+const runtime::Tensor& GpuNormAct::forward(const runtime::Tensor& x, const runtime::Tensor* residual, bool training) {
   expect_channels(x, 4, channels_, "batch norm / activation");
   DTRAIN_CHECK(residual == nullptr || residual->shape() == x.shape())
-      << "residual shaped " << core::shape_string(residual->shape()) << " added to " << core::shape_string(x.shape());
+      << "residual shaped " << runtime::shape_string(residual->shape()) << " added to "
+      << runtime::shape_string(x.shape());
   input_ = &x;
   trained_forward_ = training;
   ensure_device_tensor(output_, context_.activation_dtype(), x.shape());
   if (training && relu_ && has_batch_norm() && relu_mask_.bytes() != relu_mask_bytes(x.numel())) {
-    relu_mask_ = core::Buffer(core::MemoryKind::kDevice, relu_mask_bytes(x.numel()), context_.stream());
+    relu_mask_ = runtime::Buffer(runtime::MemoryKind::kDevice, relu_mask_bytes(x.numel()), context_.stream());
   }
   with_element_type(context_, [&](auto tag) {
     using T = decltype(tag);
@@ -159,9 +160,9 @@ const core::Tensor& GpuNormAct::forward(const core::Tensor& x, const core::Tenso
   return output_;
 }
 
-const core::Tensor& GpuNormAct::backward(const core::Tensor& dy, core::Tensor* dresidual) {
+const runtime::Tensor& GpuNormAct::backward(const runtime::Tensor& dy, runtime::Tensor* dresidual) {
   DTRAIN_CHECK(dy.shape() == input_->shape())
-      << "batch norm / activation gradient shaped " << core::shape_string(dy.shape());
+      << "batch norm / activation gradient shaped " << runtime::shape_string(dy.shape());
   DTRAIN_CHECK(dresidual == nullptr || dresidual->shape() == dy.shape()) << "residual gradient shaped wrong";
   DTRAIN_CHECK(trained_forward_ || !has_batch_norm())
       << "batch norm backward after an eval forward: it needs the batch statistics and ReLU mask of a training one";
@@ -195,8 +196,8 @@ GpuMaxPool2d::GpuMaxPool2d(GpuContext& context, int window, int stride, int pad)
   shape_.pad = pad;
 }
 
-const core::Tensor& GpuMaxPool2d::forward(const core::Tensor& x) {
-  DTRAIN_CHECK(x.shape().size() == 4) << "max pool expects NCHW, got " << core::shape_string(x.shape());
+const runtime::Tensor& GpuMaxPool2d::forward(const runtime::Tensor& x) {
+  DTRAIN_CHECK(x.shape().size() == 4) << "max pool expects NCHW, got " << runtime::shape_string(x.shape());
   shape_.batch = static_cast<int>(x.shape()[0]);
   shape_.channels = static_cast<int>(x.shape()[1]);
   shape_.in_h = static_cast<int>(x.shape()[2]);
@@ -205,7 +206,7 @@ const core::Tensor& GpuMaxPool2d::forward(const core::Tensor& x) {
                        {shape_.batch, shape_.channels, shape_.out_h(), shape_.out_w()});
   const size_t argmax_bytes = static_cast<size_t>(output_.numel()) * sizeof(int32_t);
   if (argmax_.bytes() != argmax_bytes)
-    argmax_ = core::Buffer(core::MemoryKind::kDevice, argmax_bytes, context_.stream());
+    argmax_ = runtime::Buffer(runtime::MemoryKind::kDevice, argmax_bytes, context_.stream());
   with_element_type(context_, [&](auto tag) {
     using T = decltype(tag);
     max_pool_forward(context_.stream(), shape_, context_.channels_last(), as<T>(x), as<T>(output_),
@@ -214,7 +215,7 @@ const core::Tensor& GpuMaxPool2d::forward(const core::Tensor& x) {
   return output_;
 }
 
-const core::Tensor& GpuMaxPool2d::backward(const core::Tensor& dy) {
+const runtime::Tensor& GpuMaxPool2d::backward(const runtime::Tensor& dy) {
   ensure_device_tensor(dx_, context_.activation_dtype(), {shape_.batch, shape_.channels, shape_.in_h, shape_.in_w});
   with_element_type(context_, [&](auto tag) {
     using T = decltype(tag);
@@ -226,8 +227,8 @@ const core::Tensor& GpuMaxPool2d::backward(const core::Tensor& dy) {
 
 // --- GpuGlobalAvgPool -----------------------------------------------------------------------
 
-const core::Tensor& GpuGlobalAvgPool::forward(const core::Tensor& x) {
-  DTRAIN_CHECK(x.shape().size() == 4) << "global average pool expects NCHW, got " << core::shape_string(x.shape());
+const runtime::Tensor& GpuGlobalAvgPool::forward(const runtime::Tensor& x) {
+  DTRAIN_CHECK(x.shape().size() == 4) << "global average pool expects NCHW, got " << runtime::shape_string(x.shape());
   input_shape_ = x.shape();
   ensure_device_tensor(output_, context_.activation_dtype(), {x.shape()[0], x.shape()[1]});
   with_element_type(context_, [&](auto tag) {
@@ -238,7 +239,7 @@ const core::Tensor& GpuGlobalAvgPool::forward(const core::Tensor& x) {
   return output_;
 }
 
-const core::Tensor& GpuGlobalAvgPool::backward(const core::Tensor& dy) {
+const runtime::Tensor& GpuGlobalAvgPool::backward(const runtime::Tensor& dy) {
   ensure_device_tensor(dx_, context_.activation_dtype(), input_shape_);
   with_element_type(context_, [&](auto tag) {
     using T = decltype(tag);
@@ -259,7 +260,7 @@ GpuLinear::GpuLinear(GpuContext& context, DeviceParameters& params, const std::s
       weight_(params.layout().find(name + ".weight")),
       bias_(params.layout().find(name + ".bias")) {}
 
-const core::Tensor& GpuLinear::forward(const core::Tensor& x) {
+const runtime::Tensor& GpuLinear::forward(const runtime::Tensor& x) {
   expect_channels(x, 2, in_, "linear");
   input_ = &x;
   const LinearDims dims{static_cast<int>(x.shape()[0]), in_, out_};
@@ -272,7 +273,7 @@ const core::Tensor& GpuLinear::forward(const core::Tensor& x) {
   return output_;
 }
 
-const core::Tensor& GpuLinear::backward(const core::Tensor& dy) {
+const runtime::Tensor& GpuLinear::backward(const runtime::Tensor& dy) {
   const LinearDims dims{static_cast<int>(input_->shape()[0]), in_, out_};
   ensure_device_tensor(dx_, context_.activation_dtype(), input_->shape());
   with_element_type(context_, [&](auto tag) {

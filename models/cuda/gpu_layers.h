@@ -22,27 +22,27 @@
 #include "models/cuda/cudnn_conv2d.h"
 #include "models/cuda/device_parameters.h"
 #include "models/cuda/gpu_context.h"
-#include "runtime/core/buffer.h"
-#include "runtime/core/tensor.h"
+#include "runtime/memory/buffer.h"
+#include "runtime/memory/tensor.h"
 
 namespace dtrain::models::cuda {
 
 // Reuses `t` when it already is a device tensor of `dtype` and `shape`.
-core::Tensor& ensure_device_tensor(core::Tensor& t, core::DType dtype, const core::Shape& shape);
+runtime::Tensor& ensure_device_tensor(runtime::Tensor& t, runtime::DType dtype, const runtime::Shape& shape);
 
 class GpuConv2d {
  public:
   GpuConv2d(GpuContext& context, DeviceParameters& params, const std::string& name, int in_channels, int out_channels,
             int kernel, int stride, int pad);
-  const core::Tensor& forward(const core::Tensor& x);
+  const runtime::Tensor& forward(const runtime::Tensor& x);
   // The weight gradient (reported ready).
-  void backward_weights(const core::Tensor& dy);
+  void backward_weights(const runtime::Tensor& dy);
   // The input gradient into dx (shaped like the input), added to it when accumulate.
-  void backward_data(const core::Tensor& dy, core::Tensor& dx, bool accumulate);
+  void backward_data(const runtime::Tensor& dy, runtime::Tensor& dx, bool accumulate);
   // Both, the input gradient into the layer's own tensor.
-  const core::Tensor& backward(const core::Tensor& dy);
-  const core::Shape& input_shape() const { return input_->shape(); }
-  void release_input_gradient() { dx_ = core::Tensor(); }
+  const runtime::Tensor& backward(const runtime::Tensor& dy);
+  const runtime::Shape& input_shape() const { return input_->shape(); }
+  void release_input_gradient() { dx_ = runtime::Tensor(); }
 
  private:
   const void* weight();
@@ -52,9 +52,9 @@ class GpuConv2d {
   int weight_;
   Conv2dShape geometry_;
   std::unique_ptr<CudnnConv2d> conv_;  // rebuilt when the input shape changes (cuDNN's choices are cached)
-  const core::Tensor* input_ = nullptr;
-  core::Tensor output_, dx_;
-  core::Buffer weight_grad_bf16_;  // bf16 numerics: cuDNN's dw, widened into the fp32 gradients
+  const runtime::Tensor* input_ = nullptr;
+  runtime::Tensor output_, dx_;
+  runtime::Buffer weight_grad_bf16_;  // bf16 numerics: cuDNN's dw, widened into the fp32 gradients
 };
 
 // Batch norm with optional ReLU and optional fused residual add, or, for a model built without
@@ -63,11 +63,11 @@ class GpuNormAct {
  public:
   GpuNormAct(GpuContext& context, DeviceParameters& params, const std::string& bn_name, int channels, bool relu);
   // y = act(norm(x) [+ residual]).
-  const core::Tensor& forward(const core::Tensor& x, const core::Tensor* residual, bool training);
+  const runtime::Tensor& forward(const runtime::Tensor& x, const runtime::Tensor* residual, bool training);
   // Returns dx; writes the residual's gradient into *dresidual (shaped like dy) when not null.
-  const core::Tensor& backward(const core::Tensor& dy, core::Tensor* dresidual);
+  const runtime::Tensor& backward(const runtime::Tensor& dy, runtime::Tensor* dresidual);
   bool has_batch_norm() const { return gamma_ >= 0; }
-  void release_input_gradient() { dx_ = core::Tensor(); }
+  void release_input_gradient() { dx_ = runtime::Tensor(); }
 
  private:
   GpuContext& context_;
@@ -75,54 +75,54 @@ class GpuNormAct {
   int channels_;
   bool relu_;
   int gamma_ = -1, beta_ = -1, running_mean_ = -1, running_var_ = -1;
-  const core::Tensor* input_ = nullptr;
+  const runtime::Tensor* input_ = nullptr;
   bool trained_forward_ = false;  // the last forward was a training one (backward needs its statistics and mask)
-  core::Tensor output_, dx_;
-  core::Buffer saved_mean_, saved_inv_std_;
-  core::Buffer relu_mask_;  // the last training forward's, 1 bit per element (batch norm with ReLU)
+  runtime::Tensor output_, dx_;
+  runtime::Buffer saved_mean_, saved_inv_std_;
+  runtime::Buffer relu_mask_;  // the last training forward's, 1 bit per element (batch norm with ReLU)
 };
 
 class GpuMaxPool2d {
  public:
   GpuMaxPool2d(GpuContext& context, int window, int stride, int pad);
-  const core::Tensor& forward(const core::Tensor& x);
-  const core::Tensor& backward(const core::Tensor& dy);
-  void release_input_gradient() { dx_ = core::Tensor(); }
+  const runtime::Tensor& forward(const runtime::Tensor& x);
+  const runtime::Tensor& backward(const runtime::Tensor& dy);
+  void release_input_gradient() { dx_ = runtime::Tensor(); }
 
  private:
   GpuContext& context_;
   cpu::PoolShape shape_;
-  core::Tensor output_, dx_;
-  core::Buffer argmax_;
+  runtime::Tensor output_, dx_;
+  runtime::Buffer argmax_;
 };
 
 // [N, C, H, W] -> [N, C].
 class GpuGlobalAvgPool {
  public:
   explicit GpuGlobalAvgPool(GpuContext& context) : context_(context) {}
-  const core::Tensor& forward(const core::Tensor& x);
-  const core::Tensor& backward(const core::Tensor& dy);
-  void release_input_gradient() { dx_ = core::Tensor(); }
+  const runtime::Tensor& forward(const runtime::Tensor& x);
+  const runtime::Tensor& backward(const runtime::Tensor& dy);
+  void release_input_gradient() { dx_ = runtime::Tensor(); }
 
  private:
   GpuContext& context_;
-  core::Shape input_shape_;
-  core::Tensor output_, dx_;
+  runtime::Shape input_shape_;
+  runtime::Tensor output_, dx_;
 };
 
 class GpuLinear {
  public:
   GpuLinear(GpuContext& context, DeviceParameters& params, const std::string& name, int in_features, int out_features);
-  const core::Tensor& forward(const core::Tensor& x);
-  const core::Tensor& backward(const core::Tensor& dy);
+  const runtime::Tensor& forward(const runtime::Tensor& x);
+  const runtime::Tensor& backward(const runtime::Tensor& dy);
 
  private:
   GpuContext& context_;
   DeviceParameters& params_;
   int in_, out_;
   int weight_, bias_;
-  const core::Tensor* input_ = nullptr;
-  core::Tensor output_, dx_;
+  const runtime::Tensor* input_ = nullptr;
+  runtime::Tensor output_, dx_;
 };
 
 }  // namespace dtrain::models::cuda

@@ -3,7 +3,7 @@
 #include <functional>
 #include <string>
 
-#include "runtime/core/error.h"
+#include "runtime/base/error.h"
 
 namespace dtrain::models::cuda {
 
@@ -18,12 +18,12 @@ class GpuResNet::Block {
 
   Block(std::vector<Stage> branch, Stage shortcut) : branch_(std::move(branch)), shortcut_(std::move(shortcut)) {}
 
-  const core::Tensor& forward(const core::Tensor& x, bool training) {
+  const runtime::Tensor& forward(const runtime::Tensor& x, bool training) {
     input_ = &x;
-    const core::Tensor* h = &x;
+    const runtime::Tensor* h = &x;
     for (size_t i = 0; i + 1 < branch_.size(); ++i)
       h = &branch_[i].norm->forward(branch_[i].conv->forward(*h), nullptr, training);
-    const core::Tensor* skip = &x;
+    const runtime::Tensor* skip = &x;
     if (shortcut_.conv) {
       skip = &shortcut_.conv->forward(x);
       if (shortcut_.norm) skip = &shortcut_.norm->forward(*skip, nullptr, training);
@@ -35,36 +35,36 @@ class GpuResNet::Block {
   // The branch's gradients first (they precede the shortcut's in the flat buffer), then the
   // shortcut's; the branch's input gradient is added to the shortcut's by the first convolution.
   // Each intermediate gradient is released as soon as its consumer is queued (gpu_layers.h).
-  const core::Tensor& backward(const core::Tensor& dy, core::DType dtype) {
+  const runtime::Tensor& backward(const runtime::Tensor& dy, runtime::DType dtype) {
     ensure_device_tensor(dx_, dtype, input_->shape());
     const bool identity = !shortcut_.conv;
     if (!identity) ensure_device_tensor(d_skip_, dtype, dy.shape());
-    const core::Tensor* d = &branch_.back().norm->backward(dy, identity ? &dx_ : &d_skip_);
+    const runtime::Tensor* d = &branch_.back().norm->backward(dy, identity ? &dx_ : &d_skip_);
     for (size_t i = branch_.size() - 1; i > 0; --i) {
-      const core::Tensor& dh = branch_[i].conv->backward(*d);
+      const runtime::Tensor& dh = branch_[i].conv->backward(*d);
       branch_[i].norm->release_input_gradient();
       d = &branch_[i - 1].norm->backward(dh, nullptr);
       branch_[i].conv->release_input_gradient();
     }
     branch_[0].conv->backward_weights(*d);
     if (!identity) {
-      const core::Tensor* ds = shortcut_.norm ? &shortcut_.norm->backward(d_skip_, nullptr) : &d_skip_;
+      const runtime::Tensor* ds = shortcut_.norm ? &shortcut_.norm->backward(d_skip_, nullptr) : &d_skip_;
       shortcut_.conv->backward_weights(*ds);
       shortcut_.conv->backward_data(*ds, dx_, false);
       if (shortcut_.norm) shortcut_.norm->release_input_gradient();
-      d_skip_ = core::Tensor();
+      d_skip_ = runtime::Tensor();
     }
     branch_[0].conv->backward_data(*d, dx_, true);
     branch_[0].norm->release_input_gradient();
     return dx_;
   }
-  void release_input_gradient() { dx_ = core::Tensor(); }
+  void release_input_gradient() { dx_ = runtime::Tensor(); }
 
  private:
   std::vector<Stage> branch_;
   Stage shortcut_;
-  const core::Tensor* input_ = nullptr;
-  core::Tensor dx_, d_skip_;
+  const runtime::Tensor* input_ = nullptr;
+  runtime::Tensor dx_, d_skip_;
 };
 
 namespace {
@@ -94,7 +94,7 @@ GpuResNet::GpuResNet(const ResNetConfig& config, GpuContext& context)
       plan_(resnet_plan(config)),
       host_params_(initialized_parameters(plan_)),
       device_params_(host_params_, context) {
-  core::DeviceGuard on(context.device());
+  runtime::DeviceGuard on(context.device());
   auto stem = gpu_stage(context, device_params_, plan_.stem);
   stem_conv_ = std::move(stem.conv);
   stem_norm_ = std::move(stem.norm);
@@ -113,18 +113,18 @@ GpuResNet::GpuResNet(const ResNetConfig& config, GpuContext& context)
 
 GpuResNet::~GpuResNet() = default;
 
-const core::Tensor& GpuResNet::forward(const core::Tensor& x, bool training) {
-  DTRAIN_CHECK(x.kind() == core::MemoryKind::kDevice && x.dtype() == context_.activation_dtype())
-      << "the GPU ResNet takes a device tensor of " << core::dtype_name(context_.activation_dtype());
-  const core::Tensor* h = &stem_norm_->forward(stem_conv_->forward(x), nullptr, training);
+const runtime::Tensor& GpuResNet::forward(const runtime::Tensor& x, bool training) {
+  DTRAIN_CHECK(x.kind() == runtime::MemoryKind::kDevice && x.dtype() == context_.activation_dtype())
+      << "the GPU ResNet takes a device tensor of " << runtime::dtype_name(context_.activation_dtype());
+  const runtime::Tensor* h = &stem_norm_->forward(stem_conv_->forward(x), nullptr, training);
   if (stem_pool_) h = &stem_pool_->forward(*h);
   for (auto& block : blocks_) h = &block->forward(*h, training);
   return fc_->forward(pool_->forward(*h));
 }
 
-const core::Tensor& GpuResNet::backward(const core::Tensor& dlogits) {
+const runtime::Tensor& GpuResNet::backward(const runtime::Tensor& dlogits) {
   // Each layer's input gradient is released once the next layer down has queued its use of it.
-  const core::Tensor* d = &pool_->backward(fc_->backward(dlogits));
+  const runtime::Tensor* d = &pool_->backward(fc_->backward(dlogits));
   std::function<void()> release_previous = [this] { pool_->release_input_gradient(); };
   for (auto it = blocks_.rbegin(); it != blocks_.rend(); ++it) {
     d = &(*it)->backward(*d, context_.activation_dtype());

@@ -28,8 +28,8 @@ class GpuResNet final : public Module {
   GpuResNet(const ResNetConfig& config, GpuContext& context);
   ~GpuResNet() override;
 
-  const core::Tensor& forward(const core::Tensor& x, bool training) override;
-  const core::Tensor& backward(const core::Tensor& dlogits) override;
+  const runtime::Tensor& forward(const runtime::Tensor& x, bool training) override;
+  const runtime::Tensor& backward(const runtime::Tensor& dlogits) override;
   // Re-initializes `params` (this model's host copy) from `rng` and uploads it.
   void initialize(ParameterSet& params, std::mt19937_64& rng) override;
 
@@ -54,7 +54,7 @@ class GpuResNet final : public Module {
   std::vector<std::unique_ptr<Block>> blocks_;
   std::unique_ptr<GpuGlobalAvgPool> pool_;
   std::unique_ptr<GpuLinear> fc_;
-  core::Tensor no_input_gradient_;
+  runtime::Tensor no_input_gradient_;
 };
 
 }  // namespace dtrain::models::cuda

@@ -3,8 +3,8 @@
 #include <type_traits>
 
 #include "models/cuda/elementwise.h"
-#include "runtime/core/cuda/cuda_check.h"
-#include "runtime/core/dtype.h"
+#include "runtime/cuda/cuda_check.h"
+#include "runtime/memory/dtype.h"
 
 namespace dtrain::models::cuda {
 namespace {
@@ -62,12 +62,12 @@ void linear_backward(cublasHandle_t handle, const LinearDims& d, bool allow_tf32
 
 template void linear_forward<float>(cublasHandle_t, const LinearDims&, bool, const float*, const float*, const float*,
                                     float*);
-template void linear_forward<core::bfloat16>(cublasHandle_t, const LinearDims&, bool, const core::bfloat16*,
-                                             const core::bfloat16*, const float*, core::bfloat16*);
+template void linear_forward<runtime::bfloat16>(cublasHandle_t, const LinearDims&, bool, const runtime::bfloat16*,
+                                                const runtime::bfloat16*, const float*, runtime::bfloat16*);
 template void linear_backward<float>(cublasHandle_t, const LinearDims&, bool, const float*, const float*, const float*,
                                      float*, float*, float*);
-template void linear_backward<core::bfloat16>(cublasHandle_t, const LinearDims&, bool, const core::bfloat16*,
-                                              const core::bfloat16*, const core::bfloat16*, core::bfloat16*, float*,
-                                              float*);
+template void linear_backward<runtime::bfloat16>(cublasHandle_t, const LinearDims&, bool, const runtime::bfloat16*,
+                                                 const runtime::bfloat16*, const runtime::bfloat16*, runtime::bfloat16*,
+                                                 float*, float*);
 
 }  // namespace dtrain::models::cuda

@@ -3,17 +3,17 @@
 #include <type_traits>
 
 #include "models/cuda/pooling.h"
-#include "runtime/core/cuda/cuda_check.h"
-#include "runtime/core/cuda/device_elements.cuh"
+#include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/device_elements.cuh"
 
 namespace dtrain::models::cuda {
 namespace {
 
-using core::cuda::DeviceTypeOf;
-using core::cuda::elementwise_grid;
-using core::cuda::kElementwiseThreads;
-using core::cuda::load;
-using core::cuda::store;
+using runtime::cuda::DeviceTypeOf;
+using runtime::cuda::elementwise_grid;
+using runtime::cuda::kElementwiseThreads;
+using runtime::cuda::load;
+using runtime::cuda::store;
 
 // A storage index split into (image, channel, row, column), for either layout. Threads take
 // consecutive storage indices, so their loads and stores are coalesced in both layouts.
@@ -140,7 +140,7 @@ __global__ void global_avg_pool_backward_kernel(int channels, int64_t spatial, i
 // NHWC bf16 with channels a multiple of 8 (ResNet's stem pool): one thread per position and 8
 // channels, one 16-byte load per window tap. Same window order, tie rule and summation order as
 // the kernels above, so the results are bit-identical to theirs.
-constexpr int kPoolVec = core::cuda::kBf16x8;
+constexpr int kPoolVec = runtime::cuda::kBf16x8;
 
 __global__ void max_pool_forward_vec_kernel(cpu::PoolShape s, int oh_n, int ow_n, const __nv_bfloat16* __restrict__ x,
                                             __nv_bfloat16* __restrict__ y, int32_t* __restrict__ argmax) {
@@ -167,7 +167,7 @@ __global__ void max_pool_forward_vec_kernel(cpu::PoolShape s, int oh_n, int ow_n
       for (int q = 0; q < s.window; ++q) {
         const int iw = ow * s.stride - s.pad + q;
         if (iw < 0 || iw >= s.in_w) continue;
-        core::cuda::load_bf16x8(x + ((n * s.in_h + ih) * s.in_w + iw) * s.channels + g * kPoolVec, v);
+        runtime::cuda::load_bf16x8(x + ((n * s.in_h + ih) * s.in_w + iw) * s.channels + g * kPoolVec, v);
         const int32_t at = ih * s.in_w + iw;
 #pragma unroll
         for (int k = 0; k < kPoolVec; ++k) {
@@ -179,7 +179,7 @@ __global__ void max_pool_forward_vec_kernel(cpu::PoolShape s, int oh_n, int ow_n
       }
     }
     const int64_t o = i * kPoolVec;  // NHWC: (n, oh, ow, channel 8g) is element 8i
-    core::cuda::store_bf16x8(y + o, best);
+    runtime::cuda::store_bf16x8(y + o, best);
     int4* out = reinterpret_cast<int4*>(argmax + o);
     out[0] = make_int4(best_at[0], best_at[1], best_at[2], best_at[3]);
     out[1] = make_int4(best_at[4], best_at[5], best_at[6], best_at[7]);
@@ -210,24 +210,24 @@ __global__ void max_pool_backward_vec_kernel(cpu::PoolShape s, int oh_n, int ow_
         const int4 a0 = reinterpret_cast<const int4*>(argmax + o)[0];
         const int4 a1 = reinterpret_cast<const int4*>(argmax + o)[1];
         const int32_t chose[kPoolVec] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
-        core::cuda::load_bf16x8(dy + o, g_dy);
+        runtime::cuda::load_bf16x8(dy + o, g_dy);
 #pragma unroll
         for (int k = 0; k < kPoolVec; ++k) {
           if (chose[k] == self) sum[k] += g_dy[k];
         }
       }
     }
-    core::cuda::store_bf16x8(dx + i * kPoolVec, sum);
+    runtime::cuda::store_bf16x8(dx + i * kPoolVec, sum);
   }
 }
 
 // Whether the 8-channel kernels take this call.
 template <typename T>
 bool vectorizable(const cpu::PoolShape& shape, bool channels_last, std::initializer_list<const void*> pointers) {
-  if constexpr (!std::is_same_v<T, core::bfloat16>) {
+  if constexpr (!std::is_same_v<T, runtime::bfloat16>) {
     return false;
   } else {
-    return channels_last && shape.channels % kPoolVec == 0 && core::cuda::aligned16(pointers);
+    return channels_last && shape.channels % kPoolVec == 0 && runtime::cuda::aligned16(pointers);
   }
 }
 
@@ -301,7 +301,7 @@ void global_avg_pool_backward(cudaStream_t stream, int batch, int channels, int6
   template void global_avg_pool_forward<T>(cudaStream_t, int, int, int64_t, bool, const T*, T*);               \
   template void global_avg_pool_backward<T>(cudaStream_t, int, int, int64_t, bool, const T*, T*);
 DTRAIN_POOLING(float)
-DTRAIN_POOLING(core::bfloat16)
+DTRAIN_POOLING(runtime::bfloat16)
 #undef DTRAIN_POOLING
 
 }  // namespace dtrain::models::cuda

@@ -2,7 +2,7 @@
 // Max pooling and global average pooling on the GPU, with the CPU reference's semantics
 // (models/cpu/pooling.h): padding never wins the max, ties go to the first element in window
 // order, and the argmax (the input's index within its image-channel plane) is kept for backward.
-// Activations are fp32 or bf16 (core::bfloat16), NCHW or NHWC; arithmetic is fp32.
+// Activations are fp32 or bf16 (runtime::bfloat16), NCHW or NHWC; arithmetic is fp32.
 // Backward gathers (each input element sums the outputs that chose it), so it is deterministic
 // and needs no atomics.
 #include <cuda_runtime_api.h>

@@ -1,14 +1,14 @@
 #include "models/cuda/softmax_cross_entropy.h"
-#include "runtime/core/buffer.h"
-#include "runtime/core/cuda/cuda_check.h"
-#include "runtime/core/cuda/device_elements.cuh"
+#include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/device_elements.cuh"
+#include "runtime/memory/buffer.h"
 
 namespace dtrain::models::cuda {
 namespace {
 
-using core::cuda::DeviceTypeOf;
-using core::cuda::load;
-using core::cuda::store;
+using runtime::cuda::DeviceTypeOf;
+using runtime::cuda::load;
+using runtime::cuda::store;
 
 constexpr int kThreads = 256;
 
@@ -113,7 +113,7 @@ void softmax_cross_entropy(cudaStream_t stream, int batch, int classes, const T*
       << "softmax cross-entropy: batch " << batch << ", classes " << classes << ", smoothing " << smoothing;
   DTRAIN_CHECK(out.mean_loss != nullptr) << "softmax cross-entropy needs a device scalar for the loss";
   // Row results in a device Buffer on `stream`: its reuse after release is ordered on that stream.
-  core::Buffer scratch(core::MemoryKind::kDevice, size_t(batch) * (sizeof(float) + sizeof(int32_t)), stream);
+  runtime::Buffer scratch(runtime::MemoryKind::kDevice, size_t(batch) * (sizeof(float) + sizeof(int32_t)), stream);
   float* row_loss = static_cast<float*>(scratch.data());
   int32_t* row_hit = reinterpret_cast<int32_t*>(row_loss + batch);
   row_kernel<<<batch, kThreads, 0, stream>>>(batch, classes, reinterpret_cast<const D*>(logits), labels, smoothing,
@@ -124,7 +124,7 @@ void softmax_cross_entropy(cudaStream_t stream, int batch, int classes, const T*
 
 template void softmax_cross_entropy<float>(cudaStream_t, int, int, const float*, const int32_t*, float, float*,
                                            LossOutputs);
-template void softmax_cross_entropy<core::bfloat16>(cudaStream_t, int, int, const core::bfloat16*, const int32_t*,
-                                                    float, core::bfloat16*, LossOutputs);
+template void softmax_cross_entropy<runtime::bfloat16>(cudaStream_t, int, int, const runtime::bfloat16*, const int32_t*,
+                                                       float, runtime::bfloat16*, LossOutputs);
 
 }  // namespace dtrain::models::cuda

@@ -2,14 +2,14 @@
 // Softmax cross-entropy on the GPU, forward and backward in one pass, with the CPU reference's
 // semantics (models/cpu/softmax_cross_entropy.h): label smoothing eps gives the target
 // (1 - eps) * one_hot + eps / classes; the loss is the batch mean; dlogits = (softmax - target) / batch.
-// Logits and their gradient are fp32 or bf16 (core::bfloat16); arithmetic is fp32.
+// Logits and their gradient are fp32 or bf16 (runtime::bfloat16); arithmetic is fp32.
 // The mean loss and the count of top-1 hits land in device memory, so the host reads them only
 // when it wants to (every K steps), never inside a step.
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
 
-#include "runtime/core/dtype.h"
+#include "runtime/memory/dtype.h"
 
 namespace dtrain::models::cuda {
 

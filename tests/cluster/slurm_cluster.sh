@@ -276,7 +276,7 @@ DTRAIN_DATA_DIR=$slurm_cluster_work/unused-by-synthetic-data DTRAIN_BIN=$bin DTR
 }
 
 # The tensors of a checkpoint: everything after "DTRAINC2", the 8-byte header length, the 4-byte
-# header CRC and the header (runtime/train/proto/checkpoint.proto), as tests/train/preemption_test.sh.
+# header CRC and the header (train/proto/checkpoint.proto), as tests/train/preemption_test.sh.
 dtrain_checkpoint_tensors() { local n; n=$(od -An -t u8 -j 8 -N 8 "$1" | tr -d ' '); tail -c +$((21 + n)) "$1"; }
 
 # The checkpoint of RUN_DIR with the highest global step (ckpt-STEP-RUNID.dtrain); nothing if none.

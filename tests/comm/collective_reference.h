@@ -9,12 +9,12 @@
 #include <string>
 #include <vector>
 
-#include "runtime/core/dtype.h"
+#include "runtime/memory/dtype.h"
 #include "tests/support/test_seed.h"
 
 namespace dtrain::test {
 
-using core::DType;
+using runtime::DType;
 
 // Values in [-1, 1] exactly representable in `dtype`, drawn from (seed, rank, stream).
 inline std::vector<double> random_values(uint64_t seed, int rank, int stream, size_t n, DType dtype) {
@@ -24,9 +24,9 @@ inline std::vector<double> random_values(uint64_t seed, int rank, int stream, si
   for (double& v : values) {
     const float f = dist(rng);
     if (dtype == DType::kBF16)
-      v = core::to_float(core::to_bfloat16(f));
+      v = runtime::to_float(runtime::to_bfloat16(f));
     else if (dtype == DType::kF16)
-      v = core::to_float(core::to_float16(f));
+      v = runtime::to_float(runtime::to_float16(f));
     else
       v = f;
   }
@@ -35,20 +35,20 @@ inline std::vector<double> random_values(uint64_t seed, int rank, int stream, si
 
 // Host bytes of `values` in `dtype` (exact: the values are representable).
 inline std::vector<unsigned char> encode(const std::vector<double>& values, DType dtype) {
-  std::vector<unsigned char> bytes(values.size() * core::dtype_size(dtype));
+  std::vector<unsigned char> bytes(values.size() * runtime::dtype_size(dtype));
   for (size_t i = 0; i < values.size(); ++i) {
     const float f = static_cast<float>(values[i]);
     if (dtype == DType::kF32) reinterpret_cast<float*>(bytes.data())[i] = f;
-    if (dtype == DType::kBF16) reinterpret_cast<core::bfloat16*>(bytes.data())[i] = core::to_bfloat16(f);
-    if (dtype == DType::kF16) reinterpret_cast<core::float16*>(bytes.data())[i] = core::to_float16(f);
+    if (dtype == DType::kBF16) reinterpret_cast<runtime::bfloat16*>(bytes.data())[i] = runtime::to_bfloat16(f);
+    if (dtype == DType::kF16) reinterpret_cast<runtime::float16*>(bytes.data())[i] = runtime::to_float16(f);
   }
   return bytes;
 }
 
 inline double decode_one(const unsigned char* bytes, size_t i, DType dtype) {
   if (dtype == DType::kF32) return reinterpret_cast<const float*>(bytes)[i];
-  if (dtype == DType::kBF16) return core::to_float(reinterpret_cast<const core::bfloat16*>(bytes)[i]);
-  return core::to_float(reinterpret_cast<const core::float16*>(bytes)[i]);
+  if (dtype == DType::kBF16) return runtime::to_float(reinterpret_cast<const runtime::bfloat16*>(bytes)[i]);
+  return runtime::to_float(reinterpret_cast<const runtime::float16*>(bytes)[i]);
 }
 
 // Allowed |got - exact| for a reduced element: fp32 accumulation error over the summands

@@ -10,21 +10,21 @@
 #include <memory>
 #include <string>
 
+#include "comm/backends/factory.h"
 #include "comm/backends/hierarchical_communicator.h"
 #include "comm/backends/mpi_ring_communicator.h"
-#include "comm/factory.h"
-#include "runtime/core/buffer.h"
-#include "runtime/core/fingerprint.h"
-#include "runtime/core/gpu_binding.h"
-#include "runtime/core/mpi_agreement.h"
-#include "runtime/core/rank_context.h"
+#include "runtime/io/fingerprint.h"
+#include "runtime/memory/buffer.h"
+#include "runtime/mpi/mpi_agreement.h"
+#include "runtime/rank/gpu_binding.h"
+#include "runtime/rank/rank_context.h"
 #include "tests/comm/collective_reference.h"
 
 #if DTRAIN_WITH_CUDA
 #include <cuda_runtime_api.h>
 
-#include "runtime/core/cuda/cuda_check.h"
-#include "runtime/core/cuda/stream.h"
+#include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/stream.h"
 #endif
 
 #include "tests/support/mpi_world.h"
@@ -40,7 +40,7 @@ std::string why_no_gpu_run() {
 #if !DTRAIN_WITH_CUDA
   return "built without CUDA (DTRAIN_CUDA=OFF or toolkit not found)";
 #else
-  int gpus = static_cast<int>(core::detail::runtime_visible_gpus().size());
+  int gpus = static_cast<int>(runtime::detail::runtime_visible_gpus().size());
   MPI_Allreduce(MPI_IN_PLACE, &gpus, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   if (gpus == 0) return "no GPU visible";
   if (gpus < world_size()) {
@@ -53,7 +53,7 @@ std::string why_no_gpu_run() {
 #if DTRAIN_WITH_CUDA
 
 struct DeviceRun {
-  std::unique_ptr<core::RankContext> ctx;
+  std::unique_ptr<runtime::RankContext> ctx;
   std::unique_ptr<Communicator> comm;
 };
 
@@ -97,9 +97,9 @@ DeviceRun make(const std::string& backend, int ranks_per_node) {
   // slots of mpi-ring's and hierarchical's staging (more pieces than slots), the small ones one.
   setenv("DTRAIN_STAGING_PIECE_BYTES", "1048576", 1);
   DeviceRun run;
-  run.ctx = std::make_unique<core::RankContext>(
-      MPI_COMM_WORLD, ranks_per_node > 0 ? core::NodeLayout{ranks_per_node, true} : core::NodeLayout{});
-  core::bind_gpu(*run.ctx, false);
+  run.ctx = std::make_unique<runtime::RankContext>(
+      MPI_COMM_WORLD, ranks_per_node > 0 ? runtime::NodeLayout{ranks_per_node, true} : runtime::NodeLayout{});
+  runtime::bind_gpu(*run.ctx, false);
   RingTuning tuning;
   tuning.segment_bytes = 64 * 1024;
   if (backend == "nccl") run.comm = make_nccl_communicator(run.ctx->world());
@@ -126,8 +126,8 @@ TEST_P(DeviceCollectives, AllReduceMatchesFloat64) {
   const uint64_t seed = test::shared_seed(MPI_COMM_WORLD);
   int device = 0;
   DTRAIN_CUDA_CHECK(cudaGetDevice(&device));
-  core::CudaStream stream(device);
-  const size_t esize = core::dtype_size(dtype);
+  runtime::CudaStream stream(device);
+  const size_t esize = runtime::dtype_size(dtype);
   for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
     for (size_t count : {size_t{0}, size_t{1}, size_t{3}, static_cast<size_t>(size - 1), size_t{7919}, size_t{1000003},
                          (size_t{1} << 20) + 3}) {
@@ -153,7 +153,7 @@ TEST_P(DeviceCollectives, AllReduceMatchesFloat64) {
       Work work = run.comm->all_reduce(in_place ? recv.data() : send.data(), recv.data(), count, dtype, op,
                                        Location::gpu(stream.get()));
       // Pinned, so the copy is truly asynchronous and ordered only by the stream.
-      core::Buffer pinned(core::MemoryKind::kPinnedHost, count * esize + 1);
+      runtime::Buffer pinned(runtime::MemoryKind::kPinnedHost, count * esize + 1);
       DTRAIN_CUDA_CHECK(cudaMemcpyAsync(pinned.data(), recv.data(), pinned.bytes(), cudaMemcpyDefault, stream.get()));
       stream.synchronize();
       work.wait();
@@ -168,10 +168,10 @@ TEST_P(DeviceCollectives, AllReduceMatchesFloat64) {
           ++wrong;
         }
       }
-      EXPECT_EQ(wrong, 0u) << backend << " rpn=" << rpn << " " << core::dtype_name(dtype) << " count=" << count
+      EXPECT_EQ(wrong, 0u) << backend << " rpn=" << rpn << " " << runtime::dtype_name(dtype) << " count=" << count
                            << (op == ReduceOp::kSum ? " sum" : " avg") << " seed " << seed;
       EXPECT_EQ(got.back(), 0xEE) << "wrote past the end";
-      EXPECT_TRUE(core::same_on_every_rank(MPI_COMM_WORLD, core::fingerprint(got.data(), count * esize)));
+      EXPECT_TRUE(runtime::same_on_every_rank(MPI_COMM_WORLD, runtime::fingerprint(got.data(), count * esize)));
     }
   }
 }
@@ -186,8 +186,8 @@ TEST_P(DeviceCollectives, BroadcastAllGatherReduceScatter) {
   const size_t n = static_cast<size_t>(world_size());
   int device = 0;
   DTRAIN_CUDA_CHECK(cudaGetDevice(&device));
-  core::CudaStream stream(device);
-  const size_t esize = core::dtype_size(dtype);
+  runtime::CudaStream stream(device);
+  const size_t esize = runtime::dtype_size(dtype);
   const size_t count = 4099;
   std::vector<unsigned char> all;
   for (size_t r = 0; r < n; ++r) {
@@ -230,9 +230,9 @@ TEST_P(DeviceCollectives, BroadcastAllGatherReduceScatter) {
 }
 
 std::string name_of(const testing::TestParamInfo<Param>& info) {
-  std::string name = std::get<0>(info.param) +
-                     (std::get<1>(info.param) ? "_rpn" + std::to_string(std::get<1>(info.param)) : "") + "_" +
-                     core::dtype_name(std::get<2>(info.param)) + (std::get<3>(info.param) ? "_inplace" : "_outofplace");
+  std::string name =
+      std::get<0>(info.param) + (std::get<1>(info.param) ? "_rpn" + std::to_string(std::get<1>(info.param)) : "") +
+      "_" + runtime::dtype_name(std::get<2>(info.param)) + (std::get<3>(info.param) ? "_inplace" : "_outofplace");
   for (char& c : name) {
     if (c == '-') c = '_';
   }

@@ -10,14 +10,14 @@
 #include <string>
 #include <tuple>
 
+#include "comm/backends/factory.h"
 #include "comm/backends/hierarchical_communicator.h"
 #include "comm/backends/mpi_communicator.h"
 #include "comm/backends/mpi_ring_communicator.h"
-#include "comm/factory.h"
-#include "runtime/core/error.h"
-#include "runtime/core/fingerprint.h"
-#include "runtime/core/mpi_agreement.h"
-#include "runtime/core/rank_context.h"
+#include "runtime/base/error.h"
+#include "runtime/io/fingerprint.h"
+#include "runtime/mpi/mpi_agreement.h"
+#include "runtime/rank/rank_context.h"
 #include "tests/comm/collective_reference.h"
 #include "tests/support/mpi_world.h"
 
@@ -49,16 +49,16 @@ std::string spec_label(const BackendSpec& s) {
 }
 
 struct Fixture {
-  std::unique_ptr<core::RankContext> ctx;
+  std::unique_ptr<runtime::RankContext> ctx;
   std::unique_ptr<Communicator> comm;
 };
 
 Fixture make(const BackendSpec& spec) {
   Fixture f;
   if (spec.ranks_per_node > 0) {
-    f.ctx = std::make_unique<core::RankContext>(MPI_COMM_WORLD, core::NodeLayout{spec.ranks_per_node, true});
+    f.ctx = std::make_unique<runtime::RankContext>(MPI_COMM_WORLD, runtime::NodeLayout{spec.ranks_per_node, true});
   } else {
-    f.ctx = std::make_unique<core::RankContext>(MPI_COMM_WORLD, core::NodeLayout{});
+    f.ctx = std::make_unique<runtime::RankContext>(MPI_COMM_WORLD, runtime::NodeLayout{});
     // The multi-node runs (tests/cluster) say how many nodes they launched on, so a launch that
     // quietly landed on one host cannot pass as a cross-node test.
     if (const char* nodes = std::getenv("DTRAIN_TEST_EXPECT_NODES")) {
@@ -99,14 +99,14 @@ class Collectives : public testing::TestWithParam<Param> {
     }
     EXPECT_EQ(wrong, 0u) << what << ": first wrong element " << first << ": got " << decode_one(got, first, dtype_)
                          << ", want " << exact[first] * scale << " (seed " << seed_ << ")";
-    EXPECT_TRUE(
-        core::same_on_every_rank(MPI_COMM_WORLD, core::fingerprint(got, exact.size() * core::dtype_size(dtype_))))
+    EXPECT_TRUE(runtime::same_on_every_rank(MPI_COMM_WORLD,
+                                            runtime::fingerprint(got, exact.size() * runtime::dtype_size(dtype_))))
         << what << ": ranks hold different results";
   }
 
   std::string label(const char* op, size_t count) const {
-    return std::string(op) + " " + spec_label(spec_) + " " + core::dtype_name(dtype_) + (in_place_ ? " in-place" : "") +
-           " count=" + std::to_string(count) + " ranks=" + std::to_string(size_);
+    return std::string(op) + " " + spec_label(spec_) + " " + runtime::dtype_name(dtype_) +
+           (in_place_ ? " in-place" : "") + " count=" + std::to_string(count) + " ranks=" + std::to_string(size_);
   }
 
   BackendSpec spec_;
@@ -119,7 +119,7 @@ class Collectives : public testing::TestWithParam<Param> {
 };
 
 TEST_P(Collectives, AllReduceSumAndAverage) {
-  const size_t esize = core::dtype_size(dtype_);
+  const size_t esize = runtime::dtype_size(dtype_);
   for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
     for (size_t count : awkward_counts()) {
       std::vector<double> exact(count, 0.0), magnitude(count, 0.0);
@@ -148,7 +148,7 @@ TEST_P(Collectives, AllReduceSumAndAverage) {
 }
 
 TEST_P(Collectives, ReduceScatter) {
-  const size_t esize = core::dtype_size(dtype_);
+  const size_t esize = runtime::dtype_size(dtype_);
   for (size_t count : {size_t{0}, size_t{1}, size_t{3}, size_t{7919}, size_t{262147}}) {
     const size_t total = count * static_cast<size_t>(size_);
     std::vector<double> exact(count, 0.0), magnitude(count, 0.0);
@@ -176,7 +176,7 @@ TEST_P(Collectives, ReduceScatter) {
 }
 
 TEST_P(Collectives, AllGatherAndBroadcastAreExact) {
-  const size_t esize = core::dtype_size(dtype_);
+  const size_t esize = runtime::dtype_size(dtype_);
   for (size_t count : awkward_counts()) {
     if (count > 100000 && size_ > 2) count = 100003;  // all-gather output grows with the world
     std::vector<unsigned char> expected;
@@ -244,13 +244,13 @@ TEST_P(CommunicatorBehaviour, MismatchedCallsFailOnEveryRankAndLeaveTheCommunica
   try {
     fixture_.comm->all_reduce(data.data(), data.data(), count, DType::kF32, ReduceOp::kSum).wait();
     ADD_FAILURE() << "no error for mismatched counts";
-  } catch (const core::Error& e) {
+  } catch (const runtime::Error& e) {
     const std::string text = e.what();
     EXPECT_NE(text.find("rank 0: all_reduce(count=33, fp32, sum"), std::string::npos) << text;
     EXPECT_NE(text.find("all_reduce(count=32, fp32, sum"), std::string::npos) << text;
   }
   const DType dtype = rank_ == size_ - 1 ? DType::kBF16 : DType::kF32;
-  EXPECT_THROW(fixture_.comm->all_reduce(data.data(), data.data(), 16, dtype, ReduceOp::kSum).wait(), core::Error);
+  EXPECT_THROW(fixture_.comm->all_reduce(data.data(), data.data(), 16, dtype, ReduceOp::kSum).wait(), runtime::Error);
   for (float& v : data) v = 1.0f;  // untouched by the failed calls, and the communicator still works
   fixture_.comm->all_reduce(data.data(), data.data(), 64, DType::kF32, ReduceOp::kSum).wait();
   EXPECT_EQ(data[63], static_cast<float>(size_));
@@ -258,9 +258,10 @@ TEST_P(CommunicatorBehaviour, MismatchedCallsFailOnEveryRankAndLeaveTheCommunica
 
 TEST_P(CommunicatorBehaviour, BadArgumentsAreUsageErrors) {
   std::vector<int32_t> ints(4);
-  EXPECT_THROW(fixture_.comm->all_reduce(ints.data(), ints.data(), 4, DType::kI32, ReduceOp::kSum), core::UsageError);
-  EXPECT_THROW(fixture_.comm->broadcast(ints.data(), 1, DType::kF32, size_), core::UsageError);
-  EXPECT_THROW(fixture_.comm->all_reduce(nullptr, ints.data(), 1, DType::kF32, ReduceOp::kSum), core::UsageError);
+  EXPECT_THROW(fixture_.comm->all_reduce(ints.data(), ints.data(), 4, DType::kI32, ReduceOp::kSum),
+               runtime::UsageError);
+  EXPECT_THROW(fixture_.comm->broadcast(ints.data(), 1, DType::kF32, size_), runtime::UsageError);
+  EXPECT_THROW(fixture_.comm->all_reduce(nullptr, ints.data(), 1, DType::kF32, ReduceOp::kSum), runtime::UsageError);
 }
 
 // Send and receive buffers either are one buffer (in place: the same pointer, or for all_gather and
@@ -273,7 +274,7 @@ TEST_P(CommunicatorBehaviour, PartiallyOverlappingBuffersAreUsageErrors) {
     try {
       call();
       ADD_FAILURE() << what << ": accepted";
-    } catch (const core::UsageError& e) {
+    } catch (const runtime::UsageError& e) {
       EXPECT_NE(std::string(e.what()).find("overlap"), std::string::npos) << what << ": " << e.what();
     }
   };
@@ -306,7 +307,7 @@ std::string identifier(std::string name) {
 }
 
 std::string param_name(const testing::TestParamInfo<Param>& info) {
-  return identifier(spec_label(std::get<0>(info.param)) + "_" + core::dtype_name(std::get<1>(info.param)) +
+  return identifier(spec_label(std::get<0>(info.param)) + "_" + runtime::dtype_name(std::get<1>(info.param)) +
                     (std::get<2>(info.param) ? "_inplace" : "_outofplace"));
 }
 
@@ -337,7 +338,7 @@ bool representable(float v, DType wire) {
 
 TEST_P(CrossNodeWire, SumsAreRoundedOncePerNodeAtMost) {
   const auto [ranks_per_node, wire] = GetParam();
-  core::RankContext ctx(MPI_COMM_WORLD, core::NodeLayout{ranks_per_node, true});
+  runtime::RankContext ctx(MPI_COMM_WORLD, runtime::NodeLayout{ranks_per_node, true});
   RingTuning tuning;
   tuning.segment_bytes = 64 * 1024;
   HierarchicalCommunicator hierarchical(ctx, false, tuning, wire);
@@ -369,12 +370,12 @@ TEST_P(CrossNodeWire, SumsAreRoundedOncePerNodeAtMost) {
       if (!(std::fabs(data[i] - exact[i]) <= bound) && wrong++ == 0) first = i;
       if (crosses && !representable(data[i], wire)) ++not_narrowed;
     }
-    const std::string what = std::string(core::dtype_name(wire)) + " wire, " + std::to_string(ranks_per_node) +
+    const std::string what = std::string(runtime::dtype_name(wire)) + " wire, " + std::to_string(ranks_per_node) +
                              " rank(s) per node, count " + std::to_string(count) + ", seed " + std::to_string(seed);
     EXPECT_EQ(wrong, 0u) << what << ": first wrong element " << first << ": got " << (count ? data[first] : 0.0f)
                          << ", want " << (count ? exact[first] : 0.0);
     EXPECT_EQ(not_narrowed, 0u) << what << ": sums that never crossed as 16 bits";
-    EXPECT_TRUE(core::same_on_every_rank(MPI_COMM_WORLD, core::fingerprint(data.data(), count * sizeof(float))))
+    EXPECT_TRUE(runtime::same_on_every_rank(MPI_COMM_WORLD, runtime::fingerprint(data.data(), count * sizeof(float))))
         << what << ": ranks hold different results";
   }
 }
@@ -383,19 +384,19 @@ INSTANTIATE_TEST_SUITE_P(HierarchicalRpn, CrossNodeWire,
                          testing::Combine(testing::Values(1, 2), testing::Values(DType::kBF16, DType::kF16)),
                          [](const testing::TestParamInfo<std::tuple<int, DType>>& p) {
                            return "rpn" + std::to_string(std::get<0>(p.param)) + "_" +
-                                  core::dtype_name(std::get<1>(p.param));
+                                  runtime::dtype_name(std::get<1>(p.param));
                          });
 
 TEST(Factory, OnlyHierarchicalTakesANarrowCrossNodeWire) {
-  core::RankContext ctx(MPI_COMM_WORLD, core::NodeLayout{});
-  EXPECT_THROW(make_communicator(Backend::kMpiRing, ctx, false, DType::kBF16), core::UsageError);
-  EXPECT_THROW(make_communicator(Backend::kHierarchical, ctx, false, DType::kI32), core::UsageError);
+  runtime::RankContext ctx(MPI_COMM_WORLD, runtime::NodeLayout{});
+  EXPECT_THROW(make_communicator(Backend::kMpiRing, ctx, false, DType::kBF16), runtime::UsageError);
+  EXPECT_THROW(make_communicator(Backend::kHierarchical, ctx, false, DType::kI32), runtime::UsageError);
   EXPECT_NO_THROW(make_communicator(Backend::kHierarchical, ctx, false, DType::kF16));
 }
 
 TEST(Factory, AutoPicksByNodesAndGpus) {
-  core::Topology one_node;
-  core::Topology two_nodes;
+  runtime::Topology one_node;
+  runtime::Topology two_nodes;
   two_nodes.node_count = 2;
   EXPECT_EQ(resolve_backend(Backend::kAuto, one_node, false), Backend::kMpiRing);
   EXPECT_EQ(resolve_backend(Backend::kAuto, two_nodes, false), Backend::kHierarchical);
@@ -403,22 +404,22 @@ TEST(Factory, AutoPicksByNodesAndGpus) {
   EXPECT_EQ(resolve_backend(Backend::kAuto, two_nodes, true), Backend::kHierarchical);
   EXPECT_EQ(resolve_backend(Backend::kMpi, two_nodes, true), Backend::kMpi);
   EXPECT_EQ(parse_backend("mpi-ring", "--backend"), Backend::kMpiRing);
-  EXPECT_THROW(parse_backend("gloo", "--backend"), core::UsageError);
+  EXPECT_THROW(parse_backend("gloo", "--backend"), runtime::UsageError);
   EXPECT_EQ(parse_sixteen_bit_sum("native", "--sixteen-bit-sum"), SixteenBitSum::kNative);
   EXPECT_EQ(parse_sixteen_bit_sum("fp32", "--sixteen-bit-sum"), SixteenBitSum::kFp32);
-  EXPECT_THROW(parse_sixteen_bit_sum("bf16", "--sixteen-bit-sum"), core::UsageError);
+  EXPECT_THROW(parse_sixteen_bit_sum("bf16", "--sixteen-bit-sum"), runtime::UsageError);
 }
 
 // Native 16-bit sums are NCCL's: every other backend refuses them at construction, naming itself.
 TEST(Factory, NativeSixteenBitSumsNeedTheNcclBackend) {
-  const core::RankContext ctx(MPI_COMM_WORLD, core::NodeLayout{});
+  const runtime::RankContext ctx(MPI_COMM_WORLD, runtime::NodeLayout{});
   for (Backend b : {Backend::kMpiRing, Backend::kMpi, Backend::kHierarchical}) {
     try {
       make_communicator(b, ctx, false, DType::kF32, SixteenBitSum::kNative);
       ADD_FAILURE() << backend_name(b) << " accepted native 16-bit sums";
-    } catch (const core::UsageReportedElsewhere&) {
+    } catch (const runtime::UsageReportedElsewhere&) {
       // Another rank reports it (one line per problem for the job); this rank only ends.
-    } catch (const core::UsageError& e) {
+    } catch (const runtime::UsageError& e) {
       EXPECT_NE(std::string(e.what()).find(backend_name(b)), std::string::npos) << e.what();
       EXPECT_NE(std::string(e.what()).find("native 16-bit sums"), std::string::npos) << e.what();
     }

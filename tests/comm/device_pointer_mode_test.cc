@@ -3,7 +3,7 @@
 #include <stdlib.h>
 
 #include "comm/host/mpi_features.h"
-#include "runtime/core/error.h"
+#include "runtime/base/error.h"
 
 namespace dtrain::comm {
 namespace {
@@ -19,7 +19,7 @@ TEST(DevicePointerMode, ExplicitModesAndBadValues) {
   try {
     device_pointer_mode();
     FAIL() << "no error";
-  } catch (const core::UsageError& e) {
+  } catch (const runtime::UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("DTRAIN_MPI_DEVICE_POINTERS='yes' is not a mode"), std::string::npos)
         << e.what();
   }

@@ -1,5 +1,5 @@
 // A failure in the data plane reaches the caller on every rank, and nothing hangs (issue 13,
-// item 4). DTRAIN_FAULT_INJECT (comm/fault_injection.h) makes the K-th operation of every
+// item 4). DTRAIN_FAULT_INJECT (comm/diagnostics/fault_injection.h) makes the K-th operation of every
 // host-side communicator fail, as a real failure would, on its worker thread:
 //   - host path (CPU, in CI): the gradient synchronizer's finish() throws the error on every rank,
 //     on mpi-ring, mpi and hierarchical (1 and 2 ranks per simulated node);
@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "comm/fault_injection.h"
-#include "comm/gradient_synchronizer.h"
-#include "runtime/core/error.h"
+#include "comm/diagnostics/fault_injection.h"
+#include "comm/gradient_sync/gradient_synchronizer.h"
+#include "runtime/base/error.h"
 #include "tests/comm/test_backends.h"
 #include "tests/comm/watchdog.h"
 #include "tests/support/mpi_world.h"
@@ -24,8 +24,8 @@
 #if DTRAIN_WITH_CUDA
 #include <cuda_runtime_api.h>
 
-#include "runtime/core/cuda/cuda_check.h"
-#include "runtime/core/cuda/stream.h"
+#include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/stream.h"
 #endif
 
 namespace dtrain::comm {
@@ -59,7 +59,7 @@ TEST(FaultPlan, ParsesOperationAndRankAndRefusesGarbage) {
   EXPECT_TRUE(fault_plan_from_env().stop);
   for (const char* bad : {"0", "x", "3,", "3,-1", "2x", "3,stop", "3,1,", "3,1,halt"}) {
     setenv("DTRAIN_FAULT_INJECT", bad, 1);
-    EXPECT_THROW(fault_plan_from_env(), core::UsageError) << bad;
+    EXPECT_THROW(fault_plan_from_env(), runtime::UsageError) << bad;
   }
   unsetenv("DTRAIN_FAULT_INJECT");
 }
@@ -82,7 +82,7 @@ TEST_P(HostFaults, FailedAllReduceThrowsFromFinishOnEveryRank) {
     }
     try {
       sync.finish();
-    } catch (const core::Error& e) {
+    } catch (const runtime::Error& e) {
       error = e.what();
       failed_step = step;
     }
@@ -110,7 +110,7 @@ TEST_P(DeviceFaults, FailedAllReduceFailsItsWorkAndReleasesTheStream) {
   test::Backend b = make_faulty(GetParam(), 2);
   int device = 0;
   DTRAIN_CUDA_CHECK(cudaGetDevice(&device));
-  core::CudaStream stream(device);
+  runtime::CudaStream stream(device);
   constexpr int kCalls = 5;
   constexpr size_t kCount = 1 << 20;
   float* data = nullptr;
@@ -128,7 +128,7 @@ TEST_P(DeviceFaults, FailedAllReduceFailsItsWorkAndReleasesTheStream) {
       try {
         works[1].wait();
         ADD_FAILURE() << "the second all-reduce was made to fail, and its Work completed";
-      } catch (const core::Error& e) {
+      } catch (const runtime::Error& e) {
         EXPECT_NE(std::string(e.what()).find("injected fault"), std::string::npos) << e.what();
       }
       continue;

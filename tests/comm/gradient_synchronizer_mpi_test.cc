@@ -8,12 +8,12 @@
 #include <numeric>
 
 #include "comm/backends/mpi_ring_communicator.h"
-#include "comm/gradient_synchronizer.h"
-#include "runtime/core/dtype.h"
-#include "runtime/core/error.h"
-#include "runtime/core/fingerprint.h"
-#include "runtime/core/mpi_agreement.h"
-#include "runtime/core/steady_seconds.h"
+#include "comm/gradient_sync/gradient_synchronizer.h"
+#include "runtime/base/error.h"
+#include "runtime/base/steady_seconds.h"
+#include "runtime/io/fingerprint.h"
+#include "runtime/memory/dtype.h"
+#include "runtime/mpi/mpi_agreement.h"
 #include "tests/comm/collective_reference.h"
 #include "tests/support/mpi_world.h"
 
@@ -58,8 +58,8 @@ TEST_P(Synchronizer, AveragesAllBucketsAndOverlapsBackward) {
     for (size_t i = 0; i < count; ++i) {
       if (!(std::fabs(grads[i] - mean[i]) <= test::tolerance(mean[i], 1.0, wire))) ++wrong;
     }
-    EXPECT_EQ(wrong, 0u) << core::dtype_name(wire) << " step " << step;
-    EXPECT_TRUE(core::same_on_every_rank(MPI_COMM_WORLD, core::fingerprint(grads.data(), count * 4)));
+    EXPECT_EQ(wrong, 0u) << runtime::dtype_name(wire) << " step " << step;
+    EXPECT_TRUE(runtime::same_on_every_rank(MPI_COMM_WORLD, runtime::fingerprint(grads.data(), count * 4)));
   }
 }
 
@@ -69,7 +69,7 @@ TEST_P(Synchronizer, RejectsDoubleReports) {
   GradientSynchronizer synchronizer(comm, grads.data(), grads.size(), 64, GetParam());
   synchronizer.begin_step();
   synchronizer.mark_ready(0, 10);
-  EXPECT_THROW(synchronizer.mark_ready(5, 12), core::Error);
+  EXPECT_THROW(synchronizer.mark_ready(5, 12), runtime::Error);
   synchronizer.mark_ready(10, 100);
   synchronizer.finish();
   EXPECT_EQ(grads[99], 1.0f);
@@ -83,7 +83,7 @@ TEST_P(Synchronizer, BucketSpansAreWhenTheAllReducesRan) {
   const size_t count = 250007;
   std::vector<float> grads(count, 1.0f);
   GradientSynchronizer synchronizer(comm, grads.data(), count, 256 * 1024, wire);
-  const auto now = core::steady_seconds;
+  const auto now = runtime::steady_seconds;
   const double began = now();
   synchronizer.begin_step();
   synchronizer.mark_ready(0, count);
@@ -100,13 +100,15 @@ TEST_P(Synchronizer, BucketSpansAreWhenTheAllReducesRan) {
     if (i > 0) {
       EXPECT_LE(spans[i - 1].end, spans[i].begin) << "the worker runs them one after the other";
     }
-    elements += spans[i].bytes / core::dtype_size(wire);
+    elements += spans[i].bytes / runtime::dtype_size(wire);
   }
   EXPECT_EQ(elements, count);
 }
 
 INSTANTIATE_TEST_SUITE_P(WireFormats, Synchronizer, testing::Values(DType::kF32, DType::kBF16, DType::kF16),
-                         [](const testing::TestParamInfo<DType>& p) { return std::string(core::dtype_name(p.param)); });
+                         [](const testing::TestParamInfo<DType>& p) {
+                           return std::string(runtime::dtype_name(p.param));
+                         });
 
 }  // namespace
 }  // namespace dtrain::comm

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "comm/backends/mpi_ring_communicator.h"
-#include "comm/gradient_synchronizer.h"
-#include "runtime/core/error.h"
+#include "comm/gradient_sync/gradient_synchronizer.h"
+#include "runtime/base/error.h"
 #include "tests/comm/test_backends.h"
 #include "tests/comm/watchdog.h"
 #include "tests/support/mpi_world.h"
@@ -94,7 +94,7 @@ TEST(SynchronizerAbandonedMidStep, InjectedBackwardFaultThrowsWithBucketsInFligh
         }
         sync.finish();
       }
-    } catch (const core::Error& e) {
+    } catch (const runtime::Error& e) {
       error = e.what();
     }
   }
@@ -110,7 +110,7 @@ void expect_usage_error_everywhere(Make make, const std::vector<std::string>& ex
   std::string text;
   try {
     make();
-  } catch (const core::UsageError& e) {
+  } catch (const runtime::UsageError& e) {
     text = e.what();
   }
   ASSERT_FALSE(text.empty()) << "no UsageError on rank " << world_rank();
@@ -130,12 +130,12 @@ TEST(RingTuningAgreement, DifferentSegmentBytesAreNamedWithBothValues) {
 // A setting that is an option, not a DTRAIN_ variable, is named as one (no mpirun -x hint).
 TEST(RingTuningAgreement, DifferentWireFormatsAreNamedAsAnOption) {
   if (world_size() == 1) GTEST_SKIP() << "needs 2 or more ranks to disagree";
-  const core::RankContext ctx(MPI_COMM_WORLD, core::NodeLayout{1, false});
+  const runtime::RankContext ctx(MPI_COMM_WORLD, runtime::NodeLayout{1, false});
   const DType wire = world_rank() == 0 ? DType::kF32 : DType::kBF16;
   std::string text;
   try {
     HierarchicalCommunicator comm(ctx, false, RingTuning{}, wire);
-  } catch (const core::UsageError& e) {
+  } catch (const runtime::UsageError& e) {
     text = e.what();
   }
   ASSERT_FALSE(text.empty()) << "no UsageError on rank " << world_rank();
@@ -148,7 +148,7 @@ TEST(RingTuningAgreement, DifferentSmallBytesAreNamedOnHierarchicalToo) {
   if (world_size() == 1) GTEST_SKIP() << "needs 2 or more ranks to disagree";
   RingTuning tuning;
   tuning.small_bytes = world_rank() == world_size() - 1 ? 4096 : 16384;
-  const core::RankContext ctx(MPI_COMM_WORLD, core::NodeLayout{1, false});
+  const runtime::RankContext ctx(MPI_COMM_WORLD, runtime::NodeLayout{1, false});
   expect_usage_error_everywhere(
       [&] { HierarchicalCommunicator comm(ctx, false, tuning); },
       {"DTRAIN_RING_SMALL_BYTES differs between ranks", "4096 on rank " + std::to_string(world_size() - 1)});

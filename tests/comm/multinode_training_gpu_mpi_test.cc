@@ -29,24 +29,24 @@
 #include <string>
 #include <vector>
 
-#include "comm/factory.h"
-#include "runtime/core/buffer.h"
-#include "runtime/core/error.h"
-#include "runtime/core/fingerprint.h"
-#include "runtime/core/gpu_binding.h"
-#include "runtime/core/mpi_agreement.h"
-#include "runtime/core/rank_context.h"
-#include "runtime/train/trainer.h"
+#include "comm/backends/factory.h"
+#include "runtime/base/error.h"
+#include "runtime/io/fingerprint.h"
+#include "runtime/memory/buffer.h"
+#include "runtime/mpi/mpi_agreement.h"
+#include "runtime/rank/gpu_binding.h"
+#include "runtime/rank/rank_context.h"
 #include "tests/comm/test_backends.h"
 #include "tests/comm/watchdog.h"
 #include "tests/support/mpi_world.h"
 #include "tests/train/tiny_config.h"
+#include "train/trainer.h"
 
 #if DTRAIN_WITH_CUDA
 #include <cuda_runtime_api.h>
 
-#include "runtime/core/cuda/cuda_check.h"
-#include "runtime/train/cuda/gpu_train_step.h"
+#include "runtime/cuda/cuda_check.h"
+#include "train/engine/cuda/gpu_train_step.h"
 #endif
 
 namespace dtrain::train {
@@ -71,7 +71,7 @@ std::string why_not_multi_gpu(const std::string& backend) {
 #if !DTRAIN_WITH_CUDA
   return "built without CUDA (DTRAIN_CUDA=OFF or toolkit not found)";
 #else
-  int gpus = static_cast<int>(core::detail::runtime_visible_gpus().size());
+  int gpus = static_cast<int>(runtime::detail::runtime_visible_gpus().size());
   MPI_Allreduce(MPI_IN_PLACE, &gpus, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   return gpus == 0 ? "no GPU visible to the CUDA runtime" : "";
 #endif
@@ -82,15 +82,15 @@ std::string why_not_multi_gpu(const std::string& backend) {
 // A ResNet-50 on small images with small buckets: many cross-node all-reduces in flight while
 // backward still launches kernels for the first time.
 struct TrainingRun {
-  std::unique_ptr<core::RankContext> ctx;
+  std::unique_ptr<runtime::RankContext> ctx;
   std::unique_ptr<comm::Communicator> comm;
   std::unique_ptr<cuda::GpuTrainStep> step;
-  core::Buffer images, labels;
+  runtime::Buffer images, labels;
 
   explicit TrainingRun(const std::string& backend) {
     setenv("DTRAIN_MPI_DEVICE_POINTERS", "stage", 1);  // as on hosts whose MPI has no CUDA support
-    ctx = std::make_unique<core::RankContext>(MPI_COMM_WORLD, core::NodeLayout{1, false});
-    const core::GpuBinding binding = core::bind_gpu(*ctx, may_share_gpus(backend));
+    ctx = std::make_unique<runtime::RankContext>(MPI_COMM_WORLD, runtime::NodeLayout{1, false});
+    const runtime::GpuBinding binding = runtime::bind_gpu(*ctx, may_share_gpus(backend));
     comm = comm::make_communicator(comm::parse_backend(backend, "test"), *ctx, true);
     cuda::GpuStepOptions o;
     o.model.depth = 50;
@@ -101,8 +101,8 @@ struct TrainingRun {
     o.bucket_bytes = size_t{2} << 20;  // ~47 buckets for ResNet-50's 94 MB of gradients
     step = std::make_unique<cuda::GpuTrainStep>(o, comm.get(), binding.device.index);
     const size_t pixels = size_t{3} * o.batch * o.height * o.width;
-    images = core::Buffer(core::MemoryKind::kPinnedHost, pixels);
-    labels = core::Buffer(core::MemoryKind::kPinnedHost, sizeof(int32_t) * o.batch);
+    images = runtime::Buffer(runtime::MemoryKind::kPinnedHost, pixels);
+    labels = runtime::Buffer(runtime::MemoryKind::kPinnedHost, sizeof(int32_t) * o.batch);
     std::mt19937_64 rng(99 + static_cast<uint64_t>(world_rank()));
     auto* p = static_cast<uint8_t*>(images.data());
     for (size_t i = 0; i < pixels; ++i) p[i] = static_cast<uint8_t>(rng() >> 56);
@@ -121,7 +121,7 @@ struct TrainingRun {
     std::vector<float> host(static_cast<size_t>(params.count()));
     DTRAIN_CUDA_CHECK(
         cudaMemcpy(host.data(), params.params_f32(), host.size() * sizeof(float), cudaMemcpyDeviceToHost));
-    return core::fingerprint(host.data(), host.size() * sizeof(float));
+    return runtime::fingerprint(host.data(), host.size() * sizeof(float));
   }
 };
 
@@ -135,14 +135,14 @@ TEST_P(MultiNodeTraining, ResNetStepsFinishWithIdenticalReplicas) {
   test::Watchdog watchdog("ResNet-50 training steps on " + GetParam() + " across simulated nodes", 300);
   TrainingRun run(GetParam());
   const uint64_t initial = run.parameters_fingerprint();
-  EXPECT_TRUE(core::same_on_every_rank(MPI_COMM_WORLD, initial)) << "replicas differ after the initial broadcast";
+  EXPECT_TRUE(runtime::same_on_every_rank(MPI_COMM_WORLD, initial)) << "replicas differ after the initial broadcast";
   constexpr int kSteps = 4;
   for (int i = 0; i < kSteps; ++i) run.run_step();
   const float loss = run.step->last_result().mean_loss;
   EXPECT_TRUE(std::isfinite(loss)) << "loss " << loss;
   const uint64_t trained = run.parameters_fingerprint();
   EXPECT_NE(trained, initial) << "the steps did not move the parameters";
-  EXPECT_TRUE(core::same_on_every_rank(MPI_COMM_WORLD, trained)) << "replicas differ after " << kSteps << " steps";
+  EXPECT_TRUE(runtime::same_on_every_rank(MPI_COMM_WORLD, trained)) << "replicas differ after " << kSteps << " steps";
   if (world_rank() == 0) {
     std::printf(
         "  %s: %d ResNet-50 steps on %d GPUs as %d simulated nodes, %d buckets overlapped backward, loss %.4f\n",
@@ -171,7 +171,7 @@ TEST_P(TrainingFaults, FailedCrossNodeAllReduceStopsTrainingOnEveryRank) {
   for (int i = 0; i < 6 && failed_at < 0; ++i) {
     try {
       run->run_step();
-    } catch (const core::Error& e) {
+    } catch (const runtime::Error& e) {
       error = e.what();
       failed_at = i;
     }
@@ -207,15 +207,15 @@ double worst_difference_from_one_gpu(const std::string& backend, const std::stri
   const int batch = 4;
   TrainConfig config = gpu_bn_free_config(batch, backend);
   config.set_gradient_wire_dtype(wire);
-  const core::NodeLayout layout = backend == "nccl" ? core::NodeLayout{} : core::NodeLayout{1, false};
-  const core::RankContext world(MPI_COMM_WORLD, layout);
-  const core::GpuBinding binding = core::bind_gpu(world, may_share_gpus(backend));
+  const runtime::NodeLayout layout = backend == "nccl" ? runtime::NodeLayout{} : runtime::NodeLayout{1, false};
+  const runtime::RankContext world(MPI_COMM_WORLD, layout);
+  const runtime::GpuBinding binding = runtime::bind_gpu(world, may_share_gpus(backend));
   Trainer parallel(resolve(config), world, binding.device.index);
   parallel.train_epoch(0);
   models::ParameterSet& trained = parallel.parameters();
   const std::vector<float> distributed(trained.params_flat(), trained.params_flat() + trained.flat_size());
   if (world_rank() != 0) return -1;
-  const core::RankContext alone(MPI_COMM_SELF, core::NodeLayout{});
+  const runtime::RankContext alone(MPI_COMM_SELF, runtime::NodeLayout{});
   config.set_batch_per_rank(batch * n);
   config.set_backend("auto");
   config.set_gradient_wire_dtype("fp32");

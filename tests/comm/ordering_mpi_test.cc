@@ -24,8 +24,8 @@
 #if DTRAIN_WITH_CUDA
 #include <cuda_runtime_api.h>
 
-#include "runtime/core/cuda/cuda_check.h"
-#include "runtime/core/cuda/stream.h"
+#include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/stream.h"
 #endif
 
 namespace dtrain::comm {
@@ -184,7 +184,7 @@ TEST_P(DeviceOrdering, HostAndDeviceCallsMixedBeforeWaitingGiveExactResults) {
   unsetenv("DTRAIN_STAGING_PIECE_BYTES");
   int device = 0;
   DTRAIN_CUDA_CHECK(cudaGetDevice(&device));
-  core::CudaStream stream(device);
+  runtime::CudaStream stream(device);
   const int rank = world_rank(), n = world_size();
   const auto where = Location::gpu(stream.get());
   for (int round = 0; round < kRounds; ++round) {

@@ -6,7 +6,7 @@
 
 #include "comm/host/host_reduce.h"
 #include "comm/host/ring.h"
-#include "runtime/core/error.h"
+#include "runtime/base/error.h"
 #include "tests/support/test_seed.h"
 
 namespace dtrain::comm {
@@ -52,31 +52,31 @@ TEST(HostReduce, NarrowRoundsOnceAndWidenIsExact) {
   const size_t n = 4099;
   std::vector<float> in(n), back(n);
   for (float& v : in) v = dist(rng);
-  for (core::DType dtype : {core::DType::kF16, core::DType::kBF16}) {
+  for (runtime::DType dtype : {runtime::DType::kF16, runtime::DType::kBF16}) {
     std::vector<uint16_t> narrow(n);
     narrow_from_f32(in.data(), 0.5f, narrow.data(), dtype, n);
     widen_to_f32(narrow.data(), dtype, back.data(), n);
     for (size_t i = 0; i < n; ++i) {
-      const float direct = dtype == core::DType::kF16 ? core::to_float(core::to_float16(in[i] * 0.5f))
-                                                      : core::to_float(core::to_bfloat16(in[i] * 0.5f));
-      ASSERT_EQ(back[i], direct) << core::dtype_name(dtype) << " element " << i;
+      const float direct = dtype == runtime::DType::kF16 ? runtime::to_float(runtime::to_float16(in[i] * 0.5f))
+                                                         : runtime::to_float(runtime::to_bfloat16(in[i] * 0.5f));
+      ASSERT_EQ(back[i], direct) << runtime::dtype_name(dtype) << " element " << i;
     }
   }
-  EXPECT_THROW(widen_to_f32(in.data(), core::DType::kI32, back.data(), 1), core::Error);
+  EXPECT_THROW(widen_to_f32(in.data(), runtime::DType::kI32, back.data(), 1), runtime::Error);
 }
 
 // The 16-bit add of the partials ring: widen exactly, add and scale in fp32, round once; bitwise
-// what runtime/core/dtype.h's conversions give, also for infinities, NaN and ties.
+// what runtime/memory/dtype.h's conversions give, also for infinities, NaN and ties.
 TEST(HostReduce, AddScaled16RoundsTheFp32SumOnce) {
   const uint64_t seed = dtrain::test::random_seed();
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> dist(-4, 4);
   const size_t n = 4099;
-  for (core::DType dtype : {core::DType::kF16, core::DType::kBF16}) {
-    const bool bf16 = dtype == core::DType::kBF16;
-    auto narrow = [&](float v) { return bf16 ? core::to_bfloat16(v).bits : core::to_float16(v).bits; };
+  for (runtime::DType dtype : {runtime::DType::kF16, runtime::DType::kBF16}) {
+    const bool bf16 = dtype == runtime::DType::kBF16;
+    auto narrow = [&](float v) { return bf16 ? runtime::to_bfloat16(v).bits : runtime::to_float16(v).bits; };
     auto widen = [&](uint16_t bits) {
-      return bf16 ? core::to_float(core::bfloat16{bits}) : core::to_float(core::float16{bits});
+      return bf16 ? runtime::to_float(runtime::bfloat16{bits}) : runtime::to_float(runtime::float16{bits});
     };
     std::vector<uint16_t> a(n), b(n), out(n);
     for (size_t i = 0; i < n; ++i) {
@@ -93,7 +93,7 @@ TEST(HostReduce, AddScaled16RoundsTheFp32SumOnce) {
       add_scaled_16(out.data(), a.data(), b.data(), dtype, n, scale);
       for (size_t i = 0; i < n; ++i) {
         const uint16_t want = narrow((widen(a[i]) + widen(b[i])) * scale);
-        ASSERT_EQ(out[i], want) << core::dtype_name(dtype) << " element " << i << " scale " << scale << " (seed "
+        ASSERT_EQ(out[i], want) << runtime::dtype_name(dtype) << " element " << i << " scale " << scale << " (seed "
                                 << seed << ")";
       }
     }
@@ -101,10 +101,10 @@ TEST(HostReduce, AddScaled16RoundsTheFp32SumOnce) {
     std::vector<uint16_t> in_place = a;
     add_scaled_16(in_place.data(), in_place.data(), b.data(), dtype, n, 1.0f);
     add_scaled_16(out.data(), a.data(), b.data(), dtype, n, 1.0f);
-    EXPECT_EQ(in_place, out) << core::dtype_name(dtype);
+    EXPECT_EQ(in_place, out) << runtime::dtype_name(dtype);
   }
   std::vector<float> f(4);
-  EXPECT_THROW(add_scaled_16(f.data(), f.data(), f.data(), core::DType::kF32, 4, 1.0f), core::Error);
+  EXPECT_THROW(add_scaled_16(f.data(), f.data(), f.data(), runtime::DType::kF32, 4, 1.0f), runtime::Error);
 }
 
 }  // namespace

@@ -22,10 +22,10 @@
 #include "comm/backends/hierarchical_communicator.h"
 #include "comm/backends/mpi_communicator.h"
 #include "comm/backends/mpi_ring_communicator.h"
-#include "runtime/core/error.h"
-#include "runtime/core/main_guard.h"
-#include "runtime/core/mpi_scope.h"
-#include "runtime/core/rank_context.h"
+#include "runtime/base/error.h"
+#include "runtime/mpi/main_guard.h"
+#include "runtime/mpi/mpi_scope.h"
+#include "runtime/rank/rank_context.h"
 
 namespace {
 
@@ -54,11 +54,11 @@ void stall(const std::string& how) {
 int probe(int argc, char** argv) {
   DTRAIN_USAGE_CHECK(argc == 4 || argc == 5)
       << "usage: dtrain-comm-stall-probe BACKEND STALLED_RANK sleep:S|stop:S [CALLS]";
-  core::MpiScope mpi(&argc, &argv);
+  runtime::MpiScope mpi(&argc, &argv);
   const std::string backend = argv[1];
   const int stalled = std::stoi(argv[2]);
   const int calls = argc == 5 ? std::stoi(argv[4]) : 4;
-  const core::RankContext ctx(MPI_COMM_WORLD, core::NodeLayout{1, true});
+  const runtime::RankContext ctx(MPI_COMM_WORLD, runtime::NodeLayout{1, true});
   std::unique_ptr<comm::Communicator> c;
   if (backend == "mpi-ring") c = std::make_unique<comm::MpiRingCommunicator>(ctx.world(), comm::RingTuning{});
   if (backend == "mpi") c = std::make_unique<comm::MpiCommunicator>(ctx.world());
@@ -79,7 +79,7 @@ int probe(int argc, char** argv) {
       }
       if (rank == stalled) stall(argv[3]);
     }
-    c->all_reduce(data.data(), data.data(), count, core::DType::kF32, comm::ReduceOp::kSum).wait();
+    c->all_reduce(data.data(), data.data(), count, runtime::DType::kF32, comm::ReduceOp::kSum).wait();
     const float sum = static_cast<float>(c->size() * (c->size() + 1) / 2);
     DTRAIN_CHECK(data[0] == sum && data[count - 1] == sum) << "all-reduce " << k << " gave " << data[0];
   }
@@ -90,5 +90,5 @@ int probe(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return dtrain::core::run_main(argc, argv, probe);
+  return dtrain::runtime::run_main(argc, argv, probe);
 }

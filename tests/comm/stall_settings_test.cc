@@ -5,8 +5,8 @@
 
 #include <string>
 
-#include "comm/stall_inspector.h"
-#include "runtime/core/error.h"
+#include "comm/diagnostics/stall_inspector.h"
+#include "runtime/base/error.h"
 
 namespace dtrain::comm {
 namespace {
@@ -32,7 +32,7 @@ TEST(StallSettings, BadValuesNameTheVariable) {
     try {
       stall_settings_from_env();
       ADD_FAILURE() << "no error for '" << bad << "'";
-    } catch (const core::UsageError& e) {
+    } catch (const runtime::UsageError& e) {
       EXPECT_NE(std::string(e.what()).find("DTRAIN_STALL_ABORT_SECONDS='" + std::string(bad) +
                                            "' must be a number of seconds"),
                 std::string::npos)
@@ -40,8 +40,8 @@ TEST(StallSettings, BadValuesNameTheVariable) {
     }
   }
   unsetenv("DTRAIN_STALL_ABORT_SECONDS");
-  EXPECT_THROW(set_stall_settings(StallSettings{-1, 0}), core::UsageError);
-  EXPECT_THROW(set_stall_settings(StallSettings{60, 1e9}), core::UsageError);
+  EXPECT_THROW(set_stall_settings(StallSettings{-1, 0}), runtime::UsageError);
+  EXPECT_THROW(set_stall_settings(StallSettings{60, 1e9}), runtime::UsageError);
 }
 
 }  // namespace

@@ -7,12 +7,12 @@
 #include <memory>
 #include <string>
 
+#include "comm/backends/factory.h"
 #include "comm/backends/hierarchical_communicator.h"
 #include "comm/backends/mpi_communicator.h"
 #include "comm/backends/mpi_ring_communicator.h"
-#include "comm/factory.h"
-#include "runtime/core/gpu_binding.h"
-#include "runtime/core/rank_context.h"
+#include "runtime/rank/gpu_binding.h"
+#include "runtime/rank/rank_context.h"
 #include "tests/support/mpi_world.h"
 
 namespace dtrain::test {
@@ -39,15 +39,15 @@ inline std::string backend_param_label(const testing::TestParamInfo<BackendCase>
 }
 
 struct Backend {
-  std::unique_ptr<core::RankContext> ctx;
+  std::unique_ptr<runtime::RankContext> ctx;
   std::unique_ptr<comm::Communicator> comm;
 };
 
 // Collective over MPI_COMM_WORLD. With gpus, binds this rank's GPU first (one per rank).
 inline Backend make_backend(const BackendCase& c, comm::RingTuning tuning = {}) {
   Backend b;
-  b.ctx = std::make_unique<core::RankContext>(MPI_COMM_WORLD, core::NodeLayout{c.ranks_per_node, true});
-  if (c.gpus) core::bind_gpu(*b.ctx, false);
+  b.ctx = std::make_unique<runtime::RankContext>(MPI_COMM_WORLD, runtime::NodeLayout{c.ranks_per_node, true});
+  if (c.gpus) runtime::bind_gpu(*b.ctx, false);
   if (c.name == "mpi-ring") b.comm = std::make_unique<comm::MpiRingCommunicator>(b.ctx->world(), tuning);
   if (c.name == "mpi") b.comm = std::make_unique<comm::MpiCommunicator>(b.ctx->world());
   if (c.name == "hierarchical") b.comm = std::make_unique<comm::HierarchicalCommunicator>(*b.ctx, c.gpus, tuning);
@@ -61,7 +61,7 @@ inline std::string why_no_gpu_per_rank() {
 #if !DTRAIN_WITH_CUDA
   return "built without CUDA (DTRAIN_CUDA=OFF or toolkit not found)";
 #else
-  int gpus = static_cast<int>(core::detail::runtime_visible_gpus().size());
+  int gpus = static_cast<int>(runtime::detail::runtime_visible_gpus().size());
   MPI_Allreduce(MPI_IN_PLACE, &gpus, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   if (gpus == 0) return "no GPU visible to the CUDA runtime";
   if (gpus < world_size()) {

@@ -10,9 +10,9 @@
 
 #include "comm/backends/hierarchical_communicator.h"
 #include "comm/backends/mpi_ring_communicator.h"
-#include "runtime/core/error.h"
-#include "runtime/core/mpi_scope.h"
-#include "runtime/core/rank_context.h"
+#include "runtime/base/error.h"
+#include "runtime/mpi/mpi_scope.h"
+#include "runtime/rank/rank_context.h"
 
 namespace dtrain::comm {
 namespace {
@@ -21,30 +21,30 @@ void expect_thread_level_error(const std::string& text) {
   std::printf("  the error: %s\n", text.c_str());
   EXPECT_NE(text.find("needs MPI_THREAD_MULTIPLE"), std::string::npos) << text;
   EXPECT_NE(text.find("granted MPI_THREAD_SERIALIZED"), std::string::npos) << text;
-  EXPECT_NE(text.find(core::mpi_library_version()), std::string::npos) << text;
+  EXPECT_NE(text.find(runtime::mpi_library_version()), std::string::npos) << text;
 }
 
 TEST(ThreadLevel, MpiRingRefusesLessThanMultiple) {
   try {
     MpiRingCommunicator comm(MPI_COMM_WORLD, RingTuning{});
     ADD_FAILURE() << "constructed under MPI_THREAD_SERIALIZED";
-  } catch (const core::Error& e) {
+  } catch (const runtime::Error& e) {
     expect_thread_level_error(e.what());
   }
 }
 
 TEST(ThreadLevel, HierarchicalRefusesLessThanMultiple) {
-  const core::RankContext ctx(MPI_COMM_WORLD, core::NodeLayout{1, false});
+  const runtime::RankContext ctx(MPI_COMM_WORLD, runtime::NodeLayout{1, false});
   try {
     HierarchicalCommunicator comm(ctx, false, RingTuning{});
     ADD_FAILURE() << "constructed under MPI_THREAD_SERIALIZED";
-  } catch (const core::Error& e) {
+  } catch (const runtime::Error& e) {
     expect_thread_level_error(e.what());
   }
 }
 
 TEST(ThreadLevel, LibraryVersionIsNamed) {
-  EXPECT_FALSE(core::mpi_library_version().empty());
+  EXPECT_FALSE(runtime::mpi_library_version().empty());
 }
 
 }  // namespace
@@ -57,7 +57,7 @@ int main(int argc, char** argv) {
   int status = 0;
   if (granted != MPI_THREAD_SERIALIZED) {
     std::printf("MPI granted %s when asked for MPI_THREAD_SERIALIZED; nothing to test\n",
-                dtrain::core::mpi_thread_level_name(granted));
+                dtrain::runtime::mpi_thread_level_name(granted));
   } else {
     status = RUN_ALL_TESTS();
   }

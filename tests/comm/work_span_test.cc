@@ -9,13 +9,13 @@
 
 #include "comm/host/comm_worker.h"
 #include "comm/work.h"
-#include "runtime/core/steady_seconds.h"
+#include "runtime/base/steady_seconds.h"
 
 namespace dtrain::comm {
 namespace {
 
 double now() {
-  return core::steady_seconds();
+  return runtime::steady_seconds();
 }
 
 TEST(WorkSpan, IsWhenTheOperationRanOnTheWorker) {

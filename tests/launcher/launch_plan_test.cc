@@ -6,7 +6,7 @@
 #include <algorithm>
 
 #include "launcher/host_list.h"
-#include "runtime/core/error.h"
+#include "runtime/base/error.h"
 
 namespace dtrain::launcher {
 namespace {
@@ -16,7 +16,7 @@ using Argv = std::vector<std::string>;
 std::string usage_error(const LaunchRequest& request, const LaunchEnvironment& environment) {
   try {
     plan_launch(request, environment);
-  } catch (const core::UsageError& e) {
+  } catch (const runtime::UsageError& e) {
     return e.what();
   }
   return "no error";
@@ -42,7 +42,7 @@ TEST(HostList, RejectsMalformedEntriesNamingThem) {
     try {
       parse_host_list(bad);
       ADD_FAILURE() << bad << " accepted";
-    } catch (const core::UsageError& e) {
+    } catch (const runtime::UsageError& e) {
       EXPECT_NE(std::string(e.what()).find("-H"), std::string::npos) << e.what();
     }
   }
@@ -54,7 +54,7 @@ TEST(HostList, SlotCountsThatOverflowARankCountAreAUsageError) {
   try {
     total_slots(parse_host_list("a:2147483647,b:1"));
     FAIL() << "no error";
-  } catch (const core::UsageError& e) {
+  } catch (const runtime::UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("the slot counts add up to 2147483648 by host 'b'"), std::string::npos)
         << e.what();
   }
@@ -68,10 +68,10 @@ TEST(HostList, HostfileWithCommentsSlotsAndLineNumbersInErrors) {
   try {
     parse_hostfile("node1 slots=4\nnode2 cores=4\n", "hosts.txt");
     FAIL();
-  } catch (const core::UsageError& e) {
+  } catch (const runtime::UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("hosts.txt:2: unknown field 'cores=4'"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(parse_hostfile("# nothing\n", "empty"), core::UsageError);
+  EXPECT_THROW(parse_hostfile("# nothing\n", "empty"), runtime::UsageError);
 }
 
 TEST(LaunchPlan, HostsGiveOneRankPerSlotGroupedByNode) {
@@ -212,7 +212,7 @@ TEST(LaunchPlan, ExportedVariableNamesAreChecked) {
     try {
       parse_exported_variable(bad);
       ADD_FAILURE() << "'" << bad << "' accepted";
-    } catch (const core::UsageError& e) {
+    } catch (const runtime::UsageError& e) {
       EXPECT_NE(std::string(e.what()).find(std::string("-x '") + bad + "'"), std::string::npos) << e.what();
     }
   }

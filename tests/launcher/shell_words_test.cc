@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "launcher/host_list.h"
-#include "runtime/core/error.h"
+#include "runtime/base/error.h"
 
 namespace dtrain::launcher {
 namespace {
@@ -24,7 +24,7 @@ TEST(ShellWords, UnterminatedQuotesAreUsageErrorsNamingTheOption) {
     try {
       split_shell_words(bad, "dtrain-run: --mpi-args");
       ADD_FAILURE() << bad << " accepted";
-    } catch (const core::UsageError& e) {
+    } catch (const runtime::UsageError& e) {
       EXPECT_NE(std::string(e.what()).find(std::string("--mpi-args '") + bad + "'"), std::string::npos) << e.what();
     }
   }
@@ -34,7 +34,7 @@ TEST(HostList, HostfileNamingAHostTwiceIsAnErrorNamingTheHostAndLines) {
   try {
     parse_hostfile("node1 slots=2\n# spare\nnode2 slots=2\nnode1 slots=2\n", "hosts.txt");
     FAIL() << "accepted";
-  } catch (const core::UsageError& e) {
+  } catch (const runtime::UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("hosts.txt:4: host 'node1' is already named on line 1"), std::string::npos)
         << e.what();
   }

@@ -9,7 +9,7 @@
 #include <chrono>
 #include <thread>
 
-#include "runtime/core/error.h"
+#include "runtime/base/error.h"
 
 namespace dtrain::launcher {
 namespace {
@@ -88,7 +88,7 @@ TEST(TaskWrapper, AStopSignalWhileTheChildStartsIsPassedOn) {
 
 TEST(TaskWrapper, AMissingProgramIs127AndNoProgramIsAUsageError) {
   EXPECT_EQ(run_as_task({"/no/such/program"}), 127);
-  EXPECT_THROW(run_as_task({}), core::UsageError);
+  EXPECT_THROW(run_as_task({}), runtime::UsageError);
 }
 
 }  // namespace

@@ -13,14 +13,14 @@
 #include <vector>
 
 #include "models/cpu/batch_norm.h"
-#include "runtime/core/dtype.h"
-#include "runtime/core/gpu_binding.h"
+#include "runtime/memory/dtype.h"
+#include "runtime/rank/gpu_binding.h"
 
 #if DTRAIN_WITH_CUDA
 #include <cuda_runtime_api.h>
 
 #include "models/cuda/batch_norm.h"
-#include "runtime/core/cuda/cuda_check.h"
+#include "runtime/cuda/cuda_check.h"
 #include "tests/support/device_activations.h"
 #include "tests/support/device_vector.h"
 #include "tests/support/expect_close.h"
@@ -65,7 +65,7 @@ std::vector<double> random_values(size_t n, double lo, double hi, std::mt19937_6
 class BatchNormGpuTest : public testing::TestWithParam<Case> {
  protected:
   void SetUp() override {
-    if (core::detail::runtime_visible_gpus().empty()) GTEST_SKIP() << "no GPU visible to the CUDA runtime";
+    if (runtime::detail::runtime_visible_gpus().empty()) GTEST_SKIP() << "no GPU visible to the CUDA runtime";
     DTRAIN_CUDA_CHECK(cudaSetDevice(0));
     DTRAIN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   }
@@ -169,7 +169,7 @@ void run_case(const Case& c, cudaStream_t stream) {
 TEST_P(BatchNormGpuTest, MatchesFloat64Reference) {
   const Case& c = GetParam();
   if (c.bf16_nhwc) {
-    run_case<core::bfloat16>(c, stream_);
+    run_case<runtime::bfloat16>(c, stream_);
   } else {
     run_case<float>(c, stream_);
   }

@@ -9,14 +9,14 @@
 #include <random>
 #include <vector>
 
-#include "runtime/core/dtype.h"
-#include "runtime/core/gpu_binding.h"
+#include "runtime/memory/dtype.h"
+#include "runtime/rank/gpu_binding.h"
 
 #if DTRAIN_WITH_CUDA
 #include <cuda_runtime_api.h>
 
 #include "models/cuda/classification_metrics.h"
-#include "runtime/core/cuda/cuda_check.h"
+#include "runtime/cuda/cuda_check.h"
 #include "tests/support/device_vector.h"
 #include "tests/support/element_values.h"
 #include "tests/support/test_seed.h"
@@ -98,7 +98,7 @@ void run(int batch, int classes, bool poison) {
 class ClassificationMetricsGpuTest : public testing::Test {
  protected:
   void SetUp() override {
-    if (core::detail::runtime_visible_gpus().empty()) GTEST_SKIP() << "no GPU visible to the CUDA runtime";
+    if (runtime::detail::runtime_visible_gpus().empty()) GTEST_SKIP() << "no GPU visible to the CUDA runtime";
     DTRAIN_CUDA_CHECK(cudaSetDevice(0));
   }
 };
@@ -106,13 +106,13 @@ class ClassificationMetricsGpuTest : public testing::Test {
 TEST_F(ClassificationMetricsGpuTest, MatchesFloat64ReferenceWithTies) {
   for (const auto& [batch, classes] : std::vector<std::pair<int, int>>{{1, 7}, {3, 7}, {256, 100}, {257, 1000}}) {
     run<float>(batch, classes, false);
-    run<core::bfloat16>(batch, classes, false);
+    run<runtime::bfloat16>(batch, classes, false);
   }
 }
 
 TEST_F(ClassificationMetricsGpuTest, NanLogitsAndBadLabelsAreNeverHits) {
   run<float>(16, 10, true);
-  run<core::bfloat16>(16, 10, true);
+  run<runtime::bfloat16>(16, 10, true);
 }
 #else
 TEST(ClassificationMetricsGpuTest, NeedsCuda) {

@@ -18,8 +18,8 @@
 #include <system_error>
 #include <vector>
 
-#include "runtime/core/dtype.h"
-#include "runtime/core/gpu_binding.h"
+#include "runtime/memory/dtype.h"
+#include "runtime/rank/gpu_binding.h"
 
 #if DTRAIN_WITH_CUDA
 #include <cuda_runtime_api.h>
@@ -27,7 +27,7 @@
 
 #include "models/cuda/conv_plan_search.h"
 #include "models/cuda/cudnn_conv2d.h"
-#include "runtime/core/cuda/cuda_check.h"
+#include "runtime/cuda/cuda_check.h"
 #include "tests/support/device_vector.h"
 #include "tests/support/test_seed.h"
 #endif
@@ -102,9 +102,9 @@ HostTensor random_tensor(size_t count, bool bf16, std::mt19937_64& rng) {
   for (size_t i = 0; i < count; ++i) {
     float v = uniform(rng);
     if (bf16) {
-      const core::bfloat16 b = core::to_bfloat16(v);
+      const runtime::bfloat16 b = runtime::to_bfloat16(v);
       std::memcpy(&t.bytes[2 * i], &b, 2);
-      v = core::to_float(b);
+      v = runtime::to_float(b);
     } else {
       std::memcpy(&t.bytes[4 * i], &v, 4);
     }
@@ -115,9 +115,9 @@ HostTensor random_tensor(size_t count, bool bf16, std::mt19937_64& rng) {
 
 double element(const std::vector<unsigned char>& bytes, size_t i, bool bf16) {
   if (bf16) {
-    core::bfloat16 b;
+    runtime::bfloat16 b;
     std::memcpy(&b, &bytes[2 * i], 2);
-    return core::to_float(b);
+    return runtime::to_float(b);
   }
   float f;
   std::memcpy(&f, &bytes[4 * i], 4);
@@ -144,7 +144,7 @@ void expect_close(const std::vector<unsigned char>& got, const std::vector<doubl
 class CudnnConv2dTest : public testing::TestWithParam<Case> {
  protected:
   void SetUp() override {
-    if (core::detail::runtime_visible_gpus().empty()) GTEST_SKIP() << "no GPU visible to the CUDA runtime";
+    if (runtime::detail::runtime_visible_gpus().empty()) GTEST_SKIP() << "no GPU visible to the CUDA runtime";
     DTRAIN_CUDA_CHECK(cudaSetDevice(0));
     DTRAIN_CUDNN_CHECK(cudnnCreate(&handle_));
     DTRAIN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
@@ -210,7 +210,7 @@ TEST_P(CudnnConv2dTest, ASecondLayerOfTheSameShapeReusesTheMeasuredAlgorithms) {
 // the same engines, so the same bits; a stale entry (an engine this cuDNN does not have) is
 // measured again and replaced; with the cache off no file is named.
 TEST(ConvPlanCache, ALaterProcessRebuildsThePlansFromTheFileWithTheSameResults) {
-  if (core::detail::runtime_visible_gpus().empty()) GTEST_SKIP() << "no GPU visible to the CUDA runtime";
+  if (runtime::detail::runtime_visible_gpus().empty()) GTEST_SKIP() << "no GPU visible to the CUDA runtime";
   DTRAIN_CUDA_CHECK(cudaSetDevice(0));
   namespace fs = std::filesystem;
   const fs::path folder = fs::temp_directory_path() / ("dtrain_plan_cache_" + std::to_string(::getpid()));

@@ -13,8 +13,8 @@
 #include "models/cpu/elementwise.h"
 #include "models/cpu/linear.h"
 #include "models/cpu/pooling.h"
-#include "runtime/core/dtype.h"
-#include "runtime/core/gpu_binding.h"
+#include "runtime/memory/dtype.h"
+#include "runtime/rank/gpu_binding.h"
 
 #if DTRAIN_WITH_CUDA
 #include <cublas_v2.h>
@@ -26,7 +26,7 @@
 #include "models/cuda/gpu_layers.h"
 #include "models/cuda/linear.h"
 #include "models/cuda/pooling.h"
-#include "runtime/core/cuda/cuda_check.h"
+#include "runtime/cuda/cuda_check.h"
 #include "tests/support/device_activations.h"
 #include "tests/support/device_vector.h"
 #include "tests/support/expect_close.h"
@@ -56,7 +56,7 @@ double tolerance(bool bf16) {
 class GpuLayersTest : public testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
-    if (core::detail::runtime_visible_gpus().empty()) GTEST_SKIP() << "no GPU visible to the CUDA runtime";
+    if (runtime::detail::runtime_visible_gpus().empty()) GTEST_SKIP() << "no GPU visible to the CUDA runtime";
     DTRAIN_CUDA_CHECK(cudaSetDevice(0));
     DTRAIN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   }
@@ -74,7 +74,7 @@ class GpuLayersTest : public testing::TestWithParam<bool> {
 template <typename T, typename Fn>
 void typed(bool bf16, Fn&& fn) {
   if (bf16) {
-    fn(core::bfloat16{});
+    fn(runtime::bfloat16{});
   } else {
     fn(float{});
   }
@@ -192,7 +192,7 @@ TEST_P(GpuLayersTest, Conv2dLayerMatchesReference) {
       // The reference sees the values the layer computes with: bf16-rounded on the bf16 path.
       const float f = static_cast<float>(w[i]);
       layout.param(id)[i] = f;
-      w[i] = bf16() ? core::to_float(core::to_bfloat16(f)) : f;
+      w[i] = bf16() ? runtime::to_float(runtime::to_bfloat16(f)) : f;
     }
     cuda::GpuContext context(0, bf16() ? cuda::ConvNumerics::kBf16Nhwc : cuda::ConvNumerics::kFp32Nchw, false);
     cuda::DeviceParameters params(layout, context);
@@ -203,12 +203,13 @@ TEST_P(GpuLayersTest, Conv2dLayerMatchesReference) {
         out{s.batch, s.out_channels, s.out_h(), s.out_w(), bf16()};
     std::vector<double> x = random_values(in.size(), rng_), dy = random_values(out.size(), rng_);
     const DeviceArray x_d(in, x), dy_d(out, dy);
-    core::Tensor x_t(context.activation_dtype(), {s.batch, s.in_channels, s.in_h, s.in_w}, core::MemoryKind::kDevice);
-    core::Tensor dy_t(context.activation_dtype(), {s.batch, s.out_channels, s.out_h(), s.out_w()},
-                      core::MemoryKind::kDevice);
+    runtime::Tensor x_t(context.activation_dtype(), {s.batch, s.in_channels, s.in_h, s.in_w},
+                        runtime::MemoryKind::kDevice);
+    runtime::Tensor dy_t(context.activation_dtype(), {s.batch, s.out_channels, s.out_h(), s.out_w()},
+                         runtime::MemoryKind::kDevice);
     DTRAIN_CUDA_CHECK(cudaMemcpy(x_t.raw(), x_d.as<void>(), x_t.bytes(), cudaMemcpyDeviceToDevice));
     DTRAIN_CUDA_CHECK(cudaMemcpy(dy_t.raw(), dy_d.as<void>(), dy_t.bytes(), cudaMemcpyDeviceToDevice));
-    const core::Tensor& y_t = conv.forward(x_t);
+    const runtime::Tensor& y_t = conv.forward(x_t);
     conv.backward_weights(dy_t);
     DTRAIN_CUDA_CHECK(cudaStreamSynchronize(context.stream()));
     const DeviceArray y_d(out);

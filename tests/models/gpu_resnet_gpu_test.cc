@@ -21,14 +21,14 @@
 
 #include "models/cpu/softmax_cross_entropy.h"
 #include "models/resnet.h"
-#include "runtime/core/gpu_binding.h"
+#include "runtime/rank/gpu_binding.h"
 
 #if DTRAIN_WITH_CUDA
 #include <cuda_runtime_api.h>
 
 #include "models/cuda/gpu_resnet.h"
 #include "models/cuda/softmax_cross_entropy.h"
-#include "runtime/core/cuda/cuda_check.h"
+#include "runtime/cuda/cuda_check.h"
 #include "tests/support/device_vector.h"
 #include "tests/support/test_seed.h"
 #endif
@@ -62,10 +62,10 @@ std::vector<double> slot_norms(ParameterSet& p) {
 StepOutcome cpu_step(const ResNetConfig& config, const std::vector<float>& image, const std::vector<int32_t>& labels,
                      bool nudge = false) {
   ResNet model(config);
-  core::Tensor x(core::DType::kF32, {kBatch, 3, kSide, kSide});
+  runtime::Tensor x(runtime::DType::kF32, {kBatch, 3, kSide, kSide});
   for (size_t i = 0; i < image.size(); ++i) x.data<float>()[i] = nudge ? std::nextafter(image[i], 1e30f) : image[i];
-  const core::Tensor& logits = model.forward(x, true);
-  core::Tensor dlogits(core::DType::kF32, logits.shape());
+  const runtime::Tensor& logits = model.forward(x, true);
+  runtime::Tensor dlogits(runtime::DType::kF32, logits.shape());
   StepOutcome out;
   out.loss =
       cpu::softmax_cross_entropy(kBatch, kClasses, logits.data<float>(), labels.data(), 0.0, dlogits.data<float>());
@@ -85,7 +85,7 @@ std::vector<unsigned char> encode(const std::vector<float>& nchw, bool bf16) {
   const size_t s = size_t(kSide) * kSide;
   for (size_t i = 0; i < nchw.size(); ++i) {
     const size_t n = i / (3 * s), c = i / s % 3, p = i % s;
-    const core::bfloat16 b = core::to_bfloat16(nchw[i]);
+    const runtime::bfloat16 b = runtime::to_bfloat16(nchw[i]);
     std::memcpy(&out[2 * ((n * s + p) * 3 + c)], &b, 2);
   }
   return out;
@@ -100,7 +100,7 @@ std::vector<float> to_floats(const std::vector<unsigned char>& raw) {
     if constexpr (std::is_same_v<T, float>) {
       out[i] = v;
     } else {
-      out[i] = core::to_float(v);
+      out[i] = runtime::to_float(v);
     }
   }
   return out;
@@ -111,17 +111,17 @@ StepOutcome gpu_step(const ResNetConfig& config, cuda::ConvNumerics numerics, co
   cuda::GpuContext context(0, numerics, /*allow_tf32=*/false);
   cuda::GpuResNet model(config, context);
   const bool bf16 = context.bf16();
-  core::Tensor x(context.activation_dtype(), {kBatch, 3, kSide, kSide}, core::MemoryKind::kDevice);
+  runtime::Tensor x(context.activation_dtype(), {kBatch, 3, kSide, kSide}, runtime::MemoryKind::kDevice);
   const std::vector<unsigned char> encoded = encode(image, bf16);
   DTRAIN_CUDA_CHECK(cudaMemcpy(x.raw(), encoded.data(), encoded.size(), cudaMemcpyHostToDevice));
-  const core::Tensor& logits = model.forward(x, true);
-  core::Tensor dlogits(context.activation_dtype(), logits.shape(), core::MemoryKind::kDevice);
+  const runtime::Tensor& logits = model.forward(x, true);
+  runtime::Tensor dlogits(context.activation_dtype(), logits.shape(), runtime::MemoryKind::kDevice);
   test::DeviceVector<int32_t> labels_d(labels);
   test::DeviceVector<float> loss(1);
   test::DeviceVector<int32_t> hits(1);
   if (bf16) {
-    cuda::softmax_cross_entropy(context.stream(), kBatch, kClasses, logits.data<core::bfloat16>(), labels_d.get(), 0.0f,
-                                dlogits.data<core::bfloat16>(), {loss.get(), hits.get()});
+    cuda::softmax_cross_entropy(context.stream(), kBatch, kClasses, logits.data<runtime::bfloat16>(), labels_d.get(),
+                                0.0f, dlogits.data<runtime::bfloat16>(), {loss.get(), hits.get()});
   } else {
     cuda::softmax_cross_entropy(context.stream(), kBatch, kClasses, logits.data<float>(), labels_d.get(), 0.0f,
                                 dlogits.data<float>(), {loss.get(), hits.get()});
@@ -132,7 +132,7 @@ StepOutcome gpu_step(const ResNetConfig& config, cuda::ConvNumerics numerics, co
   out.loss = loss.to_host()[0];
   std::vector<unsigned char> raw(logits.bytes());
   DTRAIN_CUDA_CHECK(cudaMemcpy(raw.data(), logits.raw(), raw.size(), cudaMemcpyDeviceToHost));
-  out.logits = bf16 ? to_floats<core::bfloat16>(raw) : to_floats<float>(raw);
+  out.logits = bf16 ? to_floats<runtime::bfloat16>(raw) : to_floats<float>(raw);
   // The GPU path keeps gradients on the device: no host gradient buffer until one is asked for.
   EXPECT_FALSE(model.parameters().has_host_gradients());
   model.sync_to_host(/*gradients=*/true);
@@ -184,7 +184,7 @@ void expect_loss_and_logits(const StepOutcome& gpu, const StepOutcome& cpu, doub
 class GpuResNetTest : public testing::Test {
  protected:
   void SetUp() override {
-    if (core::detail::runtime_visible_gpus().empty()) GTEST_SKIP() << "no GPU visible to the CUDA runtime";
+    if (runtime::detail::runtime_visible_gpus().empty()) GTEST_SKIP() << "no GPU visible to the CUDA runtime";
     DTRAIN_CUDA_CHECK(cudaSetDevice(0));
     std::mt19937_64 rng(dtrain::test::random_seed());
     std::normal_distribution<float> pixel(0.0f, 1.0f);

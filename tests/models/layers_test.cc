@@ -13,7 +13,7 @@
 #include "models/cpu/linear.h"
 #include "models/cpu/pooling.h"
 #include "models/cpu/softmax_cross_entropy.h"
-#include "runtime/core/error.h"
+#include "runtime/base/error.h"
 #include "tests/support/test_seed.h"
 
 namespace dtrain::models::cpu {
@@ -134,8 +134,8 @@ TEST(Conv2d, BackwardMatchesFiniteDifferences) {
 }
 
 TEST(Conv2d, RejectsKernelsLargerThanThePaddedInput) {
-  EXPECT_THROW(validate(Conv2dShape{1, 1, 2, 2, 1, 3, 3, 1, 1, 0, 0}), core::UsageError);
-  EXPECT_THROW(validate(Conv2dShape{0, 1, 2, 2, 1, 1, 1, 1, 1, 0, 0}), core::UsageError);
+  EXPECT_THROW(validate(Conv2dShape{1, 1, 2, 2, 1, 3, 3, 1, 1, 0, 0}), runtime::UsageError);
+  EXPECT_THROW(validate(Conv2dShape{0, 1, 2, 2, 1, 1, 1, 1, 1, 0, 0}), runtime::UsageError);
 }
 
 TEST(BatchNorm, TrainingForwardNormalizesAndUpdatesRunningStatsLikePyTorch) {
@@ -291,7 +291,7 @@ TEST(SoftmaxCrossEntropy, LossAndGradientWithAndWithoutSmoothing) {
   }
   std::vector<double> z(6, 0.0);
   const int32_t bad = 6;
-  EXPECT_THROW(softmax_cross_entropy<double>(1, 6, z.data(), &bad, 0.0, nullptr), core::UsageError);
+  EXPECT_THROW(softmax_cross_entropy<double>(1, 6, z.data(), &bad, 0.0, nullptr), runtime::UsageError);
 }
 
 }  // namespace

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "models/cpu/softmax_cross_entropy.h"
-#include "runtime/core/error.h"
+#include "runtime/base/error.h"
 #include "tests/support/test_seed.h"
 
 namespace dtrain::models {
@@ -126,12 +126,12 @@ TEST(ResNet, InitializationIsDeterministicPerSeedAndZeroInitWorks) {
 
 TEST(ResNet, ImageNetForwardShape) {
   ResNet net(ResNetConfig{});
-  core::Tensor x(core::DType::kF32, {1, 3, 64, 64});
+  runtime::Tensor x(runtime::DType::kF32, {1, 3, 64, 64});
   std::mt19937 rng(1);
   std::normal_distribution<float> dist;
   for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = dist(rng);
-  const core::Tensor& y = net.forward(x, false);
-  EXPECT_EQ(y.shape(), (core::Shape{1, 1000}));
+  const runtime::Tensor& y = net.forward(x, false);
+  EXPECT_EQ(y.shape(), (runtime::Shape{1, 1000}));
   for (int64_t i = 0; i < y.numel(); ++i) ASSERT_TRUE(std::isfinite(y.data<float>()[i]));
 }
 
@@ -147,18 +147,18 @@ TEST(ResNet, SmallNetworkGradientsMatchFiniteDifferences) {
   ResNet net(config);
   ParameterSet& p = net.parameters();
 
-  core::Tensor x(core::DType::kF32, {2, 1, 8, 8});
+  runtime::Tensor x(runtime::DType::kF32, {2, 1, 8, 8});
   std::mt19937 rng(static_cast<unsigned>(config.seed));
   std::normal_distribution<float> dist;
   for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = dist(rng);
   const int32_t labels[2] = {0, 2};
   std::vector<float> dlogits(6);
   auto loss = [&](bool with_grad) {
-    const core::Tensor& logits = net.forward(x, true);
+    const runtime::Tensor& logits = net.forward(x, true);
     return cpu::softmax_cross_entropy(2, 3, logits.data<float>(), labels, 0.1, with_grad ? dlogits.data() : nullptr);
   };
   loss(true);
-  core::Tensor dy(core::DType::kF32, {2, 3});
+  runtime::Tensor dy(runtime::DType::kF32, {2, 3});
   std::copy(dlogits.begin(), dlogits.end(), dy.data<float>());
   net.backward(dy);
   std::vector<float> analytic(p.grads_flat(), p.grads_flat() + p.flat_size());
@@ -210,7 +210,7 @@ TEST(ResNet, SmallNetworkGradientsMatchFiniteDifferences) {
 TEST(ResNet, RejectsUnknownDepths) {
   ResNetConfig config;
   config.depth = 42;
-  EXPECT_THROW(ResNet net(config), core::UsageError);
+  EXPECT_THROW(ResNet net(config), runtime::UsageError);
 }
 
 }  // namespace
@@ -223,19 +223,19 @@ namespace {
 TEST(ResNet50, ForwardAndBackwardAt224) {
   ResNet net(ResNetConfig{});
   ASSERT_EQ(net.parameters().parameter_count(), 25557032);
-  core::Tensor x(core::DType::kF32, {2, 3, 224, 224});
+  runtime::Tensor x(runtime::DType::kF32, {2, 3, 224, 224});
   std::mt19937 rng(dtrain::test::random_seed());
   std::normal_distribution<float> dist;
   for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = dist(rng);
-  const core::Tensor& logits = net.forward(x, true);
-  ASSERT_EQ(logits.shape(), (core::Shape{2, 1000}));
+  const runtime::Tensor& logits = net.forward(x, true);
+  ASSERT_EQ(logits.shape(), (runtime::Shape{2, 1000}));
   const int32_t labels[2] = {3, 997};
-  core::Tensor dlogits(core::DType::kF32, {2, 1000});
+  runtime::Tensor dlogits(runtime::DType::kF32, {2, 1000});
   const double loss = cpu::softmax_cross_entropy(2, 1000, logits.data<float>(), labels, 0.0, dlogits.data<float>());
   EXPECT_TRUE(std::isfinite(loss));
   EXPECT_NEAR(loss, std::log(1000.0), 3.0) << "an untrained network is near uniform";
   std::fill(net.parameters().grads_flat(), net.parameters().grads_flat() + net.parameters().flat_size(), NAN);
-  const core::Tensor& dx = net.backward(dlogits);
+  const runtime::Tensor& dx = net.backward(dlogits);
   EXPECT_EQ(dx.shape(), x.shape());
   int64_t unwritten = 0;
   for (const ParamSlot& slot : net.parameters().slots()) {

@@ -13,14 +13,14 @@
 #include <vector>
 
 #include "models/cpu/softmax_cross_entropy.h"
-#include "runtime/core/dtype.h"
-#include "runtime/core/gpu_binding.h"
+#include "runtime/memory/dtype.h"
+#include "runtime/rank/gpu_binding.h"
 
 #if DTRAIN_WITH_CUDA
 #include <cuda_runtime_api.h>
 
 #include "models/cuda/softmax_cross_entropy.h"
-#include "runtime/core/cuda/cuda_check.h"
+#include "runtime/cuda/cuda_check.h"
 #include "tests/support/device_vector.h"
 #include "tests/support/element_values.h"
 #include "tests/support/expect_close.h"
@@ -88,7 +88,7 @@ void run_case(const Case& c, bool bad_label) {
 class SoftmaxCrossEntropyGpuTest : public testing::TestWithParam<Case> {
  protected:
   void SetUp() override {
-    if (core::detail::runtime_visible_gpus().empty()) GTEST_SKIP() << "no GPU visible to the CUDA runtime";
+    if (runtime::detail::runtime_visible_gpus().empty()) GTEST_SKIP() << "no GPU visible to the CUDA runtime";
     DTRAIN_CUDA_CHECK(cudaSetDevice(0));
   }
 };
@@ -96,7 +96,7 @@ class SoftmaxCrossEntropyGpuTest : public testing::TestWithParam<Case> {
 TEST_P(SoftmaxCrossEntropyGpuTest, MatchesFloat64Reference) {
   const Case& c = GetParam();
   if (c.bf16) {
-    run_case<core::bfloat16>(c, false);
+    run_case<runtime::bfloat16>(c, false);
   } else {
     run_case<float>(c, false);
   }
@@ -105,7 +105,7 @@ TEST_P(SoftmaxCrossEntropyGpuTest, MatchesFloat64Reference) {
 TEST_P(SoftmaxCrossEntropyGpuTest, ALabelOutOfRangeGivesANanLoss) {
   const Case& c = GetParam();
   if (c.bf16) {
-    run_case<core::bfloat16>(c, true);
+    run_case<runtime::bfloat16>(c, true);
   } else {
     run_case<float>(c, true);
   }

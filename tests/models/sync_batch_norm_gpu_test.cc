@@ -16,14 +16,14 @@
 #include <vector>
 
 #include "models/cpu/batch_norm.h"
-#include "runtime/core/dtype.h"
-#include "runtime/core/gpu_binding.h"
+#include "runtime/memory/dtype.h"
+#include "runtime/rank/gpu_binding.h"
 
 #if DTRAIN_WITH_CUDA
 #include <cuda_runtime_api.h>
 
 #include "models/cuda/batch_norm.h"
-#include "runtime/core/cuda/cuda_check.h"
+#include "runtime/cuda/cuda_check.h"
 #include "tests/support/device_activations.h"
 #include "tests/support/device_vector.h"
 #include "tests/support/expect_close.h"
@@ -185,7 +185,7 @@ void run_sync_case(const SyncCase& c) {
 class SyncBatchNormGpuTest : public testing::TestWithParam<SyncCase> {
  protected:
   void SetUp() override {
-    if (core::detail::runtime_visible_gpus().empty()) GTEST_SKIP() << "no GPU visible to the CUDA runtime";
+    if (runtime::detail::runtime_visible_gpus().empty()) GTEST_SKIP() << "no GPU visible to the CUDA runtime";
     DTRAIN_CUDA_CHECK(cudaSetDevice(0));
   }
 };
@@ -193,7 +193,7 @@ class SyncBatchNormGpuTest : public testing::TestWithParam<SyncCase> {
 TEST_P(SyncBatchNormGpuTest, GroupMatchesFloat64ReferenceOnTheGroupsBatch) {
   const SyncCase& c = GetParam();
   if (c.bf16_nhwc) {
-    run_sync_case<core::bfloat16>(c);
+    run_sync_case<runtime::bfloat16>(c);
   } else {
     run_sync_case<float>(c);
   }

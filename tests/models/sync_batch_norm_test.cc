@@ -81,7 +81,7 @@ std::vector<double> random_vector(std::mt19937_64& rng, size_t n, double lo, dou
 struct Replica {
   ParameterSet params;
   std::unique_ptr<BatchNorm2d> norm;
-  core::Tensor x, dy;
+  runtime::Tensor x, dy;
   std::vector<float> y, dx;  // the training forward's output and the backward's dx
 };
 
@@ -97,8 +97,8 @@ void make_replica(Replica& r, int channels, int spatial_h, int spatial_w, int fi
     r.params.param(slots.gamma)[c] = static_cast<float>(gamma[size_t(c)]);
     r.params.param(slots.beta)[c] = static_cast<float>(beta[size_t(c)]);
   }
-  r.x = core::Tensor(core::DType::kF32, {batch, channels, spatial_h, spatial_w});
-  r.dy = core::Tensor(core::DType::kF32, {batch, channels, spatial_h, spatial_w});
+  r.x = runtime::Tensor(runtime::DType::kF32, {batch, channels, spatial_h, spatial_w});
+  r.dy = runtime::Tensor(runtime::DType::kF32, {batch, channels, spatial_h, spatial_w});
   const size_t per_sample = size_t(channels) * spatial_h * spatial_w;
   for (size_t i = 0; i < size_t(batch) * per_sample; ++i) {
     r.x.data<float>()[i] = static_cast<float>(x[size_t(first) * per_sample + i]);
@@ -156,9 +156,9 @@ TEST(SyncBatchNorm, GroupOfThreadsMatchesFloat64ReferenceOnTheGroupsBatch) {
     for (int r = 0; r < group; ++r) {
       running.emplace_back([&replicas, r] {
         Replica& rep = replicas[size_t(r)];
-        const core::Tensor& y = rep.norm->forward(rep.x, true);
+        const runtime::Tensor& y = rep.norm->forward(rep.x, true);
         rep.y.assign(y.data<float>(), y.data<float>() + y.numel());
-        const core::Tensor& dx = rep.norm->backward(rep.dy);
+        const runtime::Tensor& dx = rep.norm->backward(rep.dy);
         rep.dx.assign(dx.data<float>(), dx.data<float>() + dx.numel());
       });
     }
@@ -256,9 +256,9 @@ TEST(SyncBatchNorm, GroupOfOneExchangesNothingAndChangesNothing) {
   LoneReducer reducer;
   lone.norm->set_batch_stats_reducer(&reducer);
   for (Replica* r : {&plain, &lone}) {
-    const core::Tensor& y = r->norm->forward(r->x, true);
+    const runtime::Tensor& y = r->norm->forward(r->x, true);
     r->y.assign(y.data<float>(), y.data<float>() + y.numel());
-    const core::Tensor& dx = r->norm->backward(r->dy);
+    const runtime::Tensor& dx = r->norm->backward(r->dy);
     r->dx.assign(dx.data<float>(), dx.data<float>() + dx.numel());
   }
   EXPECT_EQ(reducer.calls, 0);

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <vector>
 
-#include "runtime/core/dtype.h"
+#include "runtime/memory/dtype.h"
 #include "tests/support/device_vector.h"
 
 namespace dtrain::test {
@@ -42,9 +42,9 @@ class DeviceActivations {
     for (size_t i = 0; i < out.size(); ++i) {
       const size_t at = layout_.storage_index(i);
       if (layout_.bf16_nhwc) {
-        core::bfloat16 b;
+        runtime::bfloat16 b;
         std::memcpy(&b, &host[2 * at], 2);
-        out[i] = core::to_float(b);
+        out[i] = runtime::to_float(b);
       } else {
         float f;
         std::memcpy(&f, &host[4 * at], 4);
@@ -60,9 +60,9 @@ class DeviceActivations {
     for (size_t i = 0; i < values.size(); ++i) {
       const size_t at = layout.storage_index(i);
       if (layout.bf16_nhwc) {
-        const core::bfloat16 b = core::to_bfloat16(static_cast<float>(values[i]));
+        const runtime::bfloat16 b = runtime::to_bfloat16(static_cast<float>(values[i]));
         std::memcpy(&host[2 * at], &b, 2);
-        values[i] = core::to_float(b);
+        values[i] = runtime::to_float(b);
       } else {
         const float f = static_cast<float>(values[i]);
         std::memcpy(&host[4 * at], &f, 4);

@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "runtime/core/cuda/cuda_check.h"
+#include "runtime/cuda/cuda_check.h"
 
 namespace dtrain::test {
 

@@ -3,7 +3,7 @@
 // bf16), so a test draws values, rounds them once to the stored type and compares in float64.
 #include <type_traits>
 
-#include "runtime/core/dtype.h"
+#include "runtime/memory/dtype.h"
 
 namespace dtrain::test {
 
@@ -12,14 +12,14 @@ T narrow(double v) {
   if constexpr (std::is_same_v<T, float>) {
     return static_cast<float>(v);
   } else {
-    return core::to_bfloat16(static_cast<float>(v));
+    return runtime::to_bfloat16(static_cast<float>(v));
   }
 }
 inline double widen(float v) {
   return v;
 }
-inline double widen(core::bfloat16 v) {
-  return core::to_float(v);
+inline double widen(runtime::bfloat16 v) {
+  return runtime::to_float(v);
 }
 
 }  // namespace dtrain::test

@@ -11,10 +11,10 @@
 #include <string>
 
 #include "models/resnet.h"
-#include "runtime/core/error.h"
-#include "runtime/core/safetensors.h"
-#include "runtime/train/checkpoint_model.h"
-#include "runtime/train/torchvision_weights.h"
+#include "runtime/base/error.h"
+#include "runtime/io/safetensors.h"
+#include "train/checkpoint/checkpoint_model.h"
+#include "train/checkpoint/torchvision_weights.h"
 
 int main(int argc, char** argv) {
   if (argc != 4 && argc != 5) {
@@ -29,16 +29,16 @@ int main(int argc, char** argv) {
     train::read_checkpoint_weights(argv[1], net.parameters());
     if (argc == 5)
       std::printf("dtrain-eval-logits: %s\n", train::import_torchvision_weights(argv[4], net.parameters(), {}).c_str());
-    core::SafetensorsReader in(argv[2]);
-    const core::SafetensorsEntry* images = in.find("images");
+    runtime::SafetensorsReader in(argv[2]);
+    const runtime::SafetensorsEntry* images = in.find("images");
     DTRAIN_USAGE_CHECK(images != nullptr && images->dtype == "F32" && images->shape.size() == 4 &&
                        images->shape[1] == saved.model.in_channels)
         << argv[2] << ": needs \"images\", F32 [N, " << saved.model.in_channels << ", H, W]";
-    core::Tensor x(core::DType::kF32, images->shape);
+    runtime::Tensor x(runtime::DType::kF32, images->shape);
     in.read(*images, x.data<float>());
-    const core::Tensor& logits = net.forward(x, false);
-    core::write_safetensors(argv[3], {{"logits", "F32", logits.shape(), logits.data<float>()}},
-                            {{"dtrain_checkpoint", argv[1]}});
+    const runtime::Tensor& logits = net.forward(x, false);
+    runtime::write_safetensors(argv[3], {{"logits", "F32", logits.shape(), logits.data<float>()}},
+                               {{"dtrain_checkpoint", argv[1]}});
     std::printf("dtrain-eval-logits: %lld x %lld logits of %s on %s -> %s\n", static_cast<long long>(logits.shape()[0]),
                 static_cast<long long>(logits.shape()[1]), argv[1], argv[2], argv[3]);
   } catch (const std::exception& e) {

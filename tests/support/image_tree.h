@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/train/data/jpeg_decoder.h"
+#include "train/data/jpeg_decoder.h"
 
 namespace dtrain::test {
 

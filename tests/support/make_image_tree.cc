@@ -11,15 +11,15 @@
 #include <string>
 #include <thread>
 
-#include "runtime/core/cli.h"
-#include "runtime/core/error.h"
-#include "runtime/core/main_guard.h"
+#include "runtime/base/cli.h"
+#include "runtime/base/error.h"
+#include "runtime/mpi/main_guard.h"
 #include "tests/support/image_tree.h"
 #include "tests/support/realistic_tree.h"
 
 namespace {
 
-namespace po = dtrain::core::po;
+namespace po = dtrain::runtime::po;
 namespace fs = std::filesystem;
 
 int make_tree(int argc, char** argv) {
@@ -41,13 +41,13 @@ int make_tree(int argc, char** argv) {
       "overwrite", po::bool_switch(&overwrite), "--realistic: replace DIR if it exists and is not empty");
   po::positional_options_description positional;
   positional.add("dir", 1);
-  const dtrain::core::ParsedCommandLine parsed = dtrain::core::parse_command_line(argc, argv, d, &positional);
+  const dtrain::runtime::ParsedCommandLine parsed = dtrain::runtime::parse_command_line(argc, argv, d, &positional);
   if (parsed.help) {
     std::printf(
         "usage: dtrain-make-image-tree DIR [--clean]\n"
         "       dtrain-make-image-tree DIR --realistic [--classes N --train-per-class N --val-per-class N "
         "--seed S --threads N] [--overwrite]\n%s",
-        dtrain::core::usage("dtrain-make-image-tree", d).c_str());
+        dtrain::runtime::usage("dtrain-make-image-tree", d).c_str());
     return 0;
   }
   DTRAIN_USAGE_CHECK(!dir.empty()) << "dtrain-make-image-tree: DIR is missing (run with --help for usage)";
@@ -88,5 +88,5 @@ int make_tree(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return dtrain::core::run_main(argc, argv, make_tree);
+  return dtrain::runtime::run_main(argc, argv, make_tree);
 }

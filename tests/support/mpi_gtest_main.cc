@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "runtime/core/log.h"
-#include "runtime/core/mpi_scope.h"
-#include "runtime/core/process_identity.h"
+#include "runtime/base/log.h"
+#include "runtime/base/process_identity.h"
+#include "runtime/mpi/mpi_scope.h"
 #include "tests/support/gtest_verdict.h"
 
 namespace {
@@ -28,7 +28,7 @@ class FailurePrinter : public testing::EmptyTestEventListener {
     std::ostringstream text;
     text << "FAILED " << current_ << " at " << (result.file_name() ? result.file_name() : "?") << ":"
          << result.line_number() << ": " << result.summary();
-    dtrain::core::write_log_line(dtrain::core::LogLevel::kError, text.str());
+    dtrain::runtime::write_log_line(dtrain::runtime::LogLevel::kError, text.str());
   }
   std::string current_;
 };
@@ -36,12 +36,12 @@ class FailurePrinter : public testing::EmptyTestEventListener {
 }  // namespace
 
 int main(int argc, char** argv) {
-  dtrain::core::MpiScope mpi(&argc, &argv);
+  dtrain::runtime::MpiScope mpi(&argc, &argv);
   int rank = 0;
   int size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  dtrain::core::set_process_identity(rank, size, -1);
+  dtrain::runtime::set_process_identity(rank, size, -1);
   testing::InitGoogleTest(&argc, argv);
 
   if (rank != 0) {

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <random>
 
-#include "runtime/core/error.h"
+#include "runtime/base/error.h"
 
 namespace dtrain::test {
 namespace {

@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/core/error.h"
+#include "runtime/base/error.h"
 #include "tests/support/realistic_images.h"
 
 namespace dtrain::test {

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "runtime/core/crc32c.h"
-#include "runtime/core/error.h"
-#include "runtime/train/proto/tensorboard_event.pb.h"
+#include "runtime/base/error.h"
+#include "runtime/io/crc32c.h"
+#include "train/proto/tensorboard_event.pb.h"
 
 namespace dtrain::test {
 
@@ -31,12 +31,12 @@ inline std::vector<tensorboard::Event> read_tensorboard_events(const std::string
     DTRAIN_CHECK(at + 12 <= bytes.size()) << path << ": record " << record << " has a truncated header";
     const std::string length_bytes = bytes.substr(at, 8);
     const uint64_t length = read_little_endian(bytes, at, 8);
-    DTRAIN_CHECK(read_little_endian(bytes, at + 8, 4) == core::masked_crc32c(length_bytes))
+    DTRAIN_CHECK(read_little_endian(bytes, at + 8, 4) == runtime::masked_crc32c(length_bytes))
         << path << ": record " << record << ": the length's CRC does not match";
     at += 12;
     DTRAIN_CHECK(at + length + 4 <= bytes.size()) << path << ": record " << record << " is truncated";
     const std::string data = bytes.substr(at, length);
-    DTRAIN_CHECK(read_little_endian(bytes, at + length, 4) == core::masked_crc32c(data))
+    DTRAIN_CHECK(read_little_endian(bytes, at + length, 4) == runtime::masked_crc32c(data))
         << path << ": record " << record << ": the data's CRC does not match";
     at += length + 4;
     tensorboard::Event event;

@@ -1,5 +1,5 @@
 // Gradient accumulation on the GPU (issue 17, item 5), on fresh random inputs:
-//  - the device fold (runtime/train/cuda/accumulate_gradients.h) gives the host fold's floats bit
+//  - the device fold (train/engine/cuda/accumulate_gradients.h) gives the host fold's floats bit
 //    for bit, and their mean within a few ulps of float64;
 //  - GpuTrainStep with K micro-batches of B per step ends where one step on the K x B images ends,
 //    on a BN-free model: fp32 NCHW with TF32 off within 1e-5 relative per parameter (as the rank-
@@ -15,19 +15,19 @@
 #include <random>
 #include <vector>
 
-#include "runtime/core/gpu_binding.h"
-#include "runtime/train/gradient_accumulation.h"
+#include "runtime/rank/gpu_binding.h"
+#include "train/engine/gradient_accumulation.h"
 
 #if DTRAIN_WITH_CUDA
 #include <cuda_runtime_api.h>
 
-#include "runtime/core/buffer.h"
-#include "runtime/core/cuda/cuda_check.h"
-#include "runtime/core/error.h"
-#include "runtime/train/cuda/accumulate_gradients.h"
-#include "runtime/train/cuda/gpu_train_step.h"
+#include "runtime/base/error.h"
+#include "runtime/cuda/cuda_check.h"
+#include "runtime/memory/buffer.h"
 #include "tests/support/device_vector.h"
 #include "tests/support/test_seed.h"
+#include "train/engine/cuda/accumulate_gradients.h"
+#include "train/engine/cuda/gpu_train_step.h"
 #endif
 
 namespace dtrain::train {
@@ -39,7 +39,7 @@ using test::DeviceVector;
 class AccumulationGpuTest : public testing::Test {
  protected:
   void SetUp() override {
-    if (core::detail::runtime_visible_gpus().empty()) GTEST_SKIP() << "no GPU visible to the CUDA runtime";
+    if (runtime::detail::runtime_visible_gpus().empty()) GTEST_SKIP() << "no GPU visible to the CUDA runtime";
     DTRAIN_CUDA_CHECK(cudaSetDevice(0));
   }
 };
@@ -86,8 +86,8 @@ TEST_F(AccumulationGpuTest, FoldMatchesTheHostFoldAndFloat64) {
 // Parameters after `steps` steps of K micro-batches of B (whole: of one batch of K x B), on the
 // same images and from the same initialization (0 steps: the initial values); the mean loss of
 // the last step in *loss.
-std::vector<float> train(models::cuda::ConvNumerics numerics, int k, bool whole, const core::Buffer& images,
-                         const core::Buffer& labels, int batch, int side, int steps, float* loss) {
+std::vector<float> train(models::cuda::ConvNumerics numerics, int k, bool whole, const runtime::Buffer& images,
+                         const runtime::Buffer& labels, int batch, int side, int steps, float* loss) {
   cuda::GpuStepOptions o;
   o.model.blocks_per_stage = {1, 1};
   o.model.bottleneck = false;
@@ -129,8 +129,8 @@ void expect_micro_batches_match_whole_batch(models::cuda::ConvNumerics numerics)
   std::mt19937 rng(static_cast<unsigned>(test::random_seed()));
   const int k = 3, batch = 4, side = 12, steps = 3;
   const size_t images_count = static_cast<size_t>(steps) * k * batch;
-  core::Buffer images(core::MemoryKind::kPinnedHost, images_count * 3 * side * side);
-  core::Buffer labels(core::MemoryKind::kPinnedHost, images_count * sizeof(int32_t));
+  runtime::Buffer images(runtime::MemoryKind::kPinnedHost, images_count * 3 * side * side);
+  runtime::Buffer labels(runtime::MemoryKind::kPinnedHost, images_count * sizeof(int32_t));
   for (size_t i = 0; i < images.bytes(); ++i) static_cast<uint8_t*>(images.data())[i] = static_cast<uint8_t>(rng());
   for (size_t i = 0; i < images_count; ++i) static_cast<int32_t*>(labels.data())[i] = static_cast<int32_t>(rng() % 10);
 
@@ -175,8 +175,8 @@ TEST_F(AccumulationGpuTest, Bf16MicroBatchesMatchOneStepOnTheirImages) {
 
 // A micro-batch of a step of another K than the step was built for is a bug, not a step.
 TEST_F(AccumulationGpuTest, AMicroBatchOfAnotherKIsAnError) {
-  core::Buffer images(core::MemoryKind::kPinnedHost, size_t{4} * 3 * 12 * 12);
-  core::Buffer labels(core::MemoryKind::kPinnedHost, 4 * sizeof(int32_t));
+  runtime::Buffer images(runtime::MemoryKind::kPinnedHost, size_t{4} * 3 * 12 * 12);
+  runtime::Buffer labels(runtime::MemoryKind::kPinnedHost, 4 * sizeof(int32_t));
   std::fill_n(static_cast<int32_t*>(labels.data()), 4, 1);
   cuda::GpuStepOptions o;
   o.model.blocks_per_stage = {1};
@@ -190,7 +190,7 @@ TEST_F(AccumulationGpuTest, AMicroBatchOfAnotherKIsAnError) {
   cuda::GpuTrainStep step(o, nullptr, 0);
   EXPECT_THROW(step.run(static_cast<const uint8_t*>(images.data()), static_cast<const int32_t*>(labels.data()), 0.1f,
                         MicroBatch{0, 3}),
-               core::Error);
+               runtime::Error);
 }
 
 #else

@@ -1,4 +1,4 @@
-// Gradient accumulation (issue 17, item 5; runtime/train/gradient_accumulation.h), on every world
+// Gradient accumulation (issue 17, item 5; train/engine/gradient_accumulation.h), on every world
 // size the suite runs (1 to 4 ranks):
 //  - accumulation_steps K with batch B per rank trains what batch K x B per rank trains: the same
 //    images per step, the lr of the same effective global batch, gradients averaged over the K x B
@@ -24,15 +24,15 @@
 #include <string>
 #include <vector>
 
+#include "comm/backends/factory.h"
 #include "comm/communicator.h"
-#include "comm/factory.h"
-#include "runtime/core/gpu_binding.h"
-#include "runtime/core/rank_context.h"
-#include "runtime/train/data/sharded_sampler.h"
-#include "runtime/train/step_engine.h"
-#include "runtime/train/trainer.h"
+#include "runtime/rank/gpu_binding.h"
+#include "runtime/rank/rank_context.h"
 #include "tests/support/mpi_world.h"
 #include "tests/train/tiny_config.h"
+#include "train/data/sharded_sampler.h"
+#include "train/engine/step_engine.h"
+#include "train/trainer.h"
 
 namespace dtrain::train {
 namespace {
@@ -45,7 +45,7 @@ std::vector<float> params_of(Trainer& trainer) {
 // Trains one epoch (5 steps) with accumulation_steps K and batch B, then with batch K x B, on all
 // ranks, from the same initialization; compares parameters and the epoch's mean loss. gpu: each
 // rank's GPU, or -1 for the CPU path.
-void expect_accumulation_equivalence(const TrainConfig& config, int k, const core::RankContext& world, int gpu) {
+void expect_accumulation_equivalence(const TrainConfig& config, int k, const runtime::RankContext& world, int gpu) {
   TrainConfig accumulated = config;
   accumulated.set_accumulation_steps(k);
   Trainer micro(resolve(accumulated), world, gpu);
@@ -85,7 +85,7 @@ void expect_accumulation_equivalence(const TrainConfig& config, int k, const cor
 }
 
 TEST(GradientAccumulation, KMicroBatchesOfBMatchOneStepOnKTimesB) {
-  const core::RankContext world(MPI_COMM_WORLD, core::NodeLayout{});
+  const runtime::RankContext world(MPI_COMM_WORLD, runtime::NodeLayout{});
   expect_accumulation_equivalence(small_bn_free_config(4), 3, world, -1);
 }
 
@@ -95,7 +95,7 @@ TEST(GradientAccumulation, KMicroBatchesOfBMatchOneStepOnKTimesB) {
 // backend staged through host memory (NCCL cannot put two ranks on one GPU).
 TEST(GradientAccumulation, OnGpusKMicroBatchesOfBMatchOneStepOnKTimesB) {
   const int n = test::world_size();
-  const size_t gpus = core::detail::runtime_visible_gpus().size();
+  const size_t gpus = runtime::detail::runtime_visible_gpus().size();
   if (gpus == 0) GTEST_SKIP() << "no GPU visible to the CUDA runtime";
   TrainConfig config = small_bn_free_config(4);
   config.set_device("gpu");
@@ -106,8 +106,8 @@ TEST(GradientAccumulation, OnGpusKMicroBatchesOfBMatchOneStepOnKTimesB) {
     setenv("DTRAIN_MPI_DEVICE_POINTERS", "stage", 1);
     config.set_backend("mpi-ring");
   }
-  const core::RankContext world(MPI_COMM_WORLD, shared ? core::NodeLayout{1, false} : core::NodeLayout{});
-  const core::GpuBinding binding = core::bind_gpu(world, shared);
+  const runtime::RankContext world(MPI_COMM_WORLD, shared ? runtime::NodeLayout{1, false} : runtime::NodeLayout{});
+  const runtime::GpuBinding binding = runtime::bind_gpu(world, shared);
   expect_accumulation_equivalence(config, 3, world, binding.device.index);
 }
 
@@ -149,7 +149,7 @@ TEST(GradientAccumulation, NoCollectiveBeforeAStepsLastMicroBatch) {
   setup.model.num_classes = 10;
   setup.model.in_channels = 3;
   setup.image = ImageShape{12, 12, 3};
-  const core::RankContext world(MPI_COMM_WORLD, core::NodeLayout{});
+  const runtime::RankContext world(MPI_COMM_WORLD, runtime::NodeLayout{});
   std::atomic<long> calls{0}, all_reduces{0};
   auto counting = std::make_unique<CountingCommunicator>(comm::make_communicator(comm::Backend::kMpiRing, world, false),
                                                          &calls, &all_reduces);
@@ -161,7 +161,7 @@ TEST(GradientAccumulation, NoCollectiveBeforeAStepsLastMicroBatch) {
   std::vector<Batch> batches(static_cast<size_t>(k));
   for (Batch& b : batches) {
     b.size = batch;
-    b.pixels = core::Buffer(core::MemoryKind::kHost, setup.image.bytes() * batch);
+    b.pixels = runtime::Buffer(runtime::MemoryKind::kHost, setup.image.bytes() * batch);
     auto* pixels = static_cast<uint8_t*>(b.pixels.data());
     for (size_t i = 0; i < b.pixels.bytes(); ++i) pixels[i] = static_cast<uint8_t>(rng());
     for (int i = 0; i < batch; ++i) b.labels.push_back(static_cast<int32_t>(rng() % 10));
@@ -212,7 +212,7 @@ TEST(GradientAccumulation, StepsCountOptimizerStepsAndTheLrUsesTheEffectiveBatch
   ASSERT_FALSE(path.empty()) << "rank 0 could not make a temporary directory";
   const std::string metrics = path + "/metrics.jsonl";
   config.set_metrics_file(metrics);
-  const core::RankContext world(MPI_COMM_WORLD, core::NodeLayout{});
+  const runtime::RankContext world(MPI_COMM_WORLD, runtime::NodeLayout{});
   {
     Trainer trainer(resolve(config), world);
     trainer.run();
@@ -250,7 +250,7 @@ TEST(GradientAccumulation, ResumeFromACheckpointEqualsAnUninterruptedRun) {
   MPI_Bcast(bytes.data(), static_cast<int>(bytes.size()), MPI_CHAR, 0, MPI_COMM_WORLD);
   dir = bytes.data();
   ASSERT_FALSE(dir.empty()) << "rank 0 could not make a temporary directory";
-  const core::RankContext world(MPI_COMM_WORLD, core::NodeLayout{});
+  const runtime::RankContext world(MPI_COMM_WORLD, runtime::NodeLayout{});
   const auto run = [&](long total_steps, bool first_part, bool resume) {
     TrainConfig c = tiny_synthetic_config();
     c.set_width(4);

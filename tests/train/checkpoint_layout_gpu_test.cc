@@ -7,14 +7,14 @@
 #include <random>
 #include <vector>
 
-#include "runtime/core/gpu_binding.h"
+#include "runtime/rank/gpu_binding.h"
 
 #if DTRAIN_WITH_CUDA
 #include <cuda_runtime_api.h>
 
-#include "runtime/core/cuda/cuda_check.h"
-#include "runtime/train/cuda/gpu_train_step.h"
+#include "runtime/cuda/cuda_check.h"
 #include "tests/support/test_seed.h"
+#include "train/engine/cuda/gpu_train_step.h"
 #endif
 
 namespace dtrain::train {
@@ -25,7 +25,7 @@ namespace {
 // on the device exactly where the parameters sit (the update pairs them element by element), and
 // come back to the host unchanged.
 TEST(CheckpointLayoutGpu, MomentumTakesTheParametersLayoutOnTheDeviceAndTheStandardOneOnTheHost) {
-  if (core::detail::runtime_visible_gpus().empty()) GTEST_SKIP() << "no GPU visible to the CUDA runtime";
+  if (runtime::detail::runtime_visible_gpus().empty()) GTEST_SKIP() << "no GPU visible to the CUDA runtime";
   DTRAIN_CUDA_CHECK(cudaSetDevice(0));
   const uint64_t seed = test::random_seed();
   for (auto numerics : {models::cuda::ConvNumerics::kBf16Nhwc, models::cuda::ConvNumerics::kFp32Nchw}) {

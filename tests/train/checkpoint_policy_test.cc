@@ -1,9 +1,9 @@
-// When a step ends with a checkpoint (runtime/train/checkpoint_policy.h).
-#include "runtime/train/checkpoint_policy.h"
+// When a step ends with a checkpoint (train/checkpoint/checkpoint_policy.h).
+#include "train/checkpoint/checkpoint_policy.h"
 
 #include <gtest/gtest.h>
 
-#include "runtime/train/train_config.h"
+#include "train/config/train_config.h"
 
 namespace dtrain::train {
 namespace {

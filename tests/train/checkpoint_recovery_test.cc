@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "runtime/core/crc32c.h"
-#include "runtime/core/error.h"
-#include "runtime/train/checkpoint.h"
+#include "runtime/base/error.h"
+#include "runtime/io/crc32c.h"
+#include "train/checkpoint/checkpoint.h"
 
 namespace dtrain::train {
 namespace {
@@ -129,7 +129,7 @@ TEST_F(CheckpointRecovery, EveryFlippedHeaderByteIsRejectedNamingTheFile) {
       read_checkpoint(path, &header, into);
       ADD_FAILURE() << "byte " << at << " flipped, and the checkpoint was accepted (global step "
                     << header.global_step() << ")";
-    } catch (const core::UsageError& e) {
+    } catch (const runtime::UsageError& e) {
       EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
     }
     f.seekp(static_cast<std::streamoff>(at));
@@ -152,7 +152,7 @@ TEST_F(CheckpointRecovery, HeaderLengthIsCheckedAgainstTheFileSize) {
   try {
     read_checkpoint(path, &header, {});
     FAIL() << "accepted";
-  } catch (const core::UsageError& e) {
+  } catch (const runtime::UsageError& e) {
     EXPECT_NE(std::string(e.what()).find(path + ": header length 536870912 does not fit the file's"), std::string::npos)
         << e.what();
   }
@@ -173,10 +173,10 @@ TEST_F(CheckpointRecovery, FailedWriteIsAnIoErrorAndLeavesNoTemporary) {
   bool usage = false;
   try {
     write(new_run_id(), 7, 1);
-  } catch (const core::UsageError& e) {
+  } catch (const runtime::UsageError& e) {
     usage = true;
     message = e.what();
-  } catch (const core::Error& e) {
+  } catch (const runtime::Error& e) {
     message = e.what();
   }
   ::setrlimit(RLIMIT_FSIZE, &saved);
@@ -197,7 +197,7 @@ TEST_F(CheckpointRecovery, OlderFormatStillReads) {
   entry->set_name("params");
   entry->set_count(params_.size());
   entry->set_offset(0);
-  entry->set_crc32c(core::crc32c(params_.data(), params_.size() * sizeof(float)));
+  entry->set_crc32c(runtime::crc32c(params_.data(), params_.size() * sizeof(float)));
   const std::string head = old_header.SerializeAsString();
   const uint64_t length = head.size();
   const std::string legacy = dir_ + "/ckpt-900.dtrain";

@@ -1,6 +1,6 @@
 // Checkpoint files: CRC-32C, atomic write + keep-K, and clear errors for truncated or corrupt files,
 // with "latest" falling back to the previous valid checkpoint.
-#include "runtime/train/checkpoint.h"
+#include "train/checkpoint/checkpoint.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -9,7 +9,7 @@
 #include <fstream>
 #include <numeric>
 
-#include "runtime/core/error.h"
+#include "runtime/base/error.h"
 
 namespace dtrain::train {
 namespace {
@@ -55,7 +55,7 @@ TEST(Checkpoint, RoundTripKeepLastAndCorruptionHandling) {
   try {
     read_checkpoint(paths[3], &read, into);
     FAIL() << "no error";
-  } catch (const core::UsageError& e) {
+  } catch (const runtime::UsageError& e) {
     EXPECT_NE(std::string(e.what()).find(paths[3]), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("CRC32C"), std::string::npos) << e.what();
   }
@@ -64,13 +64,13 @@ TEST(Checkpoint, RoundTripKeepLastAndCorruptionHandling) {
 
   // Truncate the older one too: nothing valid is left.
   fs::resize_file(paths[2], 100);
-  EXPECT_THROW(read_checkpoint(paths[2], &read, into), core::UsageError);
-  EXPECT_THROW(resolve_checkpoint("latest", dir, &read, into), core::UsageError);
+  EXPECT_THROW(read_checkpoint(paths[2], &read, into), runtime::UsageError);
+  EXPECT_THROW(resolve_checkpoint("latest", dir, &read, into), runtime::UsageError);
   // A model of another size does not load.
   std::vector<float> small(10);
   header.set_global_step(50);
   const std::string fresh = write_checkpoint(dir, header, tensors, 2);
-  EXPECT_THROW(read_checkpoint(fresh, &read, {{"params", small.data(), small.size()}}), core::UsageError);
+  EXPECT_THROW(read_checkpoint(fresh, &read, {{"params", small.data(), small.size()}}), runtime::UsageError);
   fs::remove_all(dir);
 }
 

@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "runtime/core/error.h"
-#include "runtime/train/config_limits.h"
-#include "runtime/train/resolved_config.h"
-#include "runtime/train/train_config.h"
+#include "runtime/base/error.h"
+#include "train/config/config_limits.h"
+#include "train/config/resolved_config.h"
+#include "train/config/train_config.h"
 
 namespace dtrain::train {
 namespace {
@@ -23,7 +23,7 @@ std::string usage_error(std::vector<std::string> args) {
   ResolvedConfig c;
   try {
     load_train_config(static_cast<int>(argv.size()), argv.data(), &c);
-  } catch (const core::UsageError& e) {
+  } catch (const runtime::UsageError& e) {
     return e.what();
   }
   return "no error";
@@ -57,7 +57,7 @@ TEST(ConfigMistakes, NoArgumentsAtAllIsAnErrorSayingWhatToGive) {
   try {
     load_train_config(1, argv, &c);
     FAIL() << "no error";
-  } catch (const core::UsageError& e) {
+  } catch (const runtime::UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("nothing to train. Give a config"), std::string::npos) << e.what();
   }
 }
@@ -151,7 +151,7 @@ TEST(ConfigMistakes, TheLoadersBuffersMustFitInTheHostsMemory) {
   try {
     validate_limits(c, uint64_t{128} << 20);
     FAIL() << "no error";
-  } catch (const core::UsageError& e) {
+  } catch (const runtime::UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("need 220.5 MiB, more than this host's 128.0 MiB of memory"),
               std::string::npos)
         << e.what();

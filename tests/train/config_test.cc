@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
-#include "runtime/core/cli.h"
-#include "runtime/core/error.h"
-#include "runtime/train/config_help.h"
-#include "runtime/train/resolved_config.h"
-#include "runtime/train/train_config.h"
+#include "runtime/base/cli.h"
+#include "runtime/base/error.h"
+#include "train/config/config_help.h"
+#include "train/config/resolved_config.h"
+#include "train/config/train_config.h"
 
 namespace dtrain::train {
 namespace {
@@ -56,7 +56,7 @@ std::string usage_error(std::vector<std::string> args) {
   TrainConfig c;
   try {
     load(std::move(args), &c);
-  } catch (const core::UsageError& e) {
+  } catch (const runtime::UsageError& e) {
     return std::string(e.what());
   }
   return std::string("no error");
@@ -134,7 +134,7 @@ TEST(TrainConfig, HelpDescribesEveryFieldOnce) {
     const google::protobuf::FieldDescriptor* field = d->field(f);
     EXPECT_GE(field_description(field).size(), 10u) << field->name() << " has no comment in train_config.proto";
     EXPECT_NE(field_section(field), "Other") << field->name() << ": number " << field->number() << " is in no section";
-    const std::string flag = "  " + core::flag_name(field->name()) + " ";
+    const std::string flag = "  " + runtime::flag_name(field->name()) + " ";
     const size_t first = help.find(flag);
     ASSERT_NE(first, std::string::npos) << flag << " missing from --help";
     EXPECT_EQ(help.find(flag, first + 1), std::string::npos) << flag << " listed twice";

@@ -13,12 +13,12 @@
 #include <random>
 #include <set>
 
-#include "runtime/core/error.h"
-#include "runtime/train/data/data_loader.h"
-#include "runtime/train/data/idx_dataset.h"
-#include "runtime/train/data/sharded_sampler.h"
-#include "runtime/train/data/synthetic_dataset.h"
+#include "runtime/base/error.h"
 #include "tests/support/test_seed.h"
+#include "train/data/data_loader.h"
+#include "train/data/idx_dataset.h"
+#include "train/data/sharded_sampler.h"
+#include "train/data/synthetic_dataset.h"
 
 namespace dtrain::train {
 namespace {
@@ -92,10 +92,10 @@ TEST(IdxDataset, ReadsRawAndGzippedFilesAndAugmentsDeterministically) {
   try {
     IdxDataset bad(dir / "bad", dir / "lab", false);
     FAIL() << "no error";
-  } catch (const core::UsageError& e) {
+  } catch (const runtime::UsageError& e) {
     EXPECT_NE(std::string(e.what()).find((dir / "bad").string()), std::string::npos) << e.what();
   }
-  EXPECT_THROW(IdxDataset(dir / "missing", dir / "lab", false), core::UsageError);
+  EXPECT_THROW(IdxDataset(dir / "missing", dir / "lab", false), runtime::UsageError);
   fs::remove_all(dir);
 }
 
@@ -224,10 +224,10 @@ TEST(DataLoader, RetainingEverySlotIsAnErrorNotAHang) {
   loader.retain(a);
   const Batch* b = loader.next();
   loader.retain(b);
-  EXPECT_THROW(loader.next(), core::Error);
+  EXPECT_THROW(loader.next(), runtime::Error);
   loader.release(a);
   loader.release(b);
-  EXPECT_THROW(loader.release(b), core::Error);  // not retained any more
+  EXPECT_THROW(loader.release(b), runtime::Error);  // not retained any more
 }
 
 // A dataset that fails on one sample, as a loader thread meets a bad file past the limit.
@@ -257,7 +257,7 @@ TEST(DataLoader, AWorkersErrorReachesTheConsumerWithTheFile) {
       while (loader.next() != nullptr) {
       }
       FAIL() << "no error";
-    } catch (const core::Error& e) {
+    } catch (const runtime::Error& e) {
       EXPECT_NE(std::string(e.what()).find("bad_37.JPEG"), std::string::npos) << e.what();
     }
   }

@@ -5,9 +5,9 @@
 
 #include <filesystem>
 
-#include "runtime/train/data/image_folder_dataset.h"
-#include "runtime/train/data/synthetic_dataset.h"
 #include "tests/support/image_tree.h"
+#include "train/data/image_folder_dataset.h"
+#include "train/data/synthetic_dataset.h"
 
 namespace dtrain::train {
 namespace {

@@ -1,4 +1,4 @@
-// The GPU's idle gap before each micro-batch (runtime/train/cuda/device_idle_clock): a micro-batch
+// The GPU's idle gap before each micro-batch (train/engine/cuda/device_idle_clock): a micro-batch
 // queued while the stream is still busy starts with no gap; one queued after the stream drained
 // and the host dawdled starts after about that long. The "work" is a host function on the stream
 // (cudaLaunchHostFunc) that sleeps, so the test needs no kernel of its own.
@@ -8,14 +8,14 @@
 #include <cmath>
 #include <thread>
 
-#include "runtime/core/gpu_binding.h"
+#include "runtime/rank/gpu_binding.h"
 
 #if DTRAIN_WITH_CUDA
 #include <cuda_runtime_api.h>
 
-#include "runtime/core/cuda/cuda_check.h"
-#include "runtime/core/cuda/stream.h"
-#include "runtime/train/cuda/device_idle_clock.h"
+#include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/stream.h"
+#include "train/engine/cuda/device_idle_clock.h"
 #endif
 
 namespace dtrain::train {
@@ -27,8 +27,8 @@ void sleep_on_stream(void* milliseconds) {
 }
 
 TEST(DeviceIdleClock, GapsAreTheStreamsIdleTimeBetweenMicroBatches) {
-  if (core::detail::runtime_visible_gpus().empty()) GTEST_SKIP() << "no GPU visible to the CUDA runtime";
-  core::CudaStream stream(0);
+  if (runtime::detail::runtime_visible_gpus().empty()) GTEST_SKIP() << "no GPU visible to the CUDA runtime";
+  runtime::CudaStream stream(0);
   cuda::DeviceIdleClock clock(0);
   static int busy_ms = 30;
   auto micro_batch = [&] {

@@ -5,7 +5,7 @@
 #include <limits>
 #include <vector>
 
-#include "runtime/train/step_engine.h"
+#include "train/engine/step_engine.h"
 
 namespace dtrain::train {
 namespace {

@@ -14,12 +14,12 @@
 #include <string>
 #include <vector>
 
-#include "runtime/core/error.h"
-#include "runtime/core/rank_context.h"
-#include "runtime/train/checkpoint.h"
-#include "runtime/train/trainer.h"
+#include "runtime/base/error.h"
+#include "runtime/rank/rank_context.h"
 #include "tests/support/mpi_world.h"
 #include "tests/train/tiny_config.h"
+#include "train/checkpoint/checkpoint.h"
+#include "train/trainer.h"
 
 namespace dtrain::train {
 namespace {
@@ -40,7 +40,7 @@ TrainConfig small_config(long total_steps) {
 }
 
 std::vector<float> train(const TrainConfig& config, MPI_Comm comm = MPI_COMM_WORLD) {
-  const core::RankContext world(comm, core::NodeLayout{});
+  const runtime::RankContext world(comm, runtime::NodeLayout{});
   Trainer trainer(resolve(config), world);
   trainer.run();
   models::ParameterSet& p = trainer.parameters();
@@ -67,9 +67,9 @@ void remove_shared_dir(const std::string& dir) {
 std::string error_of(const TrainConfig& config) {
   try {
     train(config, MPI_COMM_SELF);
-  } catch (const core::UsageError& e) {
+  } catch (const runtime::UsageError& e) {
     return std::string("usage error: ") + e.what();
-  } catch (const core::Error& e) {
+  } catch (const runtime::Error& e) {
     return e.what();
   }
   return "no error";

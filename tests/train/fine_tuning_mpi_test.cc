@@ -13,13 +13,13 @@
 #include <vector>
 
 #include "models/resnet.h"
-#include "runtime/core/error.h"
-#include "runtime/core/rank_context.h"
-#include "runtime/train/torchvision_weights.h"
-#include "runtime/train/trainer.h"
+#include "runtime/base/error.h"
+#include "runtime/rank/rank_context.h"
 #include "tests/support/mpi_world.h"
 #include "tests/support/test_seed.h"
 #include "tests/train/tiny_config.h"
+#include "train/checkpoint/torchvision_weights.h"
+#include "train/trainer.h"
 
 namespace dtrain::train {
 namespace {
@@ -91,7 +91,7 @@ TEST_F(FineTuning, InitWeightsGivesEveryRankTheFilesValues) {
   const std::unique_ptr<models::ResNet> source = write_weights("same.safetensors", 1000);
   TrainConfig c = fine_tuning_config();
   c.set_init_weights(dir_ + "/same.safetensors");
-  const core::RankContext world(MPI_COMM_WORLD, core::NodeLayout{});
+  const runtime::RankContext world(MPI_COMM_WORLD, runtime::NodeLayout{});
   Trainer trainer(resolve(c), world);  // verifies on construction that every replica agrees
   models::ParameterSet& p = trainer.parameters();
   models::ParameterSet& s = source->parameters();
@@ -103,11 +103,11 @@ TEST_F(FineTuning, InitWeightsGivesEveryRankTheFilesValues) {
 
 TEST_F(FineTuning, ReinitClassifierKeepsTheRunsOwnClassifier) {
   const std::unique_ptr<models::ResNet> source = write_weights("ten_classes.safetensors", 10);
-  const core::RankContext world(MPI_COMM_WORLD, core::NodeLayout{});
+  const runtime::RankContext world(MPI_COMM_WORLD, runtime::NodeLayout{});
   TrainConfig c = fine_tuning_config();
   c.set_init_weights(dir_ + "/ten_classes.safetensors");
   // Another class count without reinit_classifier: one usage error, on every rank.
-  EXPECT_THROW(Trainer(resolve(c), world), core::UsageError);
+  EXPECT_THROW(Trainer(resolve(c), world), runtime::UsageError);
 
   c.set_reinit_classifier(true);
   Trainer tuned(resolve(c), world);
@@ -128,7 +128,7 @@ TEST_F(FineTuning, FrozenBackboneTrainsOnlyTheClassifierThenEverything) {
   c.set_init_weights(dir_ + "/pretrained.safetensors");
   c.set_reinit_classifier(true);
   c.set_freeze_backbone_epochs(1);
-  const core::RankContext world(MPI_COMM_WORLD, core::NodeLayout{});
+  const runtime::RankContext world(MPI_COMM_WORLD, runtime::NodeLayout{});
   Trainer trainer(resolve(c), world);
   models::ParameterSet& p = trainer.parameters();
   const std::vector<float> params_before(p.params_flat(), p.params_flat() + p.flat_size());

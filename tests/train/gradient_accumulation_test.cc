@@ -1,8 +1,8 @@
-// The gradient-accumulation fold (runtime/train/gradient_accumulation.h) on fresh random inputs:
+// The gradient-accumulation fold (train/engine/gradient_accumulation.h) on fresh random inputs:
 // K micro-batches' gradients, folded range by range in backward's order as an engine's listener
 // folds them, leave the buffer at their mean, against a float64 reference; the micro-batches
 // before the last leave the gradient buffer itself alone; one micro-batch changes nothing.
-#include "runtime/train/gradient_accumulation.h"
+#include "train/engine/gradient_accumulation.h"
 
 #include <gtest/gtest.h>
 
@@ -12,7 +12,7 @@
 #include <random>
 #include <vector>
 
-#include "runtime/core/error.h"
+#include "runtime/base/error.h"
 #include "tests/support/test_seed.h"
 
 namespace dtrain::train {
@@ -67,9 +67,9 @@ TEST(GradientAccumulation, OneMicroBatchIsAPlainStep) {
 }
 
 TEST(GradientAccumulation, AMicroBatchOutsideItsStepIsAnError) {
-  EXPECT_THROW(check_micro_batch(MicroBatch{3, 3}), core::Error);
-  EXPECT_THROW(check_micro_batch(MicroBatch{-1, 3}), core::Error);
-  EXPECT_THROW(check_micro_batch(MicroBatch{0, 0}), core::Error);
+  EXPECT_THROW(check_micro_batch(MicroBatch{3, 3}), runtime::Error);
+  EXPECT_THROW(check_micro_batch(MicroBatch{-1, 3}), runtime::Error);
+  EXPECT_THROW(check_micro_batch(MicroBatch{0, 0}), runtime::Error);
   EXPECT_NO_THROW(check_micro_batch(MicroBatch{2, 3}));
 }
 

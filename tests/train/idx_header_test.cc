@@ -10,8 +10,8 @@
 #include <tuple>
 #include <vector>
 
-#include "runtime/core/error.h"
-#include "runtime/train/data/idx_dataset.h"
+#include "runtime/base/error.h"
+#include "train/data/idx_dataset.h"
 
 namespace dtrain::train {
 namespace {
@@ -49,7 +49,7 @@ class IdxHeader : public ::testing::Test {
     }
     try {
       IdxDataset data(images_, labels_path, false);
-    } catch (const core::UsageError& e) {
+    } catch (const runtime::UsageError& e) {
       return e.what();
     }
     return "no error";

@@ -12,12 +12,12 @@
 #include <set>
 #include <tuple>
 
-#include "runtime/core/error.h"
-#include "runtime/train/data/data_loader.h"
-#include "runtime/train/data/image_folder_dataset.h"
-#include "runtime/train/data/sharded_sampler.h"
+#include "runtime/base/error.h"
 #include "tests/support/hostile_jpegs.h"
 #include "tests/support/image_tree.h"
+#include "train/data/data_loader.h"
+#include "train/data/image_folder_dataset.h"
+#include "train/data/sharded_sampler.h"
 
 namespace dtrain::train {
 namespace {
@@ -134,7 +134,7 @@ TEST_F(ImageFolder, ScanFindingsBeyondTheLimitAreAnErrorBeforeTraining) {
   try {
     ImageFolderDataset data(split("train"), strict);
     FAIL() << "no error";
-  } catch (const core::UsageError& e) {
+  } catch (const runtime::UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("2 of 21 entries are bad"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("max_bad_fraction 0.001"), std::string::npos) << e.what();
   }
@@ -151,18 +151,18 @@ TEST_F(ImageFolder, DecodeFindingsBeyondTheLimitStopLoadingNamingTheFile) {
       data.load(i, rng, out.data());
     }
     FAIL() << "no error";
-  } catch (const core::Error& e) {
+  } catch (const runtime::Error& e) {
     EXPECT_NE(std::string(e.what()).find("broken.JPEG"), std::string::npos) << e.what();
   }
 }
 
 TEST_F(ImageFolder, MissingOrEmptyDirectoryIsAUsageError) {
-  EXPECT_THROW(ImageFolderDataset((root_ / "nope").string(), lenient(true)), core::UsageError);
+  EXPECT_THROW(ImageFolderDataset((root_ / "nope").string(), lenient(true)), runtime::UsageError);
   fs::create_directories(root_ / "empty");
   try {
     ImageFolderDataset data((root_ / "empty").string(), lenient(true));
     FAIL() << "no error";
-  } catch (const core::UsageError& e) {
+  } catch (const runtime::UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("holds no images"), std::string::npos) << e.what();
   }
 }

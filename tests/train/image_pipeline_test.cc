@@ -10,11 +10,11 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/train/data/crop_geometry.h"
-#include "runtime/train/data/image_resize.h"
-#include "runtime/train/data/jpeg_decoder.h"
 #include "tests/support/hostile_jpegs.h"
 #include "tests/support/test_seed.h"
+#include "train/data/crop_geometry.h"
+#include "train/data/image_resize.h"
+#include "train/data/jpeg_decoder.h"
 
 namespace dtrain::train {
 namespace {

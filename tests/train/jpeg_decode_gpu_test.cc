@@ -12,24 +12,24 @@
 #include <random>
 #include <vector>
 
-#include "runtime/core/gpu_binding.h"
-#include "runtime/train/data/crop_geometry.h"
-#include "runtime/train/data/data_loader.h"
-#include "runtime/train/data/image_folder_dataset.h"
-#include "runtime/train/data/image_resize.h"
-#include "runtime/train/data/jpeg_decoder.h"
-#include "runtime/train/data/sharded_sampler.h"
+#include "runtime/rank/gpu_binding.h"
 #include "tests/support/realistic_tree.h"
 #include "tests/support/test_seed.h"
+#include "train/data/crop_geometry.h"
+#include "train/data/data_loader.h"
+#include "train/data/image_folder_dataset.h"
+#include "train/data/image_resize.h"
+#include "train/data/jpeg_decoder.h"
+#include "train/data/sharded_sampler.h"
 
 #if DTRAIN_WITH_CUDA
 #include <cuda_runtime_api.h>
 
-#include "runtime/core/buffer.h"
-#include "runtime/core/cuda/cuda_check.h"
-#include "runtime/core/cuda/stream.h"
-#include "runtime/train/cuda/crop_resize_images.h"
-#include "runtime/train/cuda/device_jpeg_stage.h"
+#include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/stream.h"
+#include "runtime/memory/buffer.h"
+#include "train/data/cuda/crop_resize_images.h"
+#include "train/data/cuda/device_jpeg_stage.h"
 #endif
 
 namespace dtrain::train {
@@ -38,14 +38,14 @@ namespace fs = std::filesystem;
 
 #if DTRAIN_WITH_CUDA
 template <typename T>
-T* device_copy(const std::vector<T>& host, core::Buffer* buffer) {
-  *buffer = core::Buffer(core::MemoryKind::kDevice, sizeof(T) * host.size());
+T* device_copy(const std::vector<T>& host, runtime::Buffer* buffer) {
+  *buffer = runtime::Buffer(runtime::MemoryKind::kDevice, sizeof(T) * host.size());
   DTRAIN_CUDA_CHECK(cudaMemcpy(buffer->data(), host.data(), sizeof(T) * host.size(), cudaMemcpyHostToDevice));
   return static_cast<T*>(buffer->data());
 }
 
 TEST(CropResizeImages, GivesTheHostResizeBytes) {
-  if (core::detail::runtime_visible_gpus().empty()) GTEST_SKIP() << "no GPU visible to the CUDA runtime";
+  if (runtime::detail::runtime_visible_gpus().empty()) GTEST_SKIP() << "no GPU visible to the CUDA runtime";
   std::mt19937_64 rng(test::random_seed());
   // Smaller and larger than the output, thin, and one far larger (wide filters).
   const int sizes[][2] = {{37, 29}, {500, 375}, {333, 500}, {224, 224}, {1700, 1100}, {8, 300}};
@@ -73,13 +73,13 @@ TEST(CropResizeImages, GivesTheHostResizeBytes) {
       resize_region(view, region, out, out, flip, expected.back().data());
     }
   }
-  core::Buffer device_sources, device_jobs;
+  runtime::Buffer device_sources, device_jobs;
   const uint8_t* base = device_copy(sources, &device_sources);
   for (size_t i = 0; i < jobs.size(); ++i) jobs[i].source = base + offsets[i];
   const long tap_floats = cuda::crop_resize_layout(jobs.data(), static_cast<int>(jobs.size()), out, out);
   const cuda::CropResizeJob* job_array = device_copy(jobs, &device_jobs);
-  core::Buffer taps(core::MemoryKind::kDevice, sizeof(float) * static_cast<size_t>(tap_floats));
-  core::Buffer device_out(core::MemoryKind::kDevice, jobs.size() * out * out * 3);
+  runtime::Buffer taps(runtime::MemoryKind::kDevice, sizeof(float) * static_cast<size_t>(tap_floats));
+  runtime::Buffer device_out(runtime::MemoryKind::kDevice, jobs.size() * out * out * 3);
   cuda::crop_resize_images(nullptr, job_array, static_cast<int>(jobs.size()), out, out,
                            static_cast<float*>(taps.data()), static_cast<uint8_t*>(device_out.data()));
   std::vector<uint8_t> got(device_out.bytes());
@@ -109,7 +109,7 @@ std::vector<uint8_t> full_size_host_decode(const DeferredJpeg& job, int out, boo
 class DeviceJpegDecoding : public testing::Test {
  protected:
   void SetUp() override {
-    if (core::detail::runtime_visible_gpus().empty()) GTEST_SKIP() << "no GPU visible to the CUDA runtime";
+    if (runtime::detail::runtime_visible_gpus().empty()) GTEST_SKIP() << "no GPU visible to the CUDA runtime";
     std::string why_not;
     stage_ = cuda::DeviceJpegStage::open(1, &why_not);
     if (!stage_) GTEST_SKIP() << "no hardware JPEG decoding here: " << why_not;
@@ -136,8 +136,9 @@ TEST_F(DeviceJpegDecoding, BatchesMatchTheHostDecodedOnes) {
   host.start_epoch(0);
   deferring.start_epoch(0);
   const size_t bytes = data.output_shape().bytes();
-  core::Buffer images(core::MemoryKind::kDevice, bytes * 32), labels(core::MemoryKind::kDevice, sizeof(int32_t) * 32);
-  core::CudaStream stream(0);
+  runtime::Buffer images(runtime::MemoryKind::kDevice, bytes * 32),
+      labels(runtime::MemoryKind::kDevice, sizeof(int32_t) * 32);
+  runtime::CudaStream stream(0);
   long pending = 0;
   double total_difference = 0;
   size_t compared = 0, closer_than_mirrored = 0;

@@ -1,4 +1,4 @@
-#include "runtime/train/metrics_log.h"
+#include "train/observe/metrics_log.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/core/error.h"
+#include "runtime/base/error.h"
 
 namespace dtrain::train {
 namespace {
@@ -46,7 +46,7 @@ TEST(MetricsLog, WritesOneJsonObjectPerLineAndAppends) {
   EXPECT_EQ(without_time(lines[2]), R"({"event": "run", "run_id": "def"})") << lines[2];
   EXPECT_EQ(without_time(lines[3]), R"({"event": "validation", "epoch": 0, "top1": 0.875, "bad": null})") << lines[3];
   std::filesystem::remove(path);
-  EXPECT_THROW(MetricsLog("/nonexistent/dir/metrics.jsonl"), core::UsageError);
+  EXPECT_THROW(MetricsLog("/nonexistent/dir/metrics.jsonl"), runtime::UsageError);
   MetricsLog none("");
   none.write("train", {{"epoch", 1}});  // no file: nothing happens
 }

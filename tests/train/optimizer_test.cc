@@ -5,10 +5,10 @@
 #include <random>
 
 #include "models/resnet.h"
-#include "runtime/core/error.h"
-#include "runtime/train/lr_schedule.h"
-#include "runtime/train/sgd.h"
+#include "runtime/base/error.h"
 #include "tests/support/test_seed.h"
+#include "train/engine/lr_schedule.h"
+#include "train/engine/sgd.h"
 
 namespace dtrain::train {
 namespace {
@@ -51,9 +51,9 @@ TEST(Sgd, MatchesFloat64ReferenceWithDecayExclusionsAndNesterov) {
 }
 
 TEST(Sgd, RejectsBadOptionsAndRanges) {
-  EXPECT_THROW(Sgd(10, {{0, 5, 0}}, SgdOptions{}), core::Error);
-  EXPECT_THROW(Sgd(10, {{0, 10, 0}}, SgdOptions{1.5, 0, false}), core::UsageError);
-  EXPECT_THROW(Sgd(10, {{0, 10, 0}}, SgdOptions{0.0, 0, true}), core::UsageError);
+  EXPECT_THROW(Sgd(10, {{0, 5, 0}}, SgdOptions{}), runtime::Error);
+  EXPECT_THROW(Sgd(10, {{0, 10, 0}}, SgdOptions{1.5, 0, false}), runtime::UsageError);
+  EXPECT_THROW(Sgd(10, {{0, 10, 0}}, SgdOptions{0.0, 0, true}), runtime::UsageError);
 }
 
 // The decay ranges of a real layout (slots aligned, with gaps between them) tile its flat buffer,
@@ -102,7 +102,7 @@ TEST(Sgd, BackboneScaleCoversEverySlotButTheClassifier) {
   }
   Sgd sgd(static_cast<size_t>(p.flat_size()), decay_ranges(p, 1e-4f, false, 0.0f), SgdOptions{});
   EXPECT_NO_THROW(sgd.set_ranges(decay_ranges(p, 1e-4f, false, 1.0f)));
-  EXPECT_THROW(sgd.set_ranges({{0, 5, 0}}), core::Error);
+  EXPECT_THROW(sgd.set_ranges({{0, 5, 0}}), runtime::Error);
 }
 
 TEST(LinearScalingSchedule, ScalesWarmsUpAndDecays) {
@@ -134,11 +134,11 @@ TEST(LinearScalingSchedule, ScalesWarmsUpAndDecays) {
 TEST(LinearScalingSchedule, RejectsBadOptions) {
   LrScheduleOptions o;
   o.base_lr = -1;
-  EXPECT_THROW(LinearScalingSchedule(o, 10), core::UsageError);
+  EXPECT_THROW(LinearScalingSchedule(o, 10), runtime::UsageError);
   o = LrScheduleOptions{};
   o.milestones = {60, 30};
-  EXPECT_THROW(LinearScalingSchedule(o, 10), core::UsageError);
-  EXPECT_THROW(LinearScalingSchedule(LrScheduleOptions{}, 0), core::UsageError);
+  EXPECT_THROW(LinearScalingSchedule(o, 10), runtime::UsageError);
+  EXPECT_THROW(LinearScalingSchedule(LrScheduleOptions{}, 0), runtime::UsageError);
 }
 
 }  // namespace

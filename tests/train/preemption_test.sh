@@ -18,7 +18,7 @@ flags=(--model small-resnet --blocks_per_stage 1,1 --width 8 --image_size 32 --s
 fail() { echo "FAIL: $*"; exit 1; }
 
 # The tensors of a checkpoint: everything after "DTRAINC2", the 8-byte header length, the 4-byte
-# header CRC and the header (runtime/train/proto/checkpoint.proto).
+# header CRC and the header (train/proto/checkpoint.proto).
 tensors() { local n; n=$(od -An -t u8 -j 8 -N 8 "$1" | tr -d ' '); tail -c +$((21 + n)) "$1"; }
 newest() { ls -t "$1"/ckpt-*.dtrain | head -1; }
 

@@ -10,11 +10,11 @@
 #include <cstdio>
 #include <vector>
 
-#include "runtime/core/gpu_binding.h"
-#include "runtime/core/rank_context.h"
-#include "runtime/train/trainer.h"
+#include "runtime/rank/gpu_binding.h"
+#include "runtime/rank/rank_context.h"
 #include "tests/support/mpi_world.h"
 #include "tests/train/tiny_config.h"
+#include "train/trainer.h"
 
 namespace dtrain::train {
 namespace {
@@ -24,7 +24,7 @@ namespace {
 void expect_rank_equivalence(TrainConfig config, int gpu) {
   const int n = test::world_size();
   const int batch = config.batch_per_rank();
-  const core::RankContext world(MPI_COMM_WORLD, core::NodeLayout{});
+  const runtime::RankContext world(MPI_COMM_WORLD, runtime::NodeLayout{});
   Trainer parallel(resolve(config), world, gpu);
   models::ParameterSet& p = parallel.parameters();
   const std::vector<float> initial(p.params_flat(), p.params_flat() + p.flat_size());
@@ -37,7 +37,7 @@ void expect_rank_equivalence(TrainConfig config, int gpu) {
 
   // Rank 0 alone, with the whole global batch.
   if (test::world_rank() == 0) {
-    const core::RankContext alone(MPI_COMM_SELF, core::NodeLayout{});
+    const runtime::RankContext alone(MPI_COMM_SELF, runtime::NodeLayout{});
     config.set_batch_per_rank(batch * n);
     Trainer single(resolve(config), alone, gpu);
     single.train_epoch(0);
@@ -69,12 +69,12 @@ TEST(RankEquivalence, NRanksWithBatchBMatchOneRankWithBatchNB) {
 TEST(RankEquivalence, OnGpusNRanksWithBatchBMatchOneGpuWithBatchNB) {
   const int n = test::world_size();
   if (n == 1) GTEST_SKIP() << "needs 2 or more ranks to compare with 1";
-  const size_t gpus = core::detail::runtime_visible_gpus().size();
+  const size_t gpus = runtime::detail::runtime_visible_gpus().size();
   if (gpus < static_cast<size_t>(n)) {
     GTEST_SKIP() << "needs a GPU per rank: " << gpus << " visible to the CUDA runtime, " << n << " ranks";
   }
-  const core::RankContext world(MPI_COMM_WORLD, core::NodeLayout{});
-  const core::GpuBinding binding = core::bind_gpu(world, false);
+  const runtime::RankContext world(MPI_COMM_WORLD, runtime::NodeLayout{});
+  const runtime::GpuBinding binding = runtime::bind_gpu(world, false);
   TrainConfig config = small_bn_free_config(4);
   config.set_device("gpu");
   config.set_precision("fp32");

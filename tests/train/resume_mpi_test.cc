@@ -11,11 +11,11 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/core/error.h"
-#include "runtime/core/rank_context.h"
-#include "runtime/train/trainer.h"
+#include "runtime/base/error.h"
+#include "runtime/rank/rank_context.h"
 #include "tests/support/mpi_world.h"
 #include "tests/train/tiny_config.h"
+#include "train/trainer.h"
 
 namespace dtrain::train {
 namespace {
@@ -33,7 +33,7 @@ TrainConfig small_config(long total_steps) {
 }
 
 std::vector<float> train_and_get_params(const TrainConfig& config) {
-  const core::RankContext world(MPI_COMM_WORLD, core::NodeLayout{});
+  const runtime::RankContext world(MPI_COMM_WORLD, runtime::NodeLayout{});
   Trainer trainer(resolve(config), world);
   trainer.run();
   models::ParameterSet& p = trainer.parameters();
@@ -106,7 +106,7 @@ class ResumeOnAnotherGeometry : public testing::Test {
   }
   static void train(const TrainConfig& c, MPI_Comm comm) {
     if (comm == MPI_COMM_NULL) return;
-    const core::RankContext ctx(comm, core::NodeLayout{});
+    const runtime::RankContext ctx(comm, runtime::NodeLayout{});
     Trainer trainer(resolve(c), ctx);
     trainer.run();
   }
@@ -181,21 +181,21 @@ TEST_F(ResumeOnAnotherGeometry, AChangedModelFieldIsAnErrorNamingItUnlessAccepte
   try {
     train(wider, one_);
     ADD_FAILURE() << "a changed width was accepted";
-  } catch (const core::UsageError& e) {
+  } catch (const runtime::UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("was written with width 4, this run has 8"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("--resume_allow_changes width"), std::string::npos) << e.what();
   }
   TrainConfig other_lr = config(64, 4, 4, "");
   other_lr.set_base_lr(0.128);
   other_lr.set_resume("latest");
-  EXPECT_THROW(train(other_lr, one_), core::UsageError);
+  EXPECT_THROW(train(other_lr, one_), runtime::UsageError);
   other_lr.set_resume_allow_changes("base_lr");
   EXPECT_NO_THROW(train(other_lr, one_));
   other_lr.set_resume_allow_changes("base_lr,no_such_field");
   try {
     train(other_lr, one_);
     ADD_FAILURE() << "an unknown field was accepted";
-  } catch (const core::UsageError& e) {
+  } catch (const runtime::UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("'no_such_field' is not a TrainConfig field"), std::string::npos) << e.what();
   }
 }

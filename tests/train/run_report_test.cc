@@ -12,12 +12,12 @@
 #include <string>
 #include <vector>
 
-#include "runtime/core/error.h"
-#include "runtime/train/config_text.h"
-#include "runtime/train/progress.h"
-#include "runtime/train/resolved_config.h"
-#include "runtime/train/run_directory.h"
-#include "runtime/train/train_config.h"
+#include "runtime/base/error.h"
+#include "train/checkpoint/run_directory.h"
+#include "train/config/config_text.h"
+#include "train/config/resolved_config.h"
+#include "train/config/train_config.h"
+#include "train/observe/progress.h"
 
 namespace dtrain::train {
 namespace {
@@ -116,7 +116,7 @@ TEST(RunDirectory, NotADirectoryIsAUsageErrorNamingIt) {
     try {
       prepare_run_dir(dir, false);
       ADD_FAILURE() << dir << " accepted";
-    } catch (const core::UsageError& e) {
+    } catch (const runtime::UsageError& e) {
       EXPECT_NE(std::string(e.what()).find("run_dir " + dir + ": not a writable directory"), std::string::npos)
           << e.what();
     }

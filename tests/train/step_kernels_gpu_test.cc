@@ -8,19 +8,19 @@
 #include <random>
 #include <vector>
 
-#include "runtime/core/dtype.h"
-#include "runtime/core/gpu_binding.h"
-#include "runtime/train/data/data_loader.h"
-#include "runtime/train/sgd.h"
+#include "runtime/memory/dtype.h"
+#include "runtime/rank/gpu_binding.h"
+#include "train/data/data_loader.h"
+#include "train/engine/sgd.h"
 
 #if DTRAIN_WITH_CUDA
 #include <cuda_runtime_api.h>
 
-#include "runtime/core/cuda/cuda_check.h"
-#include "runtime/train/cuda/normalize_images.h"
-#include "runtime/train/cuda/sgd_update.h"
+#include "runtime/cuda/cuda_check.h"
 #include "tests/support/device_vector.h"
 #include "tests/support/test_seed.h"
+#include "train/engine/cuda/normalize_images.h"
+#include "train/engine/cuda/sgd_update.h"
 #endif
 
 namespace dtrain::train {
@@ -32,7 +32,7 @@ using test::DeviceVector;
 class StepKernelsGpuTest : public testing::Test {
  protected:
   void SetUp() override {
-    if (core::detail::runtime_visible_gpus().empty()) GTEST_SKIP() << "no GPU visible to the CUDA runtime";
+    if (runtime::detail::runtime_visible_gpus().empty()) GTEST_SKIP() << "no GPU visible to the CUDA runtime";
     DTRAIN_CUDA_CHECK(cudaSetDevice(0));
   }
 };
@@ -59,23 +59,23 @@ void check_sgd(bool nesterov, bool bf16_grads) {
   std::vector<double> exact_params(params.begin(), params.end()), exact_momentum(count, 0.0);
   const DeviceVector<float> params_dev(params), momentum_dev(count);
   const DeviceVector<cuda::DecayRangeEnd> ends_dev(ends);
-  const DeviceVector<core::bfloat16> copy_dev(count);
+  const DeviceVector<runtime::bfloat16> copy_dev(count);
   for (int step = 0; step < 3; ++step) {
     const float lr = 0.1f * (step + 1);
     std::vector<float> grads(count);
-    std::vector<core::bfloat16> grads_bf16(count);
+    std::vector<runtime::bfloat16> grads_bf16(count);
     for (size_t i = 0; i < count; ++i) {
       grads[i] = u(rng);
       if (bf16_grads) {
-        grads_bf16[i] = core::to_bfloat16(grads[i]);
-        grads[i] = core::to_float(grads_bf16[i]);
+        grads_bf16[i] = runtime::to_bfloat16(grads[i]);
+        grads[i] = runtime::to_float(grads_bf16[i]);
       }
     }
     const cuda::SgdStep s{
         count, params_dev.get(), momentum_dev.get(), ends_dev.get(), static_cast<int>(ends.size()), lr,
         0.9f,  nesterov,         copy_dev.get()};
     if (bf16_grads) {
-      const DeviceVector<core::bfloat16> g(grads_bf16);
+      const DeviceVector<runtime::bfloat16> g(grads_bf16);
       cuda::sgd_update(nullptr, s, g.get());
       DTRAIN_CUDA_CHECK(cudaDeviceSynchronize());
     } else {
@@ -102,12 +102,12 @@ void check_sgd(bool nesterov, bool bf16_grads) {
         ranges[r].lr_scale == 0 && (momentum_got[i] != 0.0f || got[i] != static_cast<float>(exact_params[i]));
   }
   EXPECT_EQ(frozen_moved, 0u) << "frozen elements whose parameter or momentum changed";
-  const std::vector<core::bfloat16> copy = copy_dev.to_host();
+  const std::vector<runtime::bfloat16> copy = copy_dev.to_host();
   size_t not_bitwise = 0, not_close = 0, bad_copy = 0;
   for (size_t i = 0; i < count; ++i) {
     not_bitwise += std::memcmp(&got[i], &params[i], sizeof(float)) != 0;
     not_close += !(std::fabs(got[i] - exact_params[i]) <= 1e-5 * (1 + std::fabs(exact_params[i])));
-    bad_copy += copy[i].bits != core::to_bfloat16(got[i]).bits;
+    bad_copy += copy[i].bits != runtime::to_bfloat16(got[i]).bits;
   }
   EXPECT_EQ(not_bitwise, 0u) << "elements differing from the host Sgd";
   EXPECT_EQ(not_close, 0u) << "elements off the float64 reference";
@@ -136,17 +136,17 @@ TEST_F(StepKernelsGpuTest, NormalizeImagesMatchesTheHostNormalize) {
   normalize_batch(pixels.data(), 5, shape, mean, std_dev, PixelLayout::kNhwc, host_nhwc.data());
   const DeviceVector<uint8_t> pixels_dev(pixels);
   const DeviceVector<float> nchw_dev(pixels.size());
-  const DeviceVector<core::bfloat16> nhwc_dev(pixels.size());
+  const DeviceVector<runtime::bfloat16> nhwc_dev(pixels.size());
   cuda::normalize_images_nchw_f32(nullptr, dims, pixels_dev.get(), mean, std_dev, nchw_dev.get());
   cuda::normalize_images_nhwc_bf16(nullptr, dims, pixels_dev.get(), mean, std_dev, nhwc_dev.get());
   DTRAIN_CUDA_CHECK(cudaDeviceSynchronize());
   const std::vector<float> nchw = nchw_dev.to_host();
-  const std::vector<core::bfloat16> nhwc = nhwc_dev.to_host();
+  const std::vector<runtime::bfloat16> nhwc = nhwc_dev.to_host();
   size_t f32_wrong = 0, bf16_wrong = 0, off_exact = 0;
   const size_t plane = 13 * 17;
   for (size_t i = 0; i < pixels.size(); ++i) {
     f32_wrong += std::memcmp(&nchw[i], &host_nchw[i], sizeof(float)) != 0;
-    bf16_wrong += nhwc[i].bits != core::to_bfloat16(host_nhwc[i]).bits;
+    bf16_wrong += nhwc[i].bits != runtime::to_bfloat16(host_nhwc[i]).bits;
     // float64: pixel i of the NHWC input is (image, p, c); its NCHW place is (image, c, p).
     const size_t c = i % 3, pixel = i / 3, image = pixel / plane, p = pixel % plane;
     const double exact = (pixels[i] / 255.0 - mean[c]) / std_dev[c];

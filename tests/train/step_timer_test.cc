@@ -1,6 +1,6 @@
 // StepTimer on a clock the test moves: step times, loader waits per interval and per epoch, the
 // median after warm-up, and the ETA.
-#include "runtime/train/step_timer.h"
+#include "train/observe/step_timer.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// Synchronized batch norm (--bn_sync_group, runtime/train/batch_norm_group.h) on the CPU engine:
+// Synchronized batch norm (--bn_sync_group, train/engine/batch_norm_group.h) on the CPU engine:
 // W ranks with batch B and groups of G ranks must train like W / G ranks with batch G x B and no
 // sync, each of those holding one group's images: the same loss, averaged gradients, updated
 // parameters, and each rank the running statistics of its group. For every G > 1 dividing this
@@ -15,16 +15,16 @@
 #include <random>
 #include <vector>
 
-#include "runtime/core/error.h"
-#include "runtime/core/gpu_binding.h"
-#include "runtime/core/mpi_check.h"
-#include "runtime/core/mpi_scope.h"
-#include "runtime/core/rank_context.h"
-#include "runtime/train/batch_norm_group.h"
-#include "runtime/train/step_engine.h"
+#include "runtime/base/error.h"
+#include "runtime/mpi/mpi_check.h"
+#include "runtime/mpi/mpi_scope.h"
+#include "runtime/rank/gpu_binding.h"
+#include "runtime/rank/rank_context.h"
 #include "tests/support/mpi_world.h"
 #include "tests/support/test_seed.h"
 #include "tests/train/tiny_config.h"
+#include "train/engine/batch_norm_group.h"
+#include "train/engine/step_engine.h"
 
 namespace dtrain::train {
 namespace {
@@ -99,7 +99,7 @@ struct Outcome {
 };
 
 // Trains kSteps on `ctx` with images [first, first + batch) of each step.
-Outcome train(const core::RankContext& ctx, const EngineSetup& setup, const Engine& where, const Images& images,
+Outcome train(const runtime::RankContext& ctx, const EngineSetup& setup, const Engine& where, const Images& images,
               int first, int batch) {
   std::unique_ptr<StepEngine> engine =
       where.gpu ? make_gpu_step_engine(setup, ctx, where.device) : make_cpu_step_engine(setup, ctx);
@@ -107,7 +107,7 @@ Outcome train(const core::RankContext& ctx, const EngineSetup& setup, const Engi
   for (int s = 0; s < kSteps; ++s) {
     Batch b;
     b.size = batch;
-    b.pixels = core::Buffer(core::MemoryKind::kPinnedHost, static_cast<size_t>(batch) * kImage.bytes());
+    b.pixels = runtime::Buffer(runtime::MemoryKind::kPinnedHost, static_cast<size_t>(batch) * kImage.bytes());
     std::copy_n(images.pixels[size_t(s)].begin() + static_cast<long>(size_t(first) * kImage.bytes()),
                 static_cast<size_t>(batch) * kImage.bytes(), static_cast<uint8_t*>(b.pixels.data()));
     b.labels.assign(images.labels[size_t(s)].begin() + first, images.labels[size_t(s)].begin() + first + batch);
@@ -182,7 +182,7 @@ void expect_group_equivalence(int group, uint64_t seed, const Engine& where) {
   const Images images = make_images(seed, world * kBatch);
 
   // W ranks, batch B each, groups of G.
-  const core::RankContext everyone(MPI_COMM_WORLD, core::NodeLayout{});
+  const runtime::RankContext everyone(MPI_COMM_WORLD, runtime::NodeLayout{});
   const Outcome synced = train(everyone, setup_for(kBatch, group, where), where, images, rank * kBatch, kBatch);
   // The control: the same ranks and images without sync.
   const Outcome unsynced = train(everyone, setup_for(kBatch, 1, where), where, images, rank * kBatch, kBatch);
@@ -191,9 +191,9 @@ void expect_group_equivalence(int group, uint64_t seed, const Engine& where) {
   const bool reference_rank = rank < reference_ranks;
   Outcome reference;
   {
-    const core::MpiComm sub = core::MpiComm::split(MPI_COMM_WORLD, reference_rank ? 0 : MPI_UNDEFINED, rank);
+    const runtime::MpiComm sub = runtime::MpiComm::split(MPI_COMM_WORLD, reference_rank ? 0 : MPI_UNDEFINED, rank);
     if (reference_rank) {
-      const core::RankContext refs(sub.get(), core::NodeLayout{});
+      const runtime::RankContext refs(sub.get(), runtime::NodeLayout{});
       reference =
           train(refs, setup_for(group * kBatch, 1, where), where, images, rank * group * kBatch, group * kBatch);
     }
@@ -255,7 +255,7 @@ TEST(SyncBatchNorm, GroupOfRanksTrainsLikeOneRankWithTheGroupsBatch) {
 // the host, which needs no GPU per rank, unlike NCCL. scripts/gpu_checks.sh runs it on 2 ranks.
 TEST(SyncBatchNorm, OnGpusGroupOfRanksTrainsLikeOneRankWithTheGroupsBatch) {
   if (test::world_size() == 1) GTEST_SKIP() << "needs 2 or more ranks";
-  const size_t gpus = core::detail::runtime_visible_gpus().size();
+  const size_t gpus = runtime::detail::runtime_visible_gpus().size();
   if (gpus == 0) GTEST_SKIP() << "no GPU visible to the CUDA runtime";
   expect_every_group_size(Engine{true, static_cast<int>(static_cast<size_t>(test::world_rank()) % gpus)});
 }
@@ -264,14 +264,14 @@ TEST(SyncBatchNorm, OnGpusGroupOfRanksTrainsLikeOneRankWithTheGroupsBatch) {
 // divide the world size, and the error names the field and the world size; the group's all-gather
 // puts each rank's block at its group rank.
 TEST(SyncBatchNorm, GroupOfOneBuildsNothingAndBadSizesAreUsageErrors) {
-  const core::RankContext everyone(MPI_COMM_WORLD, core::NodeLayout{});
+  const runtime::RankContext everyone(MPI_COMM_WORLD, runtime::NodeLayout{});
   const int world = test::world_size();
   EXPECT_EQ(make_batch_norm_group(everyone, 1), nullptr);
   for (int bad : {0, -1, world + 1}) {
     try {
       check_bn_sync_group(bad, world);
       ADD_FAILURE() << "bn_sync_group " << bad << " accepted on " << world << " ranks";
-    } catch (const core::UsageError& e) {
+    } catch (const runtime::UsageError& e) {
       EXPECT_NE(std::string(e.what()).find("bn_sync_group " + std::to_string(bad)), std::string::npos) << e.what();
       EXPECT_NE(std::string(e.what()).find("world size " + std::to_string(world)), std::string::npos) << e.what();
     }

@@ -2,7 +2,7 @@
 // both CRCs checked (tests/support/tensorboard_reader.h), a damaged file refused, and the writer's
 // errors. That TensorBoard itself loads our files is checked on the GPU machine, which has it
 // (scripts/gpu_checks.sh).
-#include "runtime/train/tensorboard_writer.h"
+#include "train/observe/tensorboard_writer.h"
 
 #include <gtest/gtest.h>
 
@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/core/crc32c.h"
-#include "runtime/core/error.h"
+#include "runtime/base/error.h"
+#include "runtime/io/crc32c.h"
 #include "tests/support/tensorboard_reader.h"
 #include "tests/support/test_seed.h"
 
@@ -25,7 +25,7 @@ namespace fs = std::filesystem;
 // RFC 3720 (iSCSI), appendix B.4, and the common check value of CRC-32C; the one implementation
 // behind checkpoints and event files.
 TEST(Crc32c, PublishedVectors) {
-  auto crc = [](const std::string& bytes) { return core::crc32c(bytes.data(), bytes.size()); };
+  auto crc = [](const std::string& bytes) { return runtime::crc32c(bytes.data(), bytes.size()); };
   EXPECT_EQ(crc("123456789"), 0xE3069283u);
   EXPECT_EQ(crc(""), 0u);
   EXPECT_EQ(crc(std::string(32, '\0')), 0x8A9136AAu);
@@ -34,7 +34,7 @@ TEST(Crc32c, PublishedVectors) {
   for (int i = 0; i < 32; ++i) ascending[static_cast<size_t>(i)] = static_cast<char>(i);
   EXPECT_EQ(crc(ascending), 0x46DD794Eu);
   // Continuing from a prefix's CRC gives the whole buffer's.
-  EXPECT_EQ(core::crc32c("6789", 4, crc("12345")), 0xE3069283u);
+  EXPECT_EQ(runtime::crc32c("6789", 4, crc("12345")), 0xE3069283u);
 }
 
 class TensorBoardWriterTest : public ::testing::Test {
@@ -97,7 +97,7 @@ TEST_F(TensorBoardWriterTest, ADamagedFileIsRefusedNamingTheRecord) {
   try {
     test::read_tensorboard_events(path);
     FAIL() << "a flipped byte went unnoticed";
-  } catch (const core::Error& e) {
+  } catch (const runtime::Error& e) {
     EXPECT_NE(std::string(e.what()).find("record 2: the data's CRC does not match"), std::string::npos) << e.what();
   }
 }
@@ -113,7 +113,7 @@ TEST_F(TensorBoardWriterTest, AnUnusableDirectoryIsAUsageErrorNamingIt) {
   try {
     TensorBoardWriter writer("/proc/dtrain-tensorboard");
     FAIL() << "no error for a directory that cannot be made";
-  } catch (const core::UsageError& e) {
+  } catch (const runtime::UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("tensorboard_dir /proc/dtrain-tensorboard"), std::string::npos) << e.what();
   }
 }

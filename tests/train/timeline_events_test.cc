@@ -2,7 +2,7 @@
 // per rank, the path of a rank's own file, and the rendering: microseconds from integer
 // nanoseconds, metadata naming the process and its tracks, times sorted per track, and a span that
 // overlaps another only partly moved to an extra track so that every track nests properly.
-#include "runtime/train/timeline_events.h"
+#include "train/observe/timeline_events.h"
 
 #include <gtest/gtest.h>
 
@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/core/error.h"
-#include "runtime/train/timeline.h"
+#include "runtime/base/error.h"
+#include "train/observe/timeline.h"
 
 namespace dtrain::train {
 namespace {
@@ -19,7 +19,7 @@ namespace {
 std::string usage_error(const std::string& text) {
   try {
     parse_timeline_steps(text, "--timeline-steps");
-  } catch (const core::UsageError& e) {
+  } catch (const runtime::UsageError& e) {
     return e.what();
   }
   return "no error";

@@ -18,17 +18,17 @@
 #include <string>
 #include <vector>
 
-#include "comm/factory.h"
-#include "comm/gradient_buckets.h"
-#include "runtime/core/buffer.h"
-#include "runtime/core/gpu_binding.h"
-#include "runtime/core/rank_context.h"
-#include "runtime/train/timeline_events.h"
+#include "comm/backends/factory.h"
+#include "comm/gradient_sync/gradient_buckets.h"
+#include "runtime/memory/buffer.h"
+#include "runtime/rank/gpu_binding.h"
+#include "runtime/rank/rank_context.h"
 #include "tests/support/mpi_world.h"
+#include "train/observe/timeline_events.h"
 
 #if DTRAIN_WITH_CUDA
-#include "runtime/train/cuda/gpu_step_trace.h"
-#include "runtime/train/cuda/gpu_train_step.h"
+#include "train/engine/cuda/gpu_step_trace.h"
+#include "train/engine/cuda/gpu_train_step.h"
 #endif
 
 namespace dtrain::train {
@@ -42,12 +42,12 @@ constexpr double kTolerance = 5e-6;  // seconds
 
 TEST(TimelineOnGpu, BucketAllReducesLieInsideTheStepOnTheGpu) {
 #if DTRAIN_WITH_CUDA
-  int gpus = static_cast<int>(core::detail::runtime_visible_gpus().size());
+  int gpus = static_cast<int>(runtime::detail::runtime_visible_gpus().size());
   MPI_Allreduce(MPI_IN_PLACE, &gpus, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   if (gpus == 0) GTEST_SKIP() << "no GPU visible to the CUDA runtime";
   setenv("DTRAIN_MPI_DEVICE_POINTERS", "stage", 1);  // ranks may share a GPU: the host ring, staged
-  const core::RankContext ctx(MPI_COMM_WORLD, core::NodeLayout{1, false});
-  const core::GpuBinding binding = core::bind_gpu(ctx, true);
+  const runtime::RankContext ctx(MPI_COMM_WORLD, runtime::NodeLayout{1, false});
+  const runtime::GpuBinding binding = runtime::bind_gpu(ctx, true);
   const std::unique_ptr<comm::Communicator> comm = comm::make_communicator(comm::Backend::kMpiRing, ctx, true);
   cuda::GpuStepOptions o;
   o.model.small_input = true;
@@ -62,8 +62,8 @@ TEST(TimelineOnGpu, BucketAllReducesLieInsideTheStepOnTheGpu) {
   const int device = binding.device.index;
   cuda::GpuTrainStep step(o, comm.get(), device);
   const size_t pixels = size_t{3} * o.batch * o.height * o.width;
-  core::Buffer images(core::MemoryKind::kPinnedHost, pixels);
-  core::Buffer labels(core::MemoryKind::kPinnedHost, sizeof(int32_t) * o.batch);
+  runtime::Buffer images(runtime::MemoryKind::kPinnedHost, pixels);
+  runtime::Buffer labels(runtime::MemoryKind::kPinnedHost, sizeof(int32_t) * o.batch);
   std::mt19937_64 rng(7 + static_cast<uint64_t>(world_rank()));
   for (size_t i = 0; i < pixels; ++i) static_cast<uint8_t*>(images.data())[i] = static_cast<uint8_t>(rng() % 256);
   for (int i = 0; i < o.batch; ++i) static_cast<int32_t*>(labels.data())[i] = static_cast<int32_t>(rng() % 10);
@@ -74,14 +74,14 @@ TEST(TimelineOnGpu, BucketAllReducesLieInsideTheStepOnTheGpu) {
   step.synchronize();
   TimelineRecorder recorder({2, 4}, 10000);
   cuda::GpuStepTrace trace(device);
-  const double queued = core::steady_seconds();
+  const double queued = runtime::steady_seconds();
   for (long s = 2; s <= 4; ++s) {
     trace.begin_step(&recorder, s);
     step.run(pixels_in, labels_in, 0.01f, {}, &trace);
   }
   step.run(pixels_in, labels_in, 0.01f);  // after the range: records nothing
   trace.resolve(step.context().stream());
-  const double resolved = core::steady_seconds();
+  const double resolved = runtime::steady_seconds();
   step.synchronize();
 
   const size_t count = static_cast<size_t>(step.model().device_parameters().count());

@@ -1,7 +1,7 @@
 #pragma once
 // A TrainConfig small enough for multi-rank tests to train in milliseconds: a two-stage small
 // ResNet of basic blocks on 12x12 synthetic images, one validation batch, no step logging.
-#include "runtime/train/train_config.h"
+#include "train/config/train_config.h"
 
 namespace dtrain::train {
 

@@ -1,7 +1,7 @@
 // Weights other tools read (issue 17, item 3): dtrain's ResNet under torchvision's state_dict names
 // and layouts in safetensors, a checkpoint exported and imported back bit for bit, and every file
 // that does not fit the model refused naming the tensor.
-#include "runtime/train/torchvision_weights.h"
+#include "train/checkpoint/torchvision_weights.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -14,12 +14,12 @@
 #include <vector>
 
 #include "models/resnet.h"
-#include "runtime/core/error.h"
-#include "runtime/train/checkpoint.h"
-#include "runtime/train/checkpoint_model.h"
-#include "runtime/train/resolved_config.h"
-#include "runtime/train/train_config.h"
+#include "runtime/base/error.h"
 #include "tests/support/test_seed.h"
+#include "train/checkpoint/checkpoint.h"
+#include "train/checkpoint/checkpoint_model.h"
+#include "train/config/resolved_config.h"
+#include "train/config/train_config.h"
 
 namespace dtrain::train {
 namespace {
@@ -29,7 +29,7 @@ namespace fs = std::filesystem;
 std::string usage_error_of(const std::function<void()>& body) {
   try {
     body();
-  } catch (const core::UsageError& e) {
+  } catch (const runtime::UsageError& e) {
     return e.detail();
   }
   return "";
@@ -62,9 +62,9 @@ struct HeldTensor {
 };
 
 std::vector<HeldTensor> read_all(const std::string& path) {
-  core::SafetensorsReader reader(path);
+  runtime::SafetensorsReader reader(path);
   std::vector<HeldTensor> out;
-  for (const core::SafetensorsEntry& e : reader.entries()) {
+  for (const runtime::SafetensorsEntry& e : reader.entries()) {
     out.push_back({e.name, e.dtype, e.shape, std::vector<char>(e.bytes())});
     reader.read(e, out.back().bytes.data());
   }
@@ -72,9 +72,9 @@ std::vector<HeldTensor> read_all(const std::string& path) {
 }
 
 void write_all(const std::string& path, const std::vector<HeldTensor>& tensors) {
-  std::vector<core::SafetensorsView> views;
+  std::vector<runtime::SafetensorsView> views;
   for (const HeldTensor& t : tensors) views.push_back({t.name, t.dtype, t.shape, t.bytes.data()});
-  core::write_safetensors(path, views, {});
+  runtime::write_safetensors(path, views, {});
 }
 
 HeldTensor& named(std::vector<HeldTensor>& tensors, const std::string& name) {
@@ -102,10 +102,10 @@ TEST_F(TorchvisionWeights, ResNet50HasTorchvisionsStateDictKeysAndShapes) {
   config.depth = 50;
   models::ResNet net(config);
   export_torchvision_weights(path("r50.safetensors"), net.parameters(), 7, {});
-  core::SafetensorsReader reader(path("r50.safetensors"));
+  runtime::SafetensorsReader reader(path("r50.safetensors"));
   EXPECT_EQ(reader.entries().size(), 320u);
   size_t tracked = 0;
-  for (const core::SafetensorsEntry& e : reader.entries()) {
+  for (const runtime::SafetensorsEntry& e : reader.entries()) {
     if (e.name.size() > 20 && e.name.compare(e.name.size() - 20, 20, ".num_batches_tracked") == 0) {
       ++tracked;
       EXPECT_EQ(e.dtype, "I64") << e.name;
@@ -131,7 +131,7 @@ TEST_F(TorchvisionWeights, ResNet50HasTorchvisionsStateDictKeysAndShapes) {
       {"fc.weight", {1000, 2048}},
       {"fc.bias", {1000}}};
   for (const auto& [name, shape] : shapes) {
-    const core::SafetensorsEntry* e = reader.find(name);
+    const runtime::SafetensorsEntry* e = reader.find(name);
     ASSERT_NE(e, nullptr) << name;
     EXPECT_EQ(e->shape, shape) << name;
   }
@@ -144,7 +144,7 @@ TEST_F(TorchvisionWeights, ResNet18HasTorchvisionsTensorCount) {
   config.depth = 18;
   models::ResNet net(config);
   export_torchvision_weights(path("r18.safetensors"), net.parameters(), 0, {});
-  core::SafetensorsReader reader(path("r18.safetensors"));
+  runtime::SafetensorsReader reader(path("r18.safetensors"));
   EXPECT_EQ(reader.entries().size(), 122u);
   ASSERT_NE(reader.find("layer2.0.conv1.weight"), nullptr);
   EXPECT_EQ(reader.find("layer2.0.conv1.weight")->shape, (std::vector<int64_t>{128, 64, 3, 3}));
@@ -190,7 +190,7 @@ TEST_F(TorchvisionWeights, CheckpointExportedAndImportedBackBitForBit) {
   EXPECT_TRUE(same_bits(imported.parameters(), trained.parameters())) << "not bit for bit after the round trip";
   EXPECT_NE(summary.find(path("w.safetensors")), std::string::npos) << summary;
   int64_t tracked = 0;
-  core::SafetensorsReader reader(path("w.safetensors"));
+  runtime::SafetensorsReader reader(path("w.safetensors"));
   reader.read(*reader.find("bn1.num_batches_tracked"), &tracked);
   EXPECT_EQ(tracked, 321);
 

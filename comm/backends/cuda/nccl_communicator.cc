@@ -2,11 +2,11 @@
 
 #include <cuda_runtime_api.h>
 
-#include "comm/consistency_check.h"
+#include "comm/diagnostics/consistency_check.h"
 #include "comm/host/memory_ops.h"
 #include "comm/host/wide_reduction.h"
-#include "runtime/core/cuda/cuda_check.h"
-#include "runtime/core/mpi_check.h"
+#include "runtime/cuda/cuda_check.h"
+#include "runtime/mpi/mpi_check.h"
 
 namespace dtrain::comm {
 namespace {
@@ -16,7 +16,7 @@ ncclDataType_t nccl_type(DType dtype) {
     case DType::kF32: return ncclFloat32;
     case DType::kF16: return ncclFloat16;
     case DType::kBF16: return ncclBfloat16;
-    default: DTRAIN_FAIL() << "no NCCL type for " << core::dtype_name(dtype);
+    default: DTRAIN_FAIL() << "no NCCL type for " << runtime::dtype_name(dtype);
   }
 }
 
@@ -33,14 +33,14 @@ cudaStream_t stream_of(const Collective& call) {
 // of an out-of-place ncclAvg unwritten (NVIDIA/nccl#1950; seen with 2.28.9 on an H200).
 bool copied_on_one_rank(int size, const Collective& call) {
   if (size != 1) return false;
-  copy_bytes(call.recv, call.send, call.count * core::dtype_size(call.dtype), call.where);
+  copy_bytes(call.recv, call.send, call.count * runtime::dtype_size(call.dtype), call.where);
   return true;
 }
 
 }  // namespace
 
 NcclCommunicator::NcclCommunicator(MPI_Comm comm, SixteenBitSum sum16)
-    : control_(core::MpiComm::duplicate(comm)), sum16_(sum16) {
+    : control_(runtime::MpiComm::duplicate(comm)), sum16_(sum16) {
   rank_ = control_.rank();
   size_ = control_.size();
   // Ranks that disagree would call different NCCL collectives (all-reduce against reduce-scatter
@@ -69,12 +69,12 @@ std::string NcclCommunicator::poll_async_error() {
   if (async == ncclSuccess || async == ncclInProgress) return "";
   ncclCommAbort(nccl_);  // ends its kernels, so streams waiting on them are released
   aborted_ = true;
-  return core::nccl_error_text(async) + " (ncclCommGetAsyncError; communicator aborted)";
+  return runtime::nccl_error_text(async) + " (ncclCommGetAsyncError; communicator aborted)";
 }
 
 void NcclCommunicator::checked(ncclResult_t result, const char* what) {
   if (result == ncclSuccess || result == ncclInProgress) return;
-  const std::string text = core::nccl_error_text(result);
+  const std::string text = runtime::nccl_error_text(result);
   {
     std::lock_guard lock(nccl_mutex_);
     if (!aborted_) {
@@ -82,7 +82,7 @@ void NcclCommunicator::checked(ncclResult_t result, const char* what) {
       aborted_ = true;
     }
   }
-  throw core::NcclError(core::ErrorKind::kNccl, what, text, "communicator aborted", __FILE__, __LINE__);
+  throw runtime::NcclError(runtime::ErrorKind::kNccl, what, text, "communicator aborted", __FILE__, __LINE__);
 }
 
 Work NcclCommunicator::submit(const Collective& call) {
@@ -125,8 +125,8 @@ void NcclCommunicator::all_reduce(const Collective& call) {
   // 16-bit: fp32 reduce-scatter over a padded buffer, one rounding, 16-bit all-gather.
   const size_t n = static_cast<size_t>(size_);
   const size_t shard = (call.count + n - 1) / n;
-  const size_t esize = core::dtype_size(call.dtype);
-  core::Buffer gathered;  // the 16-bit result when the padding does not fit in call.recv
+  const size_t esize = runtime::dtype_size(call.dtype);
+  runtime::Buffer gathered;  // the 16-bit result when the padding does not fit in call.recv
   unsigned char* out = nullptr;
   reduce_widened({call.send, call.dtype, call.count, shard * n, 1.0f, call.where, nullptr}, [&](float* wide) {
     float* my_shard = wide + static_cast<size_t>(rank_) * shard;

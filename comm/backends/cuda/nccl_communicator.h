@@ -14,10 +14,10 @@
 #include <atomic>
 #include <mutex>
 
+#include "comm/backend_kind.h"
 #include "comm/communicator.h"
-#include "comm/factory.h"
-#include "comm/stall_inspector.h"
-#include "runtime/core/mpi_scope.h"
+#include "comm/diagnostics/stall_inspector.h"
+#include "runtime/mpi/mpi_scope.h"
 
 namespace dtrain::comm {
 
@@ -44,8 +44,8 @@ class NcclCommunicator final : public Communicator {
   // On the watchdog thread: "" or the asynchronous error's text (the communicator is then aborted).
   std::string poll_async_error();
 
-  core::MpiComm control_;  // consistency checks and barriers
-  std::mutex nccl_mutex_;  // nccl_'s abort and destruction against the watchdog's poll
+  runtime::MpiComm control_;  // consistency checks and barriers
+  std::mutex nccl_mutex_;     // nccl_'s abort and destruction against the watchdog's poll
   ncclComm_t nccl_ = nullptr;
   int rank_ = 0;
   int size_ = 1;

@@ -14,12 +14,12 @@
 #include "comm/cuda/convert_kernels.cuh"
 #include "comm/cuda/stream_flag.cuh"
 #include "comm/host/device_staging.h"
-#include "runtime/core/buffer.h"
-#include "runtime/core/cuda/cuda_check.h"
-#include "runtime/core/cuda/stream.h"
-#include "runtime/core/env.h"
-#include "runtime/core/error.h"
-#include "runtime/core/process_identity.h"
+#include "runtime/base/env.h"
+#include "runtime/base/error.h"
+#include "runtime/base/process_identity.h"
+#include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/stream.h"
+#include "runtime/memory/buffer.h"
 
 namespace dtrain::comm {
 namespace {
@@ -33,11 +33,11 @@ struct Piece {
 
 // Grows a pinned buffer at the call. The old one is kept, not freed: queued copies and queued host
 // collectives may still use it, and cudaFreeHost would wait for the whole device.
-void grow(core::Buffer& buffer, size_t bytes, std::vector<core::Buffer>& retired) {
+void grow(runtime::Buffer& buffer, size_t bytes, std::vector<runtime::Buffer>& retired) {
   if (buffer.bytes() >= bytes) return;
   const size_t size = std::max(bytes, 2 * buffer.bytes());
   if (buffer.data() != nullptr) retired.push_back(std::move(buffer));
-  buffer = core::Buffer(core::MemoryKind::kPinnedHost, size);
+  buffer = runtime::Buffer(runtime::MemoryKind::kPinnedHost, size);
 }
 
 bool lies_inside(const unsigned char* inner, size_t inner_bytes, const unsigned char* outer, size_t outer_bytes) {
@@ -79,9 +79,9 @@ struct StagingTrace {
 
 struct DeviceStaging::State {
   explicit State(int device_index) : device(device_index), out(device_index), back(device_index) {
-    if (auto prefix = core::env_string("DTRAIN_STAGING_TRACE")) {
+    if (auto prefix = runtime::env_string("DTRAIN_STAGING_TRACE")) {
       trace = std::make_unique<StagingTrace>();
-      trace->path = *prefix + ".rank" + std::to_string(core::process_identity().world_rank);
+      trace->path = *prefix + ".rank" + std::to_string(runtime::process_identity().world_rank);
     }
   }
   std::unique_ptr<StagingTrace> trace;
@@ -90,22 +90,22 @@ struct DeviceStaging::State {
   size_t piece_bytes = 0;
   // Held while a call is enqueued and handed to the worker: tickets must reach the worker in order.
   std::mutex submit_mutex;
-  core::CudaStream out;      // device -> host copies
-  core::CudaStream back;     // host -> device copies (both directions run at once on the copy engines)
-  core::CudaEvent ready;     // the caller's stream at the call
-  core::CudaEvent done;      // the last copy back of the call
+  runtime::CudaStream out;   // device -> host copies
+  runtime::CudaStream back;  // host -> device copies (both directions run at once on the copy engines)
+  runtime::CudaEvent ready;  // the caller's stream at the call
+  runtime::CudaEvent done;   // the last copy back of the call
   cuda::StreamFlag landed;   // raised by `out` once a piece is on the host
   cuda::StreamFlag reduced;  // raised by the worker once the host collective of a piece is done
   uint64_t next_ticket = 0;
   // All-reduce and broadcast pieces rotate through these; a slot is refilled only after its
   // previous piece went back (slot_free, recorded on `back`).
-  std::vector<core::Buffer> slots;
-  std::vector<core::CudaEvent> slot_free;
+  std::vector<runtime::Buffer> slots;
+  std::vector<runtime::CudaEvent> slot_free;
   size_t next_slot = 0;
   // All-gather and reduce-scatter: the whole buffers.
-  core::Buffer whole_send, whole_recv;
-  core::CudaEvent whole_free;
-  std::vector<core::Buffer> retired;
+  runtime::Buffer whole_send, whole_recv;
+  runtime::CudaEvent whole_free;
+  std::vector<runtime::Buffer> retired;
   // The direct path: the caller's stream raises `reached` at the call and waits for `opened`.
   cuda::StreamFlag reached, opened;
   uint64_t next_gate = 0;
@@ -119,7 +119,7 @@ DeviceStaging::DeviceStaging(size_t piece_bytes, int slots) {
   state_ = std::make_unique<State>(device);
   state_->piece_bytes = piece_bytes;
   for (int i = 0; i < slots; ++i) {
-    state_->slots.emplace_back(core::MemoryKind::kPinnedHost, piece_bytes);
+    state_->slots.emplace_back(runtime::MemoryKind::kPinnedHost, piece_bytes);
     state_->slot_free.emplace_back();
   }
 }
@@ -136,7 +136,7 @@ namespace {
 // memory is no longer being copied back), flag it landed, wait for the host, copy `back_bytes`
 // from `host_out` to `device_out`, and record `free`.
 void enqueue_piece(DeviceStaging::State& s, uint64_t ticket, const void* device_in, void* host_in, size_t out_bytes,
-                   void* device_out, const void* host_out, size_t back_bytes, core::CudaEvent& free) {
+                   void* device_out, const void* host_out, size_t back_bytes, runtime::CudaEvent& free) {
   free.make_stream_wait(s.out.get());
   if (out_bytes > 0) {
     DTRAIN_CUDA_CHECK(cudaMemcpyAsync(host_in, device_in, out_bytes, cudaMemcpyDeviceToHost, s.out.get()));
@@ -152,7 +152,7 @@ void enqueue_piece(DeviceStaging::State& s, uint64_t ticket, const void* device_
 // All-reduce and broadcast: element-wise, so they split into pieces freely. A broadcast's root
 // only copies out, the other ranks only copy back.
 std::vector<Piece> enqueue_in_pieces(DeviceStaging::State& s, const Collective& call, int rank) {
-  const size_t esize = core::dtype_size(call.dtype);
+  const size_t esize = runtime::dtype_size(call.dtype);
   const size_t per_piece = std::max<size_t>(1, s.piece_bytes / esize);
   const bool broadcast = call.kind == CollectiveKind::kBroadcast;
   const bool copy_out = !broadcast || rank == call.root;
@@ -181,7 +181,7 @@ std::vector<Piece> enqueue_in_pieces(DeviceStaging::State& s, const Collective& 
 // All-gather and reduce-scatter: one piece, the whole buffers, keeping the caller's in-place
 // relation on the host so the host collective sees it too.
 std::vector<Piece> enqueue_whole(DeviceStaging::State& s, const Collective& call, int world_size) {
-  const size_t esize = core::dtype_size(call.dtype);
+  const size_t esize = runtime::dtype_size(call.dtype);
   const size_t send_bytes = send_elements(call, world_size) * esize;
   const size_t recv_bytes = recv_elements(call, world_size) * esize;
   if (send_bytes == 0 && recv_bytes == 0) return {};
@@ -212,7 +212,7 @@ Work DeviceStaging::run(CommWorker& worker, const Collective& call, int world_si
                         std::function<void(const Collective&)> check, std::function<void(const Collective&)> run_host) {
   State& s = *state_;
   std::lock_guard lock(s.submit_mutex);
-  core::DeviceGuard on(s.device);
+  runtime::DeviceGuard on(s.device);
   const auto user = static_cast<cudaStream_t>(call.where.stream);
   s.ready.record(user);
   s.ready.make_stream_wait(s.out.get());
@@ -252,7 +252,7 @@ Work DeviceStaging::run(CommWorker& worker, const Collective& call, int world_si
       if (s.trace) {
         std::lock_guard trace_lock(s.trace->mutex);
         s.trace->lines.push_back({piece.ticket, enqueued_ms, landed_ms, s.trace->now_ms(),
-                                  piece.host_call.count * core::dtype_size(piece.host_call.dtype)});
+                                  piece.host_call.count * runtime::dtype_size(piece.host_call.dtype)});
       }
     }
   });
@@ -262,7 +262,7 @@ Work DeviceStaging::run_direct(CommWorker& worker, const Collective& call, std::
                                std::function<void(const Collective&)> run_device) {
   State& s = *state_;
   std::lock_guard lock(s.submit_mutex);
-  core::DeviceGuard on(s.device);
+  runtime::DeviceGuard on(s.device);
   const auto user = static_cast<cudaStream_t>(call.where.stream);
   const uint64_t ticket = ++s.next_gate;
   s.reached.enqueue_set(user, ticket);

@@ -3,7 +3,7 @@
 
 #include "comm/collective.h"
 #include "comm/cuda/convert_kernels.cuh"
-#include "runtime/core/cuda/cuda_check.h"
+#include "runtime/cuda/cuda_check.h"
 
 namespace dtrain::comm::detail {
 namespace {
@@ -13,7 +13,7 @@ cudaStream_t as_stream(void* stream) {
 }
 
 cuda::Half16 half_type(DType dtype) {
-  DTRAIN_CHECK(dtype == DType::kF16 || dtype == DType::kBF16) << "not a 16-bit dtype: " << core::dtype_name(dtype);
+  DTRAIN_CHECK(dtype == DType::kF16 || dtype == DType::kBF16) << "not a 16-bit dtype: " << runtime::dtype_name(dtype);
   return dtype == DType::kF16 ? cuda::Half16::kF16 : cuda::Half16::kBF16;
 }
 

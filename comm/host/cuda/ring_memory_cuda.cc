@@ -7,8 +7,8 @@
 
 #include "comm/cuda/convert_kernels.cuh"
 #include "comm/host/ring_memory.h"
-#include "runtime/core/cuda/cuda_check.h"
-#include "runtime/core/cuda/stream.h"
+#include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/stream.h"
 
 namespace dtrain::comm {
 namespace {
@@ -18,7 +18,7 @@ class DeviceRingMemory final : public RingMemory {
   explicit DeviceRingMemory(bool managed) : managed_(managed) {
     int device = 0;
     DTRAIN_CUDA_CHECK(cudaGetDevice(&device));
-    stream_ = std::make_unique<core::CudaStream>(device);
+    stream_ = std::make_unique<runtime::CudaStream>(device);
   }
   ~DeviceRingMemory() override {
     for (void* p : allocations_) cudaFree(p);
@@ -55,7 +55,7 @@ class DeviceRingMemory final : public RingMemory {
 
  private:
   bool managed_;
-  std::unique_ptr<core::CudaStream> stream_;
+  std::unique_ptr<runtime::CudaStream> stream_;
   std::vector<void*> allocations_;
 };
 

@@ -1,0 +1,32 @@
+#pragma once
+// Averaging a model's gradients over the ranks while backward still runs, as the step engines see
+// it: the host synchronizer (GradientSynchronizer, host buffers, Work handles) and the device one
+// (DeviceGradientSynchronizer, CUDA streams and events) behind one interface, so the layers report
+// finished gradients to either the same way.
+//
+// One step at a time: begin_step(), mark_ready() for every element of the flat gradient buffer
+// exactly once (in any order, ranges of any size), finish(). After finish() the buffer holds the
+// average (on the host) or the compute stream will see it (on a GPU). A failed all-reduce throws
+// from finish(); each implementation says which step's finish().
+#include <cstddef>
+
+namespace dtrain::comm {
+
+// The bucket size when nobody chose one: PyTorch DDP's 25 MiB, so the two are compared like for
+// like (the trainer's bucket_mib, dtrain-bench-train's --bucket-mib and the GPU step's options).
+inline constexpr int kDefaultBucketMib = 25;
+
+class GradientSync {
+ public:
+  virtual ~GradientSync() = default;
+
+  virtual void begin_step() = 0;
+  virtual void mark_ready(size_t begin, size_t end) = 0;
+  virtual void finish() = 0;
+
+  virtual size_t bucket_count() const = 0;
+  // Buckets whose all-reduce started from mark_ready, i.e. overlapped with backward, last step.
+  virtual int launched_during_backward() const = 0;
+};
+
+}  // namespace dtrain::comm

@@ -1,0 +1,78 @@
+#include "comm/gradient_sync/gradient_synchronizer.h"
+
+#include "comm/diagnostics/fault_injection.h"
+#include "comm/host/host_reduce.h"
+#include "runtime/base/error.h"
+
+namespace dtrain::comm {
+
+GradientSynchronizer::GradientSynchronizer(Communicator& comm, float* gradients, size_t count, size_t bucket_bytes,
+                                           DType wire)
+    : comm_(comm), gradients_(gradients), wire_(wire), buckets_(count, bucket_bytes), work_(buckets_.size()) {
+  DTRAIN_USAGE_CHECK(wire == DType::kF32 || wire == DType::kBF16 || wire == DType::kF16)
+      << "gradient wire format must be fp32, bf16 or fp16, not " << runtime::dtype_name(wire);
+  if (wire != DType::kF32) {
+    for (size_t i = 0; i < buckets_.size(); ++i) {
+      wire_copy_.emplace_back(runtime::MemoryKind::kHost, (buckets_.end(i) - buckets_.begin(i)) * 2);
+    }
+  }
+  fault_step_ = backward_fault_step_from_env();
+}
+
+GradientSynchronizer::~GradientSynchronizer() {
+  for (const Work& w : work_) {
+    try {
+      w.wait();
+    } catch (...) {
+      // The step was abandoned (finish() reports failures of completed steps).
+    }
+  }
+}
+
+void GradientSynchronizer::begin_step() {
+  ++steps_;
+  buckets_.begin_step();
+  comm_.set_consistency_check(buckets_.check_calls_this_step());
+  for (Work& w : work_) w = Work();
+}
+
+void GradientSynchronizer::mark_ready(size_t begin, size_t end) {
+  buckets_.mark_ready(begin, end, [this](size_t i) { launch(i); });
+  if (fault_step_ != 0 && steps_ == fault_step_ && buckets_.launched_during_backward() > 0) {
+    DTRAIN_FAIL() << "injected fault in backward (DTRAIN_FAULT_INJECT_BACKWARD): step " << steps_ << ", with "
+                  << buckets_.launched_during_backward() << " bucket all-reduce(s) in flight";
+  }
+}
+
+void GradientSynchronizer::launch(size_t i) {
+  const size_t n = buckets_.end(i) - buckets_.begin(i);
+  float* slice = gradients_ + buckets_.begin(i);
+  if (wire_ == DType::kF32) {
+    work_[i] = comm_.all_reduce(slice, slice, n, DType::kF32, ReduceOp::kAverage);
+  } else {
+    narrow_from_f32(slice, 1.0f, wire_copy_[i].data(), wire_, n);
+    work_[i] = comm_.all_reduce(wire_copy_[i].data(), wire_copy_[i].data(), n, wire_, ReduceOp::kAverage);
+  }
+}
+
+std::vector<GradientSynchronizer::BucketSpan> GradientSynchronizer::bucket_spans() const {
+  std::vector<BucketSpan> spans;
+  for (size_t i = 0; i < buckets_.size(); ++i) {
+    const Work::Span ran = work_[i].span();
+    spans.push_back({i, (buckets_.end(i) - buckets_.begin(i)) * runtime::dtype_size(wire_), ran.begin, ran.end});
+  }
+  return spans;
+}
+
+void GradientSynchronizer::finish() {
+  // Buckets some elements of which were never reported are averaged all the same.
+  buckets_.finish_step([this](size_t i) { launch(i); });
+  for (size_t i = 0; i < buckets_.size(); ++i) {
+    work_[i].wait();
+    if (wire_ != DType::kF32) {
+      widen_to_f32(wire_copy_[i].data(), wire_, gradients_ + buckets_.begin(i), buckets_.end(i) - buckets_.begin(i));
+    }
+  }
+}
+
+}  // namespace dtrain::comm

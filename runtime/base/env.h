@@ -1,0 +1,19 @@
+#pragma once
+// Reading DTRAIN_* environment variables. A malformed value is a UsageError that names the
+// variable and the value, never a silent default.
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace dtrain::runtime {
+
+// The variable's value, or nullopt when unset or empty.
+std::optional<std::string> env_string(const char* name);
+
+// Parses a whole decimal integer in [min_value, max_value]; throws UsageError otherwise.
+int64_t parse_int_in_range(const std::string& text, int64_t min_value, int64_t max_value, const std::string& source);
+
+// The variable parsed with parse_int_in_range, or nullopt when unset.
+std::optional<int64_t> env_int(const char* name, int64_t min_value, int64_t max_value);
+
+}  // namespace dtrain::runtime

@@ -1,0 +1,95 @@
+#include "runtime/memory/caching_allocator.h"
+
+#include <bit>
+
+#include "runtime/base/error.h"
+
+namespace dtrain::runtime {
+
+CachingAllocator::CachingAllocator(std::unique_ptr<RawAllocator> raw) : raw_(std::move(raw)) {
+  DTRAIN_CHECK(raw_ != nullptr) << "caching allocator needs a raw allocator";
+}
+
+CachingAllocator::~CachingAllocator() {
+  std::lock_guard lock(mutex_);
+  release_cached_locked();
+  for (auto& [ptr, block] : live_blocks_) raw_->release(ptr);
+}
+
+size_t CachingAllocator::round_size(size_t bytes) {
+  constexpr size_t kSmallStep = 512;
+  constexpr size_t kLarge = size_t{1} << 20;
+  if (bytes <= kLarge) return (bytes + kSmallStep - 1) / kSmallStep * kSmallStep;
+  // Quarter steps between powers of two: 1, 1.25, 1.5, 1.75 x 2^k.
+  const size_t power = std::bit_floor(bytes);
+  const size_t step = power / 4;
+  return (bytes + step - 1) / step * step;
+}
+
+void* CachingAllocator::allocate(size_t bytes, StreamTag stream) {
+  if (bytes == 0) return nullptr;
+  const size_t size = round_size(bytes);
+  std::lock_guard lock(mutex_);
+
+  auto cached = free_blocks_.find(FreeKey{size, stream});
+  void* ptr = nullptr;
+  if (cached != free_blocks_.end() && !cached->second.empty()) {
+    ptr = cached->second.back();
+    cached->second.pop_back();
+    stats_.bytes_cached -= size;
+    ++stats_.cache_hits;
+  } else {
+    ptr = raw_->allocate(size);
+    if (ptr == nullptr) {  // out of memory: give the cache back and try once more
+      release_cached_locked();
+      ptr = raw_->allocate(size);
+    }
+    DTRAIN_CHECK(ptr != nullptr) << raw_->name() << " could not allocate " << size << " bytes (" << stats_.bytes_in_use
+                                 << " bytes in use, peak " << stats_.peak_bytes_in_use << ")";
+    ++stats_.raw_allocations;
+  }
+  live_blocks_.emplace(ptr, Block{size, stream});
+  stats_.bytes_in_use += size;
+  if (stats_.bytes_in_use > stats_.peak_bytes_in_use) stats_.peak_bytes_in_use = stats_.bytes_in_use;
+  return ptr;
+}
+
+void CachingAllocator::release(void* ptr) {
+  if (ptr == nullptr) return;
+  std::lock_guard lock(mutex_);
+  auto live = live_blocks_.find(ptr);
+  DTRAIN_CHECK(live != live_blocks_.end()) << raw_->name() << ": release of a pointer it did not allocate";
+  const Block block = live->second;
+  live_blocks_.erase(live);
+  stats_.bytes_in_use -= block.size;
+  stats_.bytes_cached += block.size;
+  free_blocks_[FreeKey{block.size, block.stream}].push_back(ptr);
+}
+
+void CachingAllocator::empty_cache() {
+  std::lock_guard lock(mutex_);
+  release_cached_locked();
+}
+
+void CachingAllocator::release_cached_locked() {
+  for (auto& [key, pointers] : free_blocks_) {
+    for (void* ptr : pointers) {
+      raw_->release(ptr);
+      ++stats_.raw_releases;
+    }
+  }
+  free_blocks_.clear();
+  stats_.bytes_cached = 0;
+}
+
+void CachingAllocator::reset_peak() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.peak_bytes_in_use = stats_.bytes_in_use;
+}
+
+AllocatorStats CachingAllocator::stats() const {
+  std::lock_guard lock(mutex_);
+  return stats_;
+}
+
+}  // namespace dtrain::runtime

@@ -1,0 +1,142 @@
+#include "runtime/memory/caching_allocator.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <random>
+#include <set>
+#include <vector>
+
+#include "runtime/base/error.h"
+#include "tests/support/test_seed.h"
+
+namespace dtrain::runtime {
+namespace {
+
+// A raw allocator that counts calls and can be told to run out of memory.
+class CountingAllocator final : public RawAllocator {
+ public:
+  struct Counters {
+    int allocations = 0;
+    int releases = 0;
+    size_t live_bytes = 0;
+    size_t capacity = SIZE_MAX;
+  };
+  explicit CountingAllocator(Counters* counters) : counters_(counters) {}
+  void* allocate(size_t bytes) override {
+    if (counters_->live_bytes + bytes > counters_->capacity) return nullptr;
+    ++counters_->allocations;
+    counters_->live_bytes += bytes;
+    void* ptr = std::malloc(bytes);
+    sizes_[ptr] = bytes;
+    return ptr;
+  }
+  void release(void* ptr) override {
+    ++counters_->releases;
+    counters_->live_bytes -= sizes_.at(ptr);
+    sizes_.erase(ptr);
+    std::free(ptr);
+  }
+  const char* name() const override { return "counting"; }
+
+ private:
+  Counters* counters_;
+  std::map<void*, size_t> sizes_;
+};
+
+TEST(CachingAllocator, SizeClassesWasteAtMostAQuarter) {
+  EXPECT_EQ(CachingAllocator::round_size(1), 512u);
+  EXPECT_EQ(CachingAllocator::round_size(512), 512u);
+  EXPECT_EQ(CachingAllocator::round_size(513), 1024u);
+  std::mt19937_64 rng(dtrain::test::random_seed());
+  for (int i = 0; i < 10000; ++i) {
+    const size_t bytes = 1 + rng() % (size_t{1} << 34);
+    const size_t rounded = CachingAllocator::round_size(bytes);
+    ASSERT_GE(rounded, bytes);
+    if (bytes > (size_t{1} << 20)) {
+      ASSERT_LE(rounded, bytes + bytes / 4) << bytes;
+    }
+    ASSERT_EQ(CachingAllocator::round_size(rounded), rounded) << "classes must be fixed points";
+  }
+}
+
+TEST(CachingAllocator, SteadyStateMakesNoRawAllocations) {
+  CountingAllocator::Counters counters;
+  CachingAllocator allocator(std::make_unique<CountingAllocator>(&counters));
+  const std::vector<size_t> step_sizes = {100, 4096, 1 << 20, 3 << 20, 25 << 20, 777, 4096};
+  for (int step = 0; step < 20; ++step) {
+    std::vector<void*> blocks;
+    for (size_t bytes : step_sizes) blocks.push_back(allocator.allocate(bytes));
+    for (void* ptr : blocks) allocator.release(ptr);
+    if (step == 0) {
+      EXPECT_EQ(counters.allocations, static_cast<int>(step_sizes.size()));
+    }
+  }
+  EXPECT_EQ(counters.allocations, static_cast<int>(step_sizes.size()));
+  const AllocatorStats stats = allocator.stats();
+  EXPECT_EQ(stats.raw_allocations, step_sizes.size());
+  EXPECT_EQ(stats.cache_hits, 19 * step_sizes.size());
+  EXPECT_EQ(stats.bytes_in_use, 0u);
+  EXPECT_GT(stats.peak_bytes_in_use, size_t{29} << 20);
+}
+
+TEST(CachingAllocator, LiveBlocksNeverAlias) {
+  CountingAllocator::Counters counters;
+  CachingAllocator allocator(std::make_unique<CountingAllocator>(&counters));
+  std::mt19937 rng(dtrain::test::random_seed());
+  std::vector<void*> live;
+  for (int i = 0; i < 2000; ++i) {
+    if (!live.empty() && rng() % 2) {
+      const size_t victim = rng() % live.size();
+      allocator.release(live[victim]);
+      live.erase(live.begin() + static_cast<long>(victim));
+    } else {
+      live.push_back(allocator.allocate(1 + rng() % 5000));
+    }
+    ASSERT_EQ(std::set<void*>(live.begin(), live.end()).size(), live.size());
+  }
+  for (void* ptr : live) allocator.release(ptr);
+}
+
+TEST(CachingAllocator, BlocksAreNotReusedAcrossStreams) {
+  CountingAllocator::Counters counters;
+  CachingAllocator allocator(std::make_unique<CountingAllocator>(&counters));
+  void* on_stream_a = allocator.allocate(1000, 0xA);
+  allocator.release(on_stream_a);
+  void* on_stream_b = allocator.allocate(1000, 0xB);
+  EXPECT_NE(on_stream_a, on_stream_b);
+  EXPECT_EQ(allocator.allocate(1000, 0xA), on_stream_a);
+  allocator.release(on_stream_b);
+}
+
+TEST(CachingAllocator, OutOfMemoryFreesTheCacheAndRetries) {
+  CountingAllocator::Counters counters;
+  counters.capacity = 3 << 20;
+  CachingAllocator allocator(std::make_unique<CountingAllocator>(&counters));
+  allocator.release(allocator.allocate(2 << 20));                // cached, still counted as live by the raw allocator
+  void* big = allocator.allocate(static_cast<size_t>(5) << 19);  // 2.5 MiB fits only after the cache is returned
+  EXPECT_NE(big, nullptr);
+  EXPECT_EQ(counters.releases, 1);
+  try {
+    allocator.allocate(4 << 20);
+    FAIL() << "no exception";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("could not allocate"), std::string::npos) << e.what();
+  }
+  allocator.release(big);
+}
+
+TEST(CachingAllocator, EmptyCacheAndForeignPointers) {
+  CountingAllocator::Counters counters;
+  CachingAllocator allocator(std::make_unique<CountingAllocator>(&counters));
+  allocator.release(allocator.allocate(10));
+  allocator.empty_cache();
+  EXPECT_EQ(counters.live_bytes, 0u);
+  EXPECT_EQ(allocator.allocate(0), nullptr);
+  allocator.release(nullptr);
+  int not_ours = 0;
+  EXPECT_THROW(allocator.release(&not_ours), Error);
+}
+
+}  // namespace
+}  // namespace dtrain::runtime

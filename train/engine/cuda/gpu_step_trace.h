@@ -1,0 +1,56 @@
+#pragma once
+// The GPU side of dtrain-train's timeline (timeline.h): spans timed by CUDA events recorded on the
+// stream where the work runs (copy, compute, comm), so they show when the GPU really did it, not
+// when the host queued it. Recording only queues events (the host never waits inside a step);
+// resolve() records one more event on the compute stream, waits for it once, and turns every
+// event into host time (runtime::steady_seconds()) by its distance to that one, taken at the moment the
+// wait returned. Every event recorded before it on any of the streams precedes it: the compute
+// stream waits for the copy into its input and for the comm stream's all-reduces before the SGD
+// update.
+//
+// Events are created as spans need them (timing events, reused after each resolve()); a span
+// past the recorder's cap is dropped before any event is recorded. Not thread-safe.
+#include <cuda_runtime_api.h>
+
+#include <vector>
+
+#include "runtime/cuda/stream.h"
+#include "train/observe/timeline_events.h"
+
+namespace dtrain::train::cuda {
+
+class GpuStepTrace {
+ public:
+  explicit GpuStepTrace(int device) : device_(device) {}
+
+  // The spans that follow belong to global step `step` (its micro-batch `micro_batch` with
+  // accumulation, else -1) and go to `recorder`.
+  void begin_step(TimelineRecorder* recorder, long step, int micro_batch = -1);
+  // Records the span's start on `stream` and returns its handle, or -1 when the cap dropped it
+  // (end() then does nothing).
+  int begin(cudaStream_t stream, TimelineTrack track, const char* name, long bucket = -1, int64_t bytes = -1);
+  void end(int handle, cudaStream_t stream);
+  // Waits for everything recorded so far (one event on `compute`, after the latest step) and adds
+  // the spans, in host time, to their recorders. Runs on the trace's device.
+  void resolve(cudaStream_t compute);
+
+ private:
+  struct Pending {
+    TimelineRecorder* recorder;
+    TimelineSpan span;
+    size_t begin_event;
+    size_t end_event;
+  };
+  size_t next_event();
+
+  int device_;
+  TimelineRecorder* recorder_ = nullptr;
+  long step_ = 0;
+  int micro_batch_ = -1;
+  std::vector<runtime::CudaEvent> events_;
+  size_t used_ = 0;
+  std::vector<Pending> pending_;
+  runtime::CudaEvent anchor_{true};
+};
+
+}  // namespace dtrain::train::cuda

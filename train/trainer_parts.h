@@ -1,0 +1,65 @@
+#pragma once
+// The Trainer's state (trainer.h keeps it behind a pointer): what trainer.cc and
+// trainer_weights.cc share. Not for other users.
+#include <mpi.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "comm/diagnostics/fault_injection.h"
+#include "comm/diagnostics/stall_inspector.h"
+#include "train/data/data_loader.h"
+#include "train/data/dataset.h"
+#include "train/data/sharded_sampler.h"
+#include "train/engine/lr_schedule.h"
+#include "train/engine/step_engine.h"
+#include "train/observe/metrics_log.h"
+#include "train/observe/run_report.h"
+#include "train/observe/tensorboard_writer.h"
+#include "train/observe/timeline.h"
+#include "train/trainer.h"
+
+namespace dtrain::train {
+
+struct Trainer::Parts {
+  // The stall inspector's view of the trainer's own collectives (the loss all-gather, the stop
+  // agreement, the epoch and evaluation totals): a rank stopped or hung while the others wait in
+  // one of them is named, and the job ends at the abort time, as inside the communicators.
+  std::unique_ptr<comm::StallChannel> stall;
+  comm::FaultInjector faults{comm::fault_plan_from_env("DTRAIN_FAULT_INJECT_TRAINER")};
+  std::unique_ptr<Dataset> train_data;
+  std::unique_ptr<Dataset> val_data;
+  std::unique_ptr<ShardedSampler> train_sampler;
+  std::unique_ptr<ShardedSampler> val_sampler;
+  std::unique_ptr<DataLoader> train_loader;
+  std::unique_ptr<DataLoader> val_loader;
+  std::unique_ptr<StepEngine> engine;
+  std::unique_ptr<LinearScalingSchedule> schedule;
+  std::unique_ptr<MetricsLog> metrics;
+  std::unique_ptr<TensorBoardWriter> tensorboard;  // rank 0's; writes nothing elsewhere
+  std::unique_ptr<Timeline> timeline;              // records nothing without --timeline
+  long global_step = 0;
+  int start_epoch = 0;
+  int loading_epoch = -1;  // the epoch the train loader already works on from its first batch
+  long start_step_in_epoch = 0;
+  // A resume on another world size or batch: the start epoch's shuffled list is dealt over the
+  // ranks again from this entry (the images already trained on), starting at start_step_in_epoch.
+  size_t start_entry = 0;
+  std::string run_id;                   // rank 0: names this run's checkpoints
+  RunOutputs outputs;                   // rank 0: where this run's config, weights and metrics go
+  RunTotals totals;                     // this run's steps, images, time and validation results
+  std::pair<int, long> position{0, 0};  // epoch and step in it after the latest step
+  int nonfinite_streak = 0;             // consecutive loss checks with a non-finite loss on some rank
+  // Stop signals (stop_signals.h): each step posts this rank's flag in a non-blocking all-reduce
+  // and completes the one posted a step earlier, so the ranks agree without waiting on each other.
+  MPI_Request stop_request = MPI_REQUEST_NULL;
+  int stop_mine = 0;
+  int stop_any = 0;
+  bool stopped = false;  // this run ended at a stop signal
+  float mean[3] = {0, 0, 0};
+  float std[3] = {1, 1, 1};
+  float backbone_lr_scale = 1;  // what the engine's optimizer applies now (fine-tuning)
+};
+
+}  // namespace dtrain::train
