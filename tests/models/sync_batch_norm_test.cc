@@ -200,9 +200,11 @@ TEST(SyncBatchNorm, GroupOfThreadsMatchesFloat64ReferenceOnTheGroupsBatch) {
 }
 
 // The merge itself, in double: moments of uneven slices merged over a group equal the two-pass
-// moments of the whole, to 1e-12 relative, even with a mean 1e4 times the spread of the values.
+// moments of the whole, to 1e-11 relative, even with a mean 1e4 times the spread of the values.
 // (Adding the ranks' sums of squares, E[x^2] - E[x]^2, would keep only ~8 of the 16 digits of the
-// variance there.)
+// variance there.) Not tighter: a value near 1e4 is itself only known to 1.8e-12 (its ulp), so the
+// merge and the reference, which subtract different means, differ by up to ~2e-12 relative in m2
+// (seed 8624177675091328051 gives 1.5e-12).
 TEST(SyncBatchNorm, MergedMomentsEqualTheWholeBatchsWithoutCancellation) {
   std::mt19937_64 rng(test::random_seed());
   const int channels = 2, spatial = 5;
@@ -233,8 +235,8 @@ TEST(SyncBatchNorm, MergedMomentsEqualTheWholeBatchsWithoutCancellation) {
   for (size_t r = 0; r < batches.size(); ++r) {
     EXPECT_EQ(counts[r], int64_t{total} * spatial);
     for (size_t c = 0; c < size_t(channels); ++c) {
-      EXPECT_NEAR(mean[r][c], whole_mean[c], 1e-12 * std::fabs(whole_mean[c])) << "rank " << r << " channel " << c;
-      EXPECT_NEAR(m2[r][c], whole_m2[c], 1e-12 * whole_m2[c]) << "rank " << r << " channel " << c;
+      EXPECT_NEAR(mean[r][c], whole_mean[c], 1e-11 * std::fabs(whole_mean[c])) << "rank " << r << " channel " << c;
+      EXPECT_NEAR(m2[r][c], whole_m2[c], 1e-11 * whole_m2[c]) << "rank " << r << " channel " << c;
       EXPECT_EQ(mean[r][c], mean[0][c]) << "every rank merges in the same order: the same bits";
       EXPECT_EQ(m2[r][c], m2[0][c]);
     }
