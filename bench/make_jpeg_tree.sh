@@ -1,5 +1,5 @@
 #!/bin/bash
-# The realistic JPEG tree of the data-loader and real-data training benchmarks (issue 12):
+# The realistic JPEG tree of the data-loader and real-data training benchmarks:
 # 100 classes x (138 train + 10 val) = 13,800 + 1,000 photo-like JPEGs with ImageNet's image sizes
 # (mean ~500x390) and file sizes (30-150 KiB, ~110 KiB at 500x375), quality 75-95, mostly 4:2:0,
 # some 4:4:4, ~1% greyscale and ~1% CMYK. The same bytes for the same seed on any machine.

@@ -1,6 +1,6 @@
 #!/bin/bash
-# How far the machine itself lets one-image-at-a-time JPEG decoding scale (issue 12's "85% of
-# linear from 1 to 14 threads"), with nothing of ours shared: dtrain-bench-data single-threaded
+# How far the machine itself lets one-image-at-a-time JPEG decoding scale (the loader's bar is 85%
+# of linear from 1 to 14 threads), with nothing of ours shared: dtrain-bench-data single-threaded
 # processes pinned with taskset,
 #   - REPEATS times, interleaved: one alone on CPU 0 (the 1-thread rate), then N at once on CPUs
 #     0..N-1 (independent processes); each repeat's N-process total against N x its own alone rate,

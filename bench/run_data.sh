@@ -77,5 +77,5 @@ if clock:
     print(f"# the machine: a loop that touches no memory keeps {clock:.1f}% of its 1-thread rate per thread at "
           f"{ours['rows'][-1]['threads']} threads (dtrain-bench-data's clock probe, run beside each row); "
           f"ours against that ceiling: {100.0 * scaling(ours)[2] / clock:.1f}%")
-print("# issue 12 asks: ratio >= 1.5x per worker, ours >= 85% of linear from 1 to 14 threads")
+print("# the bar: ratio >= 1.5x per worker, ours >= 85% of linear from 1 to 14 threads")
 PYEOF

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# On a lent GPU machine with build/bin carried there (see README): the GPU collective tests, then
-# dtrain's nccl backend against raw NCCL (ncclAllReduce called directly) in the same run, plus the
-# staged mpi-ring and hierarchical paths. Every step has a time limit; logs and JSON go to $OUT.
+# On a lent GPU machine with build/bin carried there
+# (docs/building.md#running-on-a-gpu-host-built-elsewhere): the GPU collective tests, then dtrain's
+# nccl backend against raw NCCL (ncclAllReduce called directly) in the same run, plus the staged
+# mpi-ring and hierarchical paths. Every step has a time limit; logs and JSON go to $OUT.
 #   PART=tests|bench|all (default all)
 set -uo pipefail
 SP=/opt/torch/.venv/lib/python3.12/site-packages

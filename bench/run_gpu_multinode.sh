@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 13 on a 2-GPU machine (nvidia-h200-x2), the two GPUs as two simulated nodes
+# The multi-node GPU path on a 2-GPU machine (nvidia-h200-x2), the two GPUs as two simulated nodes
 # (DTRAIN_RANKS_PER_NODE=1), every step under a time limit so that a hang shows as a failure:
 #   1. GPU tests: ResNet-50 steps on hierarchical and staged mpi-ring (one process each: lazy
 #      kernel loading happens once per process), a failed cross-node all-reduce stopping every
@@ -74,7 +74,7 @@ fi
 python3 - "$OUT" > "$OUT/summary.txt" <<'EOF'
 import glob, json, os, sys
 out = sys.argv[1]
-print("# issue 13 on", open(os.path.join(out, "gpus.txt")).read().strip().replace("\n", "; "))
+print("# the multi-node GPU path on", open(os.path.join(out, "gpus.txt")).read().strip().replace("\n", "; "))
 print("\n## steps (time limit each; HUNG = killed or watchdog)")
 print(open(os.path.join(out, "steps.txt")).read().rstrip())
 lines = os.path.join(out, "test_lines.txt")
@@ -105,7 +105,7 @@ for path in sorted(glob.glob(os.path.join(out, "allreduce_*.json"))):
     print("%-28s %-7s %10.2f %10.2f %7d" % (label, buffers, best["time_us"] / 1e3, best["busbw_gbps"],
           sum(r["wrong"] for r in rows)))
 if host_mpi:
-    print("\nhost MPI_Allreduce of the same bytes: %.2f ms; the issue asks staged mpi-ring >= 5 GB/s busbw and"
+    print("\nhost MPI_Allreduce of the same bytes: %.2f ms; the bar: staged mpi-ring >= 5 GB/s busbw and"
           " >= 1.5x its speed" % (host_mpi / 1e3))
 EOF
 cat "$OUT/summary.txt"

@@ -1,5 +1,5 @@
 #!/bin/bash
-# The path users run, measured on a GPU machine in one call (issue 12): dtrain-train from a folder
+# The path users run, measured on a GPU machine in one call: dtrain-train from a folder
 # of JPEGs on 1 and all GPUs beside dtrain-train on synthetic data and dtrain-bench-train, PyTorch
 # training from the same folder, and the loaders alone (dtrain-bench-data vs torchvision). Logs and
 # JSON under $OUT; summary.log holds every table. Run from the repository root with build/bin

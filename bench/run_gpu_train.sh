@@ -61,7 +61,7 @@ case "${1:-single}" in
     ours bf16_b256_scaling "$GPUS" --precision bf16 --batch-per-rank 256 --timing-warmup-steps 15 --steps 40 --world-sizes "1,$GPUS"
     peer ddp1_bf16_b256 1 --precision bf16 --batch-per-rank 256 --mode eager
     peer ddp${GPUS}_bf16_b256 "$GPUS" --precision bf16 --batch-per-rank 256 --mode eager
-    # The peer a performance-minded user compares against (issue 18): torch.compile, 1 GPU and DDP.
+    # The peer a performance-minded user compares against: torch.compile, 1 GPU and DDP.
     peer compile1_bf16_b256 1 --precision bf16 --batch-per-rank 256 --mode compile
     peer ddp${GPUS}_compile_bf16_b256 "$GPUS" --precision bf16 --batch-per-rank 256 --mode compile
     bench/plot_if_possible.sh "$OUT/dtrain_bf16_b256_scaling.png" "$OUT/dtrain_bf16_b256_scaling.json"

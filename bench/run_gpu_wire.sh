@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Issue 13's cross-node levers on a 2-GPU machine, the GPUs as 2 simulated nodes
+# The cross-node levers (hierarchical all-reduce, bf16 wire, staging-stream signals) on a 2-GPU
+# machine, the GPUs as 2 simulated nodes
 # (DTRAIN_RANKS_PER_NODE=1, staged through the host), every row in one call:
 #   - dtrain-bench-train ResNet-50 bf16 b256, hierarchical: 1 GPU, then 2 GPUs with the fp32 and the
 #     bf16 cross-node wire, each with the staging streams signalled by stream memory operations

@@ -95,10 +95,8 @@ int program_start(int argc, char** argv, const runtime::po::options_description&
   return argc;
 }
 
-}  // namespace
-
-int run(int argc, char** argv) {
-  runtime::po::options_description options("dtrain-run options (then [--] PROGRAM ARGS...)");
+// dtrain-run's own flags, in mpirun's spellings where mpirun has one.
+void declare_options(runtime::po::options_description& options) {
   options.add_options()("np,n", runtime::po::value<int>(),
                         "number of ranks, as mpirun's -np or -n (default: all slots, or SLURM_NTASKS in a Slurm job)")(
       "host,H", runtime::po::value<std::string>(), "hosts and slots, as mpirun's --host or -H: node1:4,node2:4")(
@@ -116,49 +114,48 @@ int run(int argc, char** argv) {
       "as-task", "run PROGRAM as one srun task (dtrain-run adds it under srun; see task_wrapper.h)")(
       "dry-run", "print the command instead of running it (PROGRAM need not exist)")(
       "verbose", "print the command before running it");
-  const int split = program_start(argc, argv, options);
-  // mpirun's spellings: single-dash long names (-np, -host, -hostfile) and no prefix guessing
-  // (with it, -n and --host were taken as prefixes of --np and --hostfile and failed).
-  const int style =
-      (runtime::po::command_line_style::default_style & ~runtime::po::command_line_style::allow_guessing) |
-      runtime::po::command_line_style::allow_long_disguise;
-  const runtime::ParsedCommandLine cli = runtime::parse_command_line(split, argv, options, nullptr, style);
-  if (cli.help) {
-    std::cout << runtime::usage("dtrain-run", options);
-    return 0;
-  }
-  const bool dry_run = cli.values.count("dry-run") > 0;
+}
+
+// The launch the flags ask for, each value checked; the hostfile is read here.
+LaunchRequest request_from_flags(const runtime::po::variables_map& values) {
   LaunchRequest request;
-  if (cli.values.count("np")) request.np = cli.values["np"].as<int>();
-  DTRAIN_USAGE_CHECK(!cli.values.count("np") || request.np > 0)
+  if (values.count("np")) request.np = values["np"].as<int>();
+  DTRAIN_USAGE_CHECK(!values.count("np") || request.np > 0)
       << "dtrain-run: -np must be positive, got " << request.np << " (-np or -n: the number of ranks)";
-  if (cli.values.count("host")) request.hosts = cli.values["host"].as<std::string>();
-  DTRAIN_USAGE_CHECK(!cli.values.count("host") || !request.hosts.empty())
+  if (values.count("host")) request.hosts = values["host"].as<std::string>();
+  DTRAIN_USAGE_CHECK(!values.count("host") || !request.hosts.empty())
       << "dtrain-run: --host (-H) is empty; expected host:slots[,host:slots...]";
-  if (cli.values.count("hostfile")) {
-    request.hostfile = cli.values["hostfile"].as<std::string>();
+  if (values.count("hostfile")) {
+    request.hostfile = values["hostfile"].as<std::string>();
     std::ifstream in(request.hostfile);
     DTRAIN_USAGE_CHECK(in.good()) << "dtrain-run: --hostfile " << request.hostfile << ": cannot open the file";
     std::stringstream text;
     text << in.rdbuf();
     request.hostfile_contents = text.str();
   }
-  if (cli.values.count("-x")) request.exported = cli.values["-x"].as<std::vector<std::string>>();
-  if (cli.values.count("output-filename")) {
-    request.output_dir = cli.values["output-filename"].as<std::string>();
+  if (values.count("-x")) request.exported = values["-x"].as<std::vector<std::string>>();
+  if (values.count("output-filename")) {
+    request.output_dir = values["output-filename"].as<std::string>();
     DTRAIN_USAGE_CHECK(!request.output_dir.empty()) << "dtrain-run: --output-filename needs a directory";
   }
-  if (cli.values.count("mpi-args")) {
-    request.mpi_args = split_shell_words(cli.values["mpi-args"].as<std::string>(), "dtrain-run: --mpi-args");
+  if (values.count("mpi-args")) {
+    request.mpi_args = split_shell_words(values["mpi-args"].as<std::string>(), "dtrain-run: --mpi-args");
   }
-  const int first = split < argc && std::string(argv[split]) == "--" ? split + 1 : split;
-  for (int i = first; i < argc; ++i) request.program.push_back(argv[i]);
-  // A dry run prints the command for another machine too, where PROGRAM may be the only one.
-  if (!request.program.empty() && (!dry_run || on_path(request.program[0]))) {
-    request.program[0] = resolve_program(request.program[0]);
-  }
-  if (cli.values.count("as-task")) return run_as_task(request.program);
+  return request;
+}
 
+// PROGRAM ARGS... from argv[split] on (after "--" when it is there), PROGRAM resolved on PATH.
+std::vector<std::string> program_words(int argc, char** argv, int split, bool dry_run) {
+  std::vector<std::string> program;
+  const int first = split < argc && std::string(argv[split]) == "--" ? split + 1 : split;
+  for (int i = first; i < argc; ++i) program.push_back(argv[i]);
+  // A dry run prints the command for another machine too, where PROGRAM may be the only one.
+  if (!program.empty() && (!dry_run || on_path(program[0]))) program[0] = resolve_program(program[0]);
+  return program;
+}
+
+// What the plan depends on beyond the flags: the environment, who runs it, and Slurm's srun.
+LaunchEnvironment this_environment() {
   LaunchEnvironment environment;
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string entry = *e;
@@ -171,17 +168,16 @@ int run(int argc, char** argv) {
     environment.srun_available = on_path("srun");
     environment.srun_supports_pmix = environment.srun_available && srun_supports_pmix();
   }
-  const LaunchPlan plan = plan_launch(request, environment);
-  for (const std::string& warning : plan.warnings) std::cerr << warning << "\n";
-  if (dry_run) {
-    std::cout << display_plan(plan) << "\n";
-    return 0;
-  }
-  if (cli.values.count("verbose")) std::cerr << "dtrain-run (" << plan.mode << "): " << display_plan(plan) << "\n";
-  if (!request.output_dir.empty()) {
+  return environment;
+}
+
+// Becomes the plan's command (mpirun or srun) with its environment set, after creating the
+// per-rank log directory; returns only by throwing.
+[[noreturn]] void exec_plan(const LaunchPlan& plan, const std::string& output_dir) {
+  if (!output_dir.empty()) {
     std::error_code error;
-    fs::create_directories(request.output_dir, error);
-    DTRAIN_USAGE_CHECK(!error) << "dtrain-run: --output-filename " << request.output_dir
+    fs::create_directories(output_dir, error);
+    DTRAIN_USAGE_CHECK(!error) << "dtrain-run: --output-filename " << output_dir
                                << ": cannot create the directory: " << error.message();
   }
   for (const auto& [name, value] : plan.environment) setenv(name.c_str(), value.c_str(), 1);
@@ -191,6 +187,37 @@ int run(int argc, char** argv) {
   std::cout.flush();
   execvp(args[0], args.data());
   DTRAIN_USAGE_FAIL() << "dtrain-run: cannot start " << args[0] << ": " << std::strerror(errno);
+}
+
+}  // namespace
+
+int run(int argc, char** argv) {
+  runtime::po::options_description options("dtrain-run options (then [--] PROGRAM ARGS...)");
+  declare_options(options);
+  const int split = program_start(argc, argv, options);
+  // mpirun's spellings: single-dash long names (-np, -host, -hostfile) and no prefix guessing
+  // (with it, -n and --host were taken as prefixes of --np and --hostfile and failed).
+  const int style =
+      (runtime::po::command_line_style::default_style & ~runtime::po::command_line_style::allow_guessing) |
+      runtime::po::command_line_style::allow_long_disguise;
+  const runtime::ParsedCommandLine cli = runtime::parse_command_line(split, argv, options, nullptr, style);
+  if (cli.help) {
+    std::cout << runtime::usage("dtrain-run", options);
+    return 0;
+  }
+  const bool dry_run = cli.values.count("dry-run") > 0;
+  LaunchRequest request = request_from_flags(cli.values);
+  request.program = program_words(argc, argv, split, dry_run);
+  if (cli.values.count("as-task")) return run_as_task(request.program);
+
+  const LaunchPlan plan = plan_launch(request, this_environment());
+  for (const std::string& warning : plan.warnings) std::cerr << warning << "\n";
+  if (dry_run) {
+    std::cout << display_plan(plan) << "\n";
+    return 0;
+  }
+  if (cli.values.count("verbose")) std::cerr << "dtrain-run (" << plan.mode << "): " << display_plan(plan) << "\n";
+  exec_plan(plan, request.output_dir);
 }
 
 }  // namespace dtrain::launcher

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks a dtrain-train --timeline file (Chrome trace JSON, issue 17 item 2) the way a viewer
+"""Checks a dtrain-train --timeline file (Chrome trace JSON) the way a viewer
 needs it and the way a reader trusts it:
 
   - python's json module loads it; it has traceEvents, displayTimeUnit and otherData;

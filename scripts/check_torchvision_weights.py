@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""dtrain's weights in torchvision and back (issue 17, item 3), on the GPU machine:
+"""dtrain's weights in torchvision and back, on the GPU machine:
 
     check_torchvision_weights.py BIN TESTS OUT "MPIRUN..."
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run on a lent GPU machine (see README "Running on a GPU host built elsewhere") with build/bin
+# Run on a lent GPU machine (docs/building.md#running-on-a-gpu-host-built-elsewhere) with build/bin
 # carried there: dtrain-info tables and the GPU/MPI suites. Logs go to $OUT. The test binaries are
 # in build/bin/tests (a build tree) or, carried flat, in build/bin.
 set -uo pipefail

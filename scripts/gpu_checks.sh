@@ -13,8 +13,9 @@ mkdir -p "$OUT"
 SP=/opt/torch/.venv/lib/python3.12/site-packages
 export LD_LIBRARY_PATH=$SP/nvidia/cudnn/lib:$SP/nvidia/nccl/lib:$SP/nvidia/cu13/lib:${LD_LIBRARY_PATH:-}
 export NCCL_NVLS_ENABLE=0
-# On a GPU machine a test skipped for want of a GPU is a failure (issue 14); a suite whose tests all
-# skipped for another reason (too few ranks) exits 77 and shows as SKIP.
+# On a GPU machine a test skipped for want of a GPU is a failure (a driver too old for the toolkit
+# must not pass the GPU suites by skipping them); a suite whose tests all skipped for another
+# reason (too few ranks) exits 77 and shows as SKIP.
 export DTRAIN_REQUIRE_GPU=1
 # Convolution plans measured by these checks stay in this run's folder: the checks neither read a
 # user's ~/.cache/dtrain nor depend on what an earlier run left there.
@@ -40,7 +41,7 @@ check_within() {  # check_within SECONDS NAME COMMAND...: a command still runnin
     echo "FAIL $name (rc $rc)"; status=1
   fi
 }
-# Three times over: stale reads after host copies (issue 14) showed only in some trials.
+# Three times over: stale reads after host copies showed only in some trials.
 for t in dtrain-models-gpu-tests dtrain-train-gpu-tests dtrain-jpeg-gpu-tests; do
   [ -x $TESTS/$t ] && check "$t" $TESTS/$t --gtest_repeat=3
 done
@@ -48,7 +49,7 @@ if [ -x $TESTS/dtrain-train-mpi-tests ] && [ "$GPUS" -ge 2 ]; then
   check rank_equivalence_np$GPUS $MPI -np "$GPUS" $TESTS/dtrain-train-mpi-tests --gtest_filter='RankEquivalence.OnGpus*'
   grep -h "worst relative" "$OUT/rank_equivalence_np$GPUS.log"
 fi
-# Issue 17, item 5: gradient accumulation through the Trainer on GPUs, K micro-batches of B against
+# Gradient accumulation through the Trainer on GPUs, K micro-batches of B against
 # batch K x B (fp32, TF32 off, BN-free): 1 rank, then 2 ranks (NCCL with 2 GPUs; with 1 GPU both
 # ranks share it as 2 simulated nodes over the staged mpi-ring). Then a bf16 run of dtrain-train
 # with --accumulation-steps 3 whose progress line counts optimizer steps and every image.
@@ -68,7 +69,7 @@ if [ -x $BIN/dtrain-train ]; then
     grep -Eq "epoch 0 step 25/25 loss [0-9.]+ " "$OUT/accumulation_train_bf16.log" ||
     { echo "FAIL accumulation_train_bf16: no 25 optimizer steps of global batch 24"; status=1; }
 fi
-# Issue 13: the multi-node GPU path, 2 ranks as 2 simulated nodes (DTRAIN_RANKS_PER_NODE=1), with
+# The multi-node GPU path, 2 ranks as 2 simulated nodes (DTRAIN_RANKS_PER_NODE=1), with
 # the cross-node ring staged through the host. Each training test in a process of its own (lazy
 # kernel loading, which the hang needed, happens once per process) and under a time limit. On a
 # one-GPU machine the two simulated nodes share the GPU (hierarchical and staged mpi-ring never use
@@ -96,11 +97,11 @@ if [ -x $BIN/dtrain-train ]; then
     --data_dir "$DATA" --device gpu --batch_per_rank 64 --log_every_steps 400
   grep -h "epoch .*top-1\|steps on\|GPU memory\|summary:" "$OUT/fashion_mnist_gpu.log"
   grep -q "epoch 2: .*top-1 \(8[89]\|9[0-9]\)\." "$OUT/fashion_mnist_gpu.log" || { echo "FAIL fashion_mnist_gpu accuracy"; status=1; }
-  # Issue 16: the progress line gives the GPU memory (the caching allocator's peak and reserved).
+  # The progress line gives the GPU memory (the caching allocator's peak and reserved).
   grep -Eq "epoch 0 step 400/[0-9]+ .*, GPU memory [0-9.]+ GiB peak, [0-9.]+ GiB reserved" "$OUT/fashion_mnist_gpu.log" ||
     { echo "FAIL fashion_mnist_gpu: no GPU memory in the progress line"; status=1; }
 fi
-# Issue 17, item 6: synchronized batch norm on GPUs, 2 ranks (sharing the GPU when there is one):
+# Synchronized batch norm on GPUs, 2 ranks (sharing the GPU when there is one):
 # the engine test (2 ranks x batch 4 in one BN group against 1 rank x batch 8, gradients over
 # mpi-ring staged through the host), then dtrain-train itself as 2 simulated nodes (sharing the GPU
 # when there is one: --allow-gpu-sharing).
@@ -117,7 +118,7 @@ if [ -x $BIN/dtrain-train ]; then
   grep -q "steps on GPU .*BN synchronized over groups of 2 ranks" "$OUT/sync_batch_norm_train_np2.log" ||
     { echo "FAIL sync_batch_norm_train_np2: the engine did not report synchronized BN"; status=1; }
 fi
-# Issue 17: TensorBoard's own reader (installed here, not in CI) loads dtrain-train's event files.
+# TensorBoard's own reader (installed here, not in CI) loads dtrain-train's event files.
 if [ -x $BIN/dtrain-train ] && /opt/torch/.venv/bin/python -c "import tensorboard" 2> /dev/null; then
   rm -rf "$OUT/tensorboard"
   check tensorboard_events bash -c "$MPI -np 2 $BIN/dtrain-train --model small-resnet --blocks_per_stage 1,1 --width 4 \
@@ -126,7 +127,7 @@ if [ -x $BIN/dtrain-train ] && /opt/torch/.venv/bin/python -c "import tensorboar
     /opt/torch/.venv/bin/python scripts/check_tensorboard_events.py $OUT/tensorboard/events 2,4,6,8"
   grep -h "tags:\|config text\|PASS\|FAIL" "$OUT/tensorboard_events.log"
 fi
-# Issue 17, item 3: dtrain-export's file loads into torchvision's ResNet-50 with the same eval
+# dtrain-export's file loads into torchvision's ResNet-50 with the same eval
 # logits, a torchvision file gives dtrain the same logits, and --init-weights with a frozen backbone
 # on the GPU leaves the backbone bit for bit (scripts/check_torchvision_weights.py).
 if [ -x $BIN/dtrain-export ] && [ -x $TESTS/dtrain-eval-logits ] && [ -x $BIN/dtrain-train ]; then
@@ -135,7 +136,7 @@ if [ -x $BIN/dtrain-export ] && [ -x $TESTS/dtrain-eval-logits ] && [ -x $BIN/dt
     "$OUT/torchvision" "$MPI"
   grep -h "^PASS\|^FAIL\|: logits (" "$OUT/torchvision_weights.log"
 fi
-# Issue 17, item 2: the timeline on GPUs. The step's spans from CUDA events on their streams, every
+# The timeline on GPUs. The step's spans from CUDA events on their streams, every
 # bucket's all-reduce on the comm stream inside the step as the GPU ran it (2 ranks, sharing one
 # GPU on the staged mpi-ring where there is only one); then dtrain-train's file, one rank per GPU
 # (1 or 2), checked by scripts/check_timeline.py (python's json module; needs no packages).

@@ -1,6 +1,6 @@
 #pragma once
 // What dtrain-bench-allreduce measures: one all-reduce implementation behind a uniform call.
-// Targets: a dtrain Communicator (any backend), and the raw peers the issue compares against —
+// Targets: a dtrain Communicator (any backend), and the raw peers it is compared against —
 // MPI_Allreduce called directly, and ncclAllReduce called directly (CUDA builds).
 #include <memory>
 #include <string>

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 14's kill campaign on CPU: TRIALS times (default 20), a 2-rank dtrain-train run (small
+# The kill campaign on CPU: TRIALS times (default 20), a 2-rank dtrain-train run (small
 # ResNet, synthetic data, a checkpoint every 2 steps) loses a random rank to SIGKILL at a random
 # moment (loading, forward/backward, the all-reduce, a checkpoint write: whatever it is doing
 # then). Each trial records how long the job took to end after the kill, whether the output names

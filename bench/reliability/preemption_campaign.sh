@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 14's preemption campaign under the real Slurm: a private one-node Slurm (2 CPUs,
+# The preemption campaign under the real Slurm: a private one-node Slurm (2 CPUs,
 # tests/cluster/slurm_cluster.sh) is started once; cluster/slurm/resnet50_imagenet.sbatch (the
 # user-facing script, --requeue --open-mode=append) trains a small ResNet on synthetic data for 2
 # epochs (384 steps), first uninterrupted (the reference), then TRIALS times (default 5), each

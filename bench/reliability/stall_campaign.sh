@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 14's stall campaign on CPU: TRIALS times (default 5), a 2-rank dtrain-train run (small
+# The stall campaign on CPU: TRIALS times (default 5), a 2-rank dtrain-train run (small
 # ResNet, synthetic data) loses a random rank to SIGSTOP at a random moment (a hung node: the
 # process neither runs nor dies), from outside, wherever it is: in a gradient all-reduce, in the
 # trainer's own collectives, computing, loading. With --stall_warning_seconds WARN and

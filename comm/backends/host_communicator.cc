@@ -31,7 +31,7 @@ HostCommunicator::HostCommunicator(MPI_Comm comm) : comm_(runtime::MpiComm::dupl
 
 HostCommunicator::~HostCommunicator() {
   // Queued operations run the subclass's run() on its members, which are gone by now: running
-  // them here would call a pure virtual function or use freed memory (issue 14, item 12). (A
+  // them here would call a pure virtual function or use freed memory. (A
   // subclass whose constructor threw never queued anything: its idle worker just stops.)
   if (!worker_.stopped() && !worker_.idle()) {
     runtime::write_log_line(

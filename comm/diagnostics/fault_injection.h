@@ -1,6 +1,6 @@
 #pragma once
 // A test hook that makes the data plane fail on purpose, to prove that a failure ends the job with
-// the error instead of a hang or silently diverging replicas (issue 13, item 4).
+// the error instead of a hang or silently diverging replicas.
 //
 //   DTRAIN_FAULT_INJECT=K      the K-th operation (1-based) of every host-side communicator fails
 //   DTRAIN_FAULT_INJECT=K,R    ... on world rank R only
@@ -22,12 +22,12 @@ namespace dtrain::comm {
 
 // DTRAIN_FAULT_INJECT_BACKWARD=S: in step S (1-based) of the host gradient synchronizer, the
 // gradient report that starts a bucket's all-reduce then throws, as an error inside backward
-// would, with that all-reduce still in flight (issue 14, item 12). Unset: never (0).
+// would, with that all-reduce still in flight. Unset: never (0).
 uint64_t backward_fault_step_from_env();
 
 // DTRAIN_FAULT_INJECT_SIGNAL=PHASE,SIGNAL[,R]: at PHASE of a program, world rank R (every rank
 // if absent) sends itself SIGNAL (TERM, USR1, ... as in stop_signals). The test of the windows
-// around training (issue 14): a stop signal while MPI starts or while the program ends must not
+// around training: a stop signal while MPI starts or while the program ends must not
 // kill the rank. The phases are the program's own names ("bootstrap", "teardown" in dtrain-train).
 void raise_injected_signal(const char* phase);
 

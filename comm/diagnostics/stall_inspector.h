@@ -1,6 +1,6 @@
 #pragma once
 // The stall inspector (Horovod's, for a runtime without a coordinator): names the ranks a blocked
-// collective is waiting for, and ends a job that would otherwise wait forever (issue 14, item 2).
+// collective is waiting for, and ends a job that would otherwise wait forever.
 //
 // Every communicator that blocks in collectives owns a StallChannel: a private duplicate of its MPI
 // communicator, for the inspector's own messages, and two counters, operations begun and finished.

@@ -10,15 +10,6 @@ namespace {
 constexpr size_t kHostAlignment = 64;
 }
 
-const char* memory_kind_name(MemoryKind kind) {
-  switch (kind) {
-    case MemoryKind::kHost: return "host";
-    case MemoryKind::kPinnedHost: return "pinned-host";
-    case MemoryKind::kDevice: return "device";
-  }
-  return "unknown";
-}
-
 Buffer::Buffer(MemoryKind kind, size_t bytes, void* stream) : bytes_(bytes), kind_(kind) {
   if (bytes == 0) return;
   if (kind == MemoryKind::kDevice) {

@@ -6,8 +6,6 @@ namespace dtrain::runtime {
 
 enum class MemoryKind { kHost, kPinnedHost, kDevice };
 
-const char* memory_kind_name(MemoryKind kind);
-
 class Buffer {
  public:
   Buffer() = default;

@@ -11,10 +11,11 @@ namespace dtrain::runtime {
 MpiScope::MpiScope(int* argc, char*** argv) {
   int initialized = 0;
   MPI_Initialized(&initialized);
-  if (initialized) {  // a test harness or an embedding program got there first
-    MPI_Query_thread(&thread_level_);
-  } else {
-    const int rc = MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &thread_level_);
+  // Left alone if a test harness or an embedding program got there first. The level granted is
+  // checked where MPI_THREAD_MULTIPLE is needed (require_mpi_thread_multiple), whoever initialized.
+  if (!initialized) {
+    int granted = MPI_THREAD_SINGLE;
+    const int rc = MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &granted);
     DTRAIN_CHECK(rc == MPI_SUCCESS) << "MPI_Init_thread failed with code " << rc;
     owns_init_ = true;
   }

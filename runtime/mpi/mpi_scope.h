@@ -8,8 +8,9 @@
 namespace dtrain::runtime {
 
 // Initializes MPI for the life of the object and finalizes it on destruction. Requests
-// MPI_THREAD_MULTIPLE (loader threads and the comm thread may call MPI); the level granted is in
-// thread_level(). MPI_COMM_WORLD is switched to MPI_ERRORS_RETURN so failures become exceptions.
+// MPI_THREAD_MULTIPLE (loader threads and the comm thread may call MPI); code that needs it checks
+// the level granted with require_mpi_thread_multiple (below). MPI_COMM_WORLD is switched to
+// MPI_ERRORS_RETURN so failures become exceptions.
 // One per process, constructed in main.
 class MpiScope {
  public:
@@ -18,10 +19,7 @@ class MpiScope {
   MpiScope(const MpiScope&) = delete;
   MpiScope& operator=(const MpiScope&) = delete;
 
-  int thread_level() const { return thread_level_; }
-
  private:
-  int thread_level_ = MPI_THREAD_SINGLE;
   bool owns_init_ = false;
 };
 

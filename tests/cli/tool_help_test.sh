@@ -1,6 +1,6 @@
 #!/bin/bash
 # Every tool answers --help (exit 0, a usage line) and --version (exit 0, "TOOL (dtrain VERSION)"),
-# and the tools speak one vocabulary (issue 16): flags are hyphenated, and a concept shared by
+# and the tools speak one vocabulary: flags are hyphenated, and a concept shared by
 # several tools has one name everywhere.
 #   tool_help_test.sh TOOL...
 set -u

@@ -6,7 +6,7 @@
 #   2. dtrain-run -np 2 with rank 1 exiting 3: the job must end at once as FAILED with exit code 3
 #      and output naming rank 1;
 #   3. cluster/slurm/resnet50_imagenet.sbatch's launch inside the allocation (DTRAIN_DRY_RUN=1);
-#   4. preemption (issue 14, item 7): the same sbatch script trains a small ResNet on synthetic data
+#   4. preemption: the same sbatch script trains a small ResNet on synthetic data
 #      for 2 epochs, uninterrupted (the reference), then again, preempted mid-epoch 0 by a job of a
 #      higher-priority partition (PreemptMode=REQUEUE, GraceTime: Slurm sends the tasks SIGTERM).
 #      The job must stop at a step boundary with a checkpoint, exit 75, be requeued by the script

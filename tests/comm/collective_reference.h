@@ -52,8 +52,8 @@ inline double decode_one(const unsigned char* bytes, size_t i, DType dtype) {
 }
 
 // Allowed |got - exact| for a reduced element: fp32 accumulation error over the summands
-// (1e-6 of their magnitude, the fp32 bound), plus half a unit in the last place of the
-// 16-bit result (rounded once) for fp16 and bf16.
+// (1e-6 of their magnitude, the fp32 bound every backend is held to), plus half a unit in the last
+// place of the 16-bit result (rounded once) for fp16 and bf16.
 inline double tolerance(double exact, double magnitude_sum, DType dtype) {
   double tol = 1e-6 * magnitude_sum + 1e-30;
   if (dtype == DType::kF32) return tol;

@@ -1,5 +1,5 @@
-// A failure in the data plane reaches the caller on every rank, and nothing hangs (issue 13,
-// item 4). DTRAIN_FAULT_INJECT (comm/diagnostics/fault_injection.h) makes the K-th operation of every
+// A failure in the data plane reaches the caller on every rank, and nothing hangs.
+// DTRAIN_FAULT_INJECT (comm/diagnostics/fault_injection.h) makes the K-th operation of every
 // host-side communicator fail, as a real failure would, on its worker thread:
 //   - host path (CPU, in CI): the gradient synchronizer's finish() throws the error on every rank,
 //     on mpi-ring, mpi and hierarchical (1 and 2 ranks per simulated node);

@@ -75,7 +75,7 @@ TEST_P(Synchronizer, RejectsDoubleReports) {
   EXPECT_EQ(grads[99], 1.0f);
 }
 
-// The timeline's buckets (issue 17): each bucket's span is when its all-reduce ran on the worker,
+// The timeline's buckets: each bucket's span is when its all-reduce ran on the worker,
 // inside the step, in bucket order, with the bytes it moved in the wire format.
 TEST_P(Synchronizer, BucketSpansAreWhenTheAllReducesRan) {
   const DType wire = GetParam();

@@ -1,4 +1,4 @@
-// Bad input and end of life (issue 13): ranks that disagree on ring tuning or staging pieces get
+// Bad input and end of life: ranks that disagree on ring tuning or staging pieces get
 // a UsageError at construction, on every rank, naming the variable and the values; a
 // communicator destroyed with work still queued finishes that work and does not crash (its
 // worker thread used to outlive the ring members of the derived class).
@@ -50,7 +50,7 @@ INSTANTIATE_TEST_SUITE_P(Backends, DestroyedWithWorkQueued,
                                          BackendCase{"hierarchical", 1}, BackendCase{"hierarchical", 2}),
                          test::backend_param_label);
 
-// An exception in backward with buckets in flight (issue 14, item 12): the synchronizer is
+// An exception in backward with buckets in flight: the synchronizer is
 // destroyed mid-step, then its communicator, with 16-bit wire copies still being all-reduced. The
 // queued all-reduces must finish before the copies are freed: no use-after-free (ASAN), no crash.
 class SynchronizerAbandonedMidStep : public testing::TestWithParam<BackendCase> {};

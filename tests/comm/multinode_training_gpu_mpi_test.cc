@@ -1,4 +1,4 @@
-// GPU training across simulated nodes (issue 13): one GPU per rank, DTRAIN_RANKS_PER_NODE=1, so
+// GPU training across simulated nodes: one GPU per rank, DTRAIN_RANKS_PER_NODE=1, so
 // every gradient bucket crosses "nodes" through our MPI ring, staged through pinned host memory.
 //   - MultiNodeTraining: ResNet-50 steps finish, under a time limit, with identical replicas, on
 //     hierarchical and staged mpi-ring. Before the fix the first step hung: a staged all-reduce

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The stall inspector from the command line (issue 14, item 2). Runs dtrain-comm-stall-probe: one
+# The stall inspector from the command line. Runs dtrain-comm-stall-probe: one
 # rank stalls (sleeps, or is stopped with SIGSTOP) before its third all-reduce, and checks that
 #   - every other rank logs a warning naming the stalled rank, by the warning time (+1 s of slack);
 #   - without an abort time the job finishes (status 0) once the rank is back;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A stopped rank in dtrain-train (issue 14, item 2): rank 1 of a 2-rank CPU run stops its process
+# A stopped rank in dtrain-train: rank 1 of a 2-rank CPU run stops its process
 # (SIGSTOP, DTRAIN_FAULT_INJECT=K,1,stop) right as it begins its K-th gradient all-reduce, with
 # --stall_warning_seconds 1 --stall_abort_seconds 3. Rank 0 must warn naming rank 1 within the
 # warning time (+1 s), and the job must end with the stall error and a non-zero status within the

@@ -1,4 +1,4 @@
-// MPI thread level checked (issue 13, item 7): communicators whose threads call MPI beside the
+// MPI thread level checked: communicators whose threads call MPI beside the
 // caller's need MPI_THREAD_MULTIPLE. Here MPI is initialized with MPI_THREAD_SERIALIZED on
 // purpose, and constructing one must fail with an error naming the MPI library and the level
 // granted, instead of racing inside MPI later. Its own main: the usual one asks for MULTIPLE.

@@ -169,7 +169,7 @@ TEST(LaunchPlan, ConflictsAndMissingPiecesAreUsageErrors) {
   EXPECT_NE(usage_error(too_many, {}).find("-np 3 is more than the 2 slots of -H a:2"), std::string::npos);
 }
 
-// Issue 16: -x NAME[=value] as mpirun has it; the last one of a name wins, and it replaces the
+// -x NAME[=value] as mpirun has it; the last one of a name wins, and it replaces the
 // automatic forwarding of that name.
 TEST(LaunchPlan, ExportedVariablesGoToMpirunAsDashX) {
   LaunchRequest r = program({"/bin/prog"});

@@ -1,4 +1,4 @@
-// dtrain-run's --mpi-args word splitting and its hostfile checks (issue 14, item 22).
+// dtrain-run's --mpi-args word splitting and its hostfile checks.
 #include "launcher/shell_words.h"
 
 #include <gtest/gtest.h>

@@ -1,5 +1,5 @@
 #!/bin/bash
-# The plots (issue 17, item 7): training curves from a real run's metrics file, and benchmark plots
+# The plots: training curves from a real run's metrics file, and benchmark plots
 # from committed bench/results JSON of both kinds; each PNG is checked to be one (signature and a
 # non-empty IHDR). Bad input gets an error naming the file. Skips (77, with the reason) where
 # Debian's python3-matplotlib is missing.

@@ -1,5 +1,5 @@
 // The JSON writer (escaping, non-finite numbers, layout) and atomic files (whole or nothing, no
-// temporary left behind on failure), issue 15.
+// temporary left behind on failure).
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>

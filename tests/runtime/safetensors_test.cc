@@ -1,6 +1,6 @@
-// The safetensors writer and its strict reader (issue 17, item 3), and the strict JSON reader under
-// it. Every damaged file is refused with a UsageError naming the file and the tensor; nothing is
-// read out of bounds or allocated from an unchecked length.
+// The safetensors writer and its strict reader (the weights PyTorch users exchange with dtrain),
+// and the strict JSON reader under it. Every damaged file is refused with a UsageError naming the
+// file and the tensor; nothing is read out of bounds or allocated from an unchecked length.
 #include "runtime/io/safetensors.h"
 
 #include <gtest/gtest.h>

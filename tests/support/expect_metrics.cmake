@@ -1,6 +1,6 @@
 # ctest helper: runs COMMAND (a ;-list) twice, appending to METRICS (a JSON-lines file), then checks
-# what issue 16 asks of the file: each run starts with a "run" record (version, run id, start time,
-# world size, hosts, config), every record carries "time" (UTC) and "elapsed_seconds", and the
+# what a reader of the file relies on: each run starts with a "run" record (version, run id, start
+# time, world size, hosts, config), every record carries "time" (UTC) and "elapsed_seconds", and the
 # records are named as the console names them ("train", "validation", "summary"; no "eval").
 file(REMOVE "${METRICS}")
 foreach(attempt 1 2)

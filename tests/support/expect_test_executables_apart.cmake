@@ -1,4 +1,4 @@
-# ctest helper (issue 16): the test-only executables stay out of the user tools' directory.
+# ctest helper: the test-only executables stay out of the user tools' directory.
 # EXECUTABLES: NAME=DIR entries, one per executable target under tests/; TOOLS_DIR: where the user
 # tools are (dtrain-run's directory). Each DIR must be TOOLS_DIR/tests; fails naming every other.
 list(LENGTH EXECUTABLES count)

@@ -1,4 +1,4 @@
-// Gradient accumulation on the GPU (issue 17, item 5), on fresh random inputs:
+// Gradient accumulation on the GPU, on fresh random inputs:
 //  - the device fold (train/engine/cuda/accumulate_gradients.h) gives the host fold's floats bit
 //    for bit, and their mean within a few ulps of float64;
 //  - GpuTrainStep with K micro-batches of B per step ends where one step on the K x B images ends,

@@ -1,4 +1,4 @@
-// Gradient accumulation (issue 17, item 5; train/engine/gradient_accumulation.h), on every world
+// Gradient accumulation (train/engine/gradient_accumulation.h), on every world
 // size the suite runs (1 to 4 ranks):
 //  - accumulation_steps K with batch B per rank trains what batch K x B per rank trains: the same
 //    images per step, the lr of the same effective global batch, gradients averaged over the K x B

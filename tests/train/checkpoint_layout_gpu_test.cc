@@ -1,4 +1,4 @@
-// Issue 14, item 10: what a GPU step hands to checkpoints is in the standard layout, whatever its
+// What a GPU step hands to checkpoints is in the standard layout, whatever its
 // numerics. The bf16 NHWC path keeps 4-D filters as [K, R, S, C] on the device; at c96be46 the
 // parameters were converted on the way out and the momentum was not, so a bf16 checkpoint resumed
 // in fp32 or on the CPU scrambled the momentum of every k x k filter.

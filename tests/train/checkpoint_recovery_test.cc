@@ -1,4 +1,4 @@
-// Checkpoints that never lose or mix up a run (issue 14, items 9, 15 and 20): rotation deletes only
+// Checkpoints that never lose or mix up a run: rotation deletes only
 // the writing run's files, names are parsed strictly, one flipped byte anywhere in the header is
 // rejected, the header length is checked against the file size, a failed write is an I/O error
 // that leaves no temporary file, and temporaries of killed writes are removed.

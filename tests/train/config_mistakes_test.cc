@@ -1,4 +1,4 @@
-// Config mistakes that used to train on defaults (issue 14, items 15 and 19): a directory given as
+// Config mistakes that used to train on defaults: a directory given as
 // --config, a bare argument (a forgotten --config), a prefix of a flag, no arguments at all, and a
 // negative synthetic_samples. Each is a UsageError naming the offending argument.
 #include <gtest/gtest.h>
@@ -42,14 +42,14 @@ TEST(ConfigMistakes, ABareArgumentIsAnErrorNamingIt) {
   EXPECT_NE(usage_error({"stray", "--epochs", "2"}).find("unexpected argument 'stray'"), std::string::npos);
 }
 
-// Issue 16: Boost's prefix guessing made --epoch mean --epochs; a misspelt flag must be an error.
+// Boost's prefix guessing made --epoch mean --epochs; a misspelt flag must be an error.
 TEST(ConfigMistakes, APrefixOfAFlagIsAnUnknownFlag) {
   EXPECT_NE(usage_error({"--epoch", "3"}).find("unrecognised option '--epoch'"), std::string::npos)
       << usage_error({"--epoch", "3"});
   EXPECT_NE(usage_error({"--batch", "3"}).find("unrecognised option '--batch'"), std::string::npos);
 }
 
-// Issue 16: no arguments at all would train the defaults (90 epochs of synthetic ResNet-50).
+// No arguments at all would train the defaults (90 epochs of synthetic ResNet-50).
 TEST(ConfigMistakes, NoArgumentsAtAllIsAnErrorSayingWhatToGive) {
   std::string program = "dtrain-train";
   char* argv[] = {program.data()};
@@ -71,7 +71,7 @@ TEST(ConfigMistakes, NegativeSyntheticSamplesAreAUsageError) {
             std::string::npos);
 }
 
-// Issue 14, item 18: absurd sizes and non-finite numbers are one usage error naming the field,
+// Absurd sizes and non-finite numbers are one usage error naming the field,
 // before anything is allocated (they died in bad_alloc, a length error, EAGAIN or the OOM killer,
 // or, for --base_lr inf, trained on).
 TEST(ConfigMistakes, AbsurdSizesNameTheirFieldBeforeAllocating) {

@@ -97,7 +97,7 @@ TEST(TrainConfig, ImageFolderFieldsAreChecked) {
   EXPECT_NE(message({"--max_bad_fraction=2"}).find("max_bad_fraction 2 outside"), std::string::npos);
 }
 
-// Issue 16: flags as argparse and torchrun users expect.
+// Flags as argparse and torchrun users expect.
 TEST(TrainConfig, TheLastOfARepeatedFlagWinsInEitherSpelling) {
   TrainConfig c;
   ASSERT_TRUE(load({"--batch-per-rank", "4", "--batch_per_rank", "2"}, &c));

@@ -182,7 +182,7 @@ std::vector<int32_t> delivered(const Dataset& data, int world, int batch, int ep
   return seen;
 }
 
-// Issue 14, item 8: the first k steps of an epoch cover the first k x batch x world entries of its
+// The first k steps of an epoch cover the first k x batch x world entries of its
 // shuffled list, so a resume on another world size or batch deals the rest over its ranks and the
 // epoch sees every sample exactly once: 2 ranks x 4 for 3 steps (24), then 1 rank x 5 (the other
 // 40, 8 steps); 1 rank x 3 for 7 steps (21 of 61), then 2 ranks x 2 (40, 10 steps); and a resume

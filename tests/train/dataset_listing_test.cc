@@ -1,4 +1,4 @@
-// The listing fingerprints ranks compare at start (issue 14, item 4): the same files under another
+// The listing fingerprints ranks compare at start: the same files under another
 // root agree; one file missing, added, renamed or moved to another class does not.
 #include <gtest/gtest.h>
 #include <unistd.h>

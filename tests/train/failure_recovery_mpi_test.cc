@@ -1,4 +1,4 @@
-// Runs that never lie and never lose work (issue 14, items 1, 9 and 11), on the CPU path:
+// Runs that never lie and never lose work, on the CPU path:
 // - a non-finite loss stops the run with an error naming the step, after max_nonfinite_steps
 //   tolerated checks in a row, and a diverged model is never written as a checkpoint;
 // - max_total_steps stopping a run mid-epoch writes a final checkpoint, and resuming from it

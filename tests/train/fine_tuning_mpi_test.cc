@@ -1,4 +1,4 @@
-// Fine-tuning in the Trainer (issue 17, items 3 and 4) on 1 to 4 ranks: init_weights gives every
+// Fine-tuning in the Trainer on 1 to 4 ranks: init_weights gives every
 // rank the file's values (read by rank 0 only), reinit_classifier keeps the run's own classifier,
 // a file that does not fit stops every rank with one usage error, and freeze_backbone_epochs trains
 // only the classifier (the backbone bit for bit as loaded) before training everything.

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Fine-tuning beats training from scratch (issue 17, item 4), on one CPU rank in about half a
+# Fine-tuning beats training from scratch, on one CPU rank in about half a
 # minute: a small ResNet pretrained on Fashion-MNIST (images the new task does not use) is exported
 # with dtrain-export and fine-tuned on a new 10-class task (the images upside down, the classes
 # renumbered: make_transfer_task.py) with --init-weights, --reinit-classifier, one epoch of the

@@ -1,4 +1,4 @@
-// Hostile idx headers (issue 14, item 15): zero or overflowing dimensions are one UsageError naming
+// Hostile idx headers: zero or overflowing dimensions are one UsageError naming
 // the file, never an internal error, a division by zero or a read past the data.
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -409,7 +409,7 @@ TEST(JpegDecoder, RejectsGarbageAndTruncatedFilesWithTheLibrarysReason) {
   EXPECT_NE(error.find("Premature end"), std::string::npos) << error;
 }
 
-// Issue 14, item 16: on main at c96be46 a rejected header left the thread's decoder in a state in
+// On main at c96be46 a rejected header left the thread's decoder in a state in
 // which the next good files failed too ("two SOI markers", "Bogus marker length"). Every kind of
 // refused header, then a good file on the same thread: it must decode, and exactly as on a thread
 // that never saw a bad file.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A new 10-class task made from Fashion-MNIST, for the fine-tuning test (issue 17, item 4).
+"""A new 10-class task made from Fashion-MNIST, for the fine-tuning test.
 
     make_transfer_task.py new|pretrain SRC_DIR OUT_DIR TRAIN_IMAGES TEST_IMAGES
 

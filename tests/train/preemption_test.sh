@@ -1,5 +1,5 @@
 #!/bin/bash
-# Preemption (issue 14, item 7): a 2-rank dtrain-train signalled mid-epoch stops at a step boundary
+# Preemption: a 2-rank dtrain-train signalled mid-epoch stops at a step boundary
 # the ranks agree on, writes exactly one checkpoint, exits 75, and `--resume latest` then ends
 # with parameters, momentum and BN state bit-identical to a run that was never interrupted.
 #   preemption_test.sh MPIEXEC "MPI FLAGS" DTRAIN_TRAIN SIGNAL WHOM

@@ -68,7 +68,7 @@ TEST(Resume, CheckpointThenResumeEqualsAnUninterruptedRun) {
   if (test::world_rank() == 0) std::filesystem::remove_all(dir);
 }
 
-// Issue 14, item 8: a resume on another world size or batch. Progress is counted in images: the
+// A resume on another world size or batch. Progress is counted in images: the
 // rest of the epoch is dealt over the new ranks (ShardedSampler.AResumeOnAnotherGeometry... shows
 // that every entry is then seen once) and the lr is the linear rule's for the new global batch at
 // the share of the epoch seen. Runs on sub-communicators of 1 and 2 ranks (other ranks idle).

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Nothing trained is lost by default (issue 16): a 2-rank run without --checkpoint-dir, in a fresh
+# Nothing trained is lost by default: a 2-rank run without --checkpoint-dir, in a fresh
 # working directory, leaves runs/dtrain-<time>/ with config.pbtxt and its final weights, logs the
 # config's summary, progress lines with images/s per rank and the epoch's ETA, and a closing
 # summary. The two files then start a run again: --config reads config.pbtxt, --resume the weights.

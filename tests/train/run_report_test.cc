@@ -1,4 +1,4 @@
-// Issue 16's training log: the filtered config.pbtxt (and that --config reads it back), the run
+// The training log: the filtered config.pbtxt (and that --config reads it back), the run
 // directory's default name and its errors, and the duration and ETA pieces of the progress line.
 #include <google/protobuf/text_format.h>
 #include <gtest/gtest.h>

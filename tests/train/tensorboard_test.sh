@@ -1,5 +1,5 @@
 #!/bin/bash
-# --tensorboard_dir (issue 17): a 2-rank run writes one event file (rank 0's), which reads back
+# --tensorboard_dir: a 2-rank run writes one event file (rank 0's), which reads back
 # with its CRCs checked and holds the config as text, the train scalars at every progress line and
 # the validation scalars at every epoch's end, at the global step; the summary names the file.
 #   tensorboard_test.sh MPIEXEC "MPI FLAGS" DTRAIN_TRAIN DTRAIN_READ_TENSORBOARD

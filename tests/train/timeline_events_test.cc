@@ -1,4 +1,4 @@
-// The timeline's pure parts (issue 17, item 2): the --timeline-steps range and its errors, the cap
+// The timeline's pure parts: the --timeline-steps range and its errors, the cap
 // per rank, the path of a rank's own file, and the rendering: microseconds from integer
 // nanoseconds, metadata naming the process and its tracks, times sorted per track, and a span that
 // overlaps another only partly moved to an extra track so that every track nests properly.

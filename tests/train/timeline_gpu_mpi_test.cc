@@ -1,4 +1,4 @@
-// The GPU side of the timeline (issue 17, item 2): GpuTrainStep's spans from CUDA events on their
+// The GPU side of the timeline: GpuTrainStep's spans from CUDA events on their
 // streams, turned into host time once after the range. For each recorded step: one H2D copy on the
 // copy stream, forward, backward and SGD update on the compute stream, in that order, and (with 2
 // or more ranks) every gradient bucket's all-reduce on the comm stream, each beginning after

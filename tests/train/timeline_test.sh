@@ -1,5 +1,5 @@
 #!/bin/bash
-# --timeline (issue 17, item 2). A 2-rank CPU run records global steps 3 to 5 (a checkpoint falls
+# --timeline. A 2-rank CPU run records global steps 3 to 5 (a checkpoint falls
 # on step 4, 8 gradient buckets of 1 MiB): rank 0 writes one Chrome trace JSON that python's json
 # module loads, with every rank's tracks and every step's phases in order (scripts/check_timeline.py
 # says which), and no temporary file left. Then rank 0 fails inside the range (an injected error in

@@ -1,4 +1,4 @@
-// Weights other tools read (issue 17, item 3): dtrain's ResNet under torchvision's state_dict names
+// Weights other tools read: dtrain's ResNet under torchvision's state_dict names
 // and layouts in safetensors, a checkpoint exported and imported back bit for bit, and every file
 // that does not fit the model refused naming the tensor.
 #include "train/checkpoint/torchvision_weights.h"

@@ -26,11 +26,8 @@ T choose(std::string_view field, const std::string& text, const std::vector<std:
   DTRAIN_USAGE_FAIL() << field << " '" << text << "': use " << names;
 }
 
-}  // namespace
-
-ResolvedConfig resolve(const TrainConfig& c) {
-  ResolvedConfig r;
-  r.fields = c;
+// The fields that name a choice, parsed into their types.
+void parse_choices(const TrainConfig& c, ResolvedConfig& r) {
   r.model = choose<ModelKind>("model", c.model(),
                               {{"resnet", ModelKind::kResNet}, {"small-resnet", ModelKind::kSmallResNet}});
   r.dataset = choose<DatasetKind>("dataset", c.dataset(),
@@ -49,7 +46,10 @@ ResolvedConfig resolve(const TrainConfig& c) {
   DTRAIN_USAGE_CHECK(r.gradient_wire_dtype == runtime::DType::kF32 || r.gradient_wire_dtype == runtime::DType::kBF16 ||
                      r.gradient_wire_dtype == runtime::DType::kF16)
       << "gradient_wire_dtype '" << c.gradient_wire_dtype() << "': use fp32, bf16 or fp16";
+}
 
+// The dataset, its input pipeline and the model it fits.
+void check_data(const TrainConfig& c, const ResolvedConfig& r) {
   DTRAIN_USAGE_CHECK(r.jpeg_decoder != JpegDecoder::kGpu ||
                      (r.dataset == DatasetKind::kImageNet && r.device != DeviceChoice::kCpu))
       << "jpeg_decoder gpu decodes imagenet's JPEGs on the GPU; this run has dataset " << c.dataset() << " and device "
@@ -65,6 +65,10 @@ ResolvedConfig resolve(const TrainConfig& c) {
       << "max_bad_fraction " << c.max_bad_fraction() << " outside [0, 1]";
   DTRAIN_USAGE_CHECK(r.dataset != DatasetKind::kFashionMnist || r.model == ModelKind::kSmallResNet)
       << "dataset fashion-mnist (28x28) needs model small-resnet";
+}
+
+// Batches, epochs, gradient exchange and what the optimizer sees.
+void check_optimization(const TrainConfig& c, const ResolvedConfig& r) {
   DTRAIN_USAGE_CHECK(c.batch_per_rank() > 0) << "batch_per_rank must be positive, got " << c.batch_per_rank();
   DTRAIN_USAGE_CHECK(c.accumulation_steps() > 0)
       << "accumulation_steps must be at least 1 (1: no gradient accumulation), got " << c.accumulation_steps();
@@ -77,12 +81,20 @@ ResolvedConfig resolve(const TrainConfig& c) {
   DTRAIN_USAGE_CHECK(c.bn_sync_group() >= 1)
       << "bn_sync_group " << c.bn_sync_group() << " is not a group size: use 1 (off) or a divisor of the world size";
   DTRAIN_USAGE_CHECK(c.label_smoothing() >= 0 && c.label_smoothing() < 1) << "label_smoothing outside [0, 1)";
+}
+
+// The loader's threads, queue and per-file limits.
+void check_loader(const TrainConfig& c) {
   DTRAIN_USAGE_CHECK(c.loader_threads() >= 0)
       << "loader_threads " << c.loader_threads() << " must be positive, or 0 for one per CPU of the rank's share";
   DTRAIN_USAGE_CHECK(c.prefetch_batches() > 0) << "prefetch_batches " << c.prefetch_batches() << " must be positive";
   DTRAIN_USAGE_CHECK(c.max_file_mib() > 0) << "max_file_mib " << c.max_file_mib() << " must be positive";
   DTRAIN_USAGE_CHECK(c.max_image_megapixels() > 0)
       << "max_image_megapixels " << c.max_image_megapixels() << " must be positive";
+}
+
+// How long a run goes, and where its checkpoints go and come from.
+void check_run_length_and_checkpoints(const TrainConfig& c) {
   DTRAIN_USAGE_CHECK(c.max_steps_per_epoch() >= 0) << "max_steps_per_epoch must not be negative";
   DTRAIN_USAGE_CHECK(c.max_validation_batches() >= 0) << "max_validation_batches must not be negative";
   DTRAIN_USAGE_CHECK(c.timing_warmup_steps() >= 0) << "timing_warmup_steps must not be negative";
@@ -94,15 +106,32 @@ ResolvedConfig resolve(const TrainConfig& c) {
       << "checkpoint_every_steps needs checkpoint_dir";
   DTRAIN_USAGE_CHECK((c.resume() != "latest" && c.resume() != "required") || !c.checkpoint_dir().empty())
       << "resume " << c.resume() << " needs checkpoint_dir";
-  r.stop_signals = runtime::parse_signal_list(c.stop_signals(), "stop_signals");
-  r.run_dir = !c.run_dir().empty() ? c.run_dir() : c.checkpoint_dir();
-  comm::validate_stall_settings({c.stall_warning_seconds(), c.stall_abort_seconds()}, "TrainConfig");
+}
+
+// The model's shape, and the weights it starts from.
+void check_model_and_init_weights(const TrainConfig& c, const ResolvedConfig& r) {
   DTRAIN_USAGE_CHECK(r.model != ModelKind::kSmallResNet || c.blocks_per_stage_size() > 0)
       << "small-resnet needs blocks_per_stage (e.g. --blocks_per_stage=1,1,1)";
   DTRAIN_USAGE_CHECK(!c.reinit_classifier() || !c.init_weights().empty())
       << "reinit_classifier re-initializes the classifier of init_weights: give --init-weights FILE.safetensors";
   DTRAIN_USAGE_CHECK(!c.has_backbone_lr_scale() || c.backbone_lr_scale() >= 0)
       << "backbone_lr_scale " << c.backbone_lr_scale() << " must not be negative";
+}
+
+}  // namespace
+
+ResolvedConfig resolve(const TrainConfig& c) {
+  ResolvedConfig r;
+  r.fields = c;
+  parse_choices(c, r);
+  check_data(c, r);
+  check_optimization(c, r);
+  check_loader(c);
+  check_run_length_and_checkpoints(c);
+  r.stop_signals = runtime::parse_signal_list(c.stop_signals(), "stop_signals");
+  r.run_dir = !c.run_dir().empty() ? c.run_dir() : c.checkpoint_dir();
+  comm::validate_stall_settings({c.stall_warning_seconds(), c.stall_abort_seconds()}, "TrainConfig");
+  check_model_and_init_weights(c, r);
   r.backbone_lr_scale = c.has_backbone_lr_scale() ? static_cast<float>(c.backbone_lr_scale()) : 1.0f;
   // Also checked here, so a malformed range fails with the other flag mistakes, before MPI starts.
   if (!c.timeline().empty()) parse_timeline_steps(c.timeline_steps(), runtime::flag_name("timeline_steps"));

@@ -106,7 +106,7 @@ struct ThreadDecompressor {
 // The calling thread's decompressor: headers and images alike go through it, and every use ends
 // in jpeg_abort_decompress, so a refused file leaves nothing behind for the next one. (TurboJPEG's
 // header call did leave state behind: after a refused header the thread's next good files failed
-// with "two SOI markers", issue 14.)
+// with "two SOI markers".)
 ThreadDecompressor& thread_decompressor() {
   thread_local ThreadDecompressor d;
   return d;

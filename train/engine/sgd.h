@@ -49,7 +49,6 @@ class Sgd {
   void set_ranges(std::vector<DecayRange> ranges);
   const std::vector<float>& momentum_buffer() const { return momentum_; }
   std::vector<float>& momentum_buffer() { return momentum_; }
-  const SgdOptions& options() const { return options_; }
 
  private:
   std::vector<DecayRange> ranges_;

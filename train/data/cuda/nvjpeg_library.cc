@@ -3,6 +3,8 @@
 #include <dlfcn.h>
 
 #include <mutex>
+#include <type_traits>
+#include <utility>
 
 namespace dtrain::train::cuda::nvjpeg {
 namespace {
@@ -11,11 +13,17 @@ namespace {
 // toolkit's usual home.
 constexpr const char* kCandidates[] = {"libnvjpeg.so.13", "/usr/local/cuda/lib64/libnvjpeg.so.13"};
 
-template <typename F>
-bool resolve(void* so, const char* name, F* out, std::string* missing) {
-  *out = reinterpret_cast<F>(dlsym(so, name));
-  if (*out == nullptr) *missing += std::string(missing->empty() ? "" : ", ") + name;
-  return *out != nullptr;
+// Looks each {symbol name, function pointer to set} up in `so`, in order; returns the names not
+// found, comma-separated (empty when every one was).
+template <typename... F>
+std::string resolve(void* so, std::pair<const char*, F*>... symbols) {
+  std::string missing;
+  auto one = [&](const char* name, auto* out) {
+    *out = reinterpret_cast<std::remove_pointer_t<decltype(out)>>(dlsym(so, name));
+    if (*out == nullptr) missing += std::string(missing.empty() ? "" : ", ") + name;
+  };
+  (one(symbols.first, symbols.second), ...);
+  return missing;
 }
 
 struct Loaded {
@@ -33,19 +41,17 @@ struct Loaded {
       why_not = "libnvjpeg.so.13 (CUDA 13's nvJPEG) not found on the library path or in /usr/local/cuda/lib64";
       return;
     }
-    std::string missing;
-    resolve(so, "nvjpegCreateEx", &api.create_ex, &missing);
-    resolve(so, "nvjpegDestroy", &api.destroy, &missing);
-    resolve(so, "nvjpegGetHardwareDecoderInfo", &api.hardware_decoder_info, &missing);
-    resolve(so, "nvjpegJpegStateCreate", &api.state_create, &missing);
-    resolve(so, "nvjpegJpegStateDestroy", &api.state_destroy, &missing);
-    resolve(so, "nvjpegJpegStreamCreate", &api.stream_create, &missing);
-    resolve(so, "nvjpegJpegStreamDestroy", &api.stream_destroy, &missing);
-    resolve(so, "nvjpegJpegStreamParseHeader", &api.stream_parse_header, &missing);
-    resolve(so, "nvjpegJpegStreamGetFrameDimensions", &api.stream_frame_dimensions, &missing);
-    resolve(so, "nvjpegDecodeBatchedSupported", &api.batched_supported, &missing);
-    resolve(so, "nvjpegDecodeBatchedInitialize", &api.batched_initialize, &missing);
-    resolve(so, "nvjpegDecodeBatched", &api.batched_decode, &missing);
+    const std::string missing = resolve(
+        so, std::pair{"nvjpegCreateEx", &api.create_ex}, std::pair{"nvjpegDestroy", &api.destroy},
+        std::pair{"nvjpegGetHardwareDecoderInfo", &api.hardware_decoder_info},
+        std::pair{"nvjpegJpegStateCreate", &api.state_create}, std::pair{"nvjpegJpegStateDestroy", &api.state_destroy},
+        std::pair{"nvjpegJpegStreamCreate", &api.stream_create},
+        std::pair{"nvjpegJpegStreamDestroy", &api.stream_destroy},
+        std::pair{"nvjpegJpegStreamParseHeader", &api.stream_parse_header},
+        std::pair{"nvjpegJpegStreamGetFrameDimensions", &api.stream_frame_dimensions},
+        std::pair{"nvjpegDecodeBatchedSupported", &api.batched_supported},
+        std::pair{"nvjpegDecodeBatchedInitialize", &api.batched_initialize},
+        std::pair{"nvjpegDecodeBatched", &api.batched_decode});
     if (!missing.empty()) {
       why_not = "libnvjpeg lacks " + missing;
       return;  // the library stays loaded: harmless, and unloading it is not worth the care

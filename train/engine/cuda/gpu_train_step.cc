@@ -118,8 +118,8 @@ void GpuTrainStep::load_from_host(const std::vector<float>& momentum) {
   DTRAIN_CHECK(momentum.size() * sizeof(float) == momentum_.bytes())
       << "momentum of " << momentum.size() << " values for " << momentum_.bytes() / sizeof(float) << " parameters";
   model_->device_parameters().upload();
-  // Checkpoints hold momentum in the standard layout, as the parameters (issue 14: a bf16 NHWC
-  // checkpoint resumed in fp32 or on the CPU scrambled the momentum of every k x k filter).
+  // Checkpoints hold momentum in the standard layout, as the parameters: otherwise a bf16 NHWC
+  // checkpoint resumed in fp32 or on the CPU would scramble the momentum of every k x k filter.
   model_->device_parameters().upload_flat(momentum.data(), static_cast<float*>(momentum_.data()));
   broadcast_from_rank0();
 }
