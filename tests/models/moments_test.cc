@@ -1,5 +1,5 @@
 // Batch norm's moments (models/cuda/moments.h) on the host: exact counts past 2^24 values, and
-// mean and centred sum of squares against a float64 reference (issue 14, item 15).
+// mean and centred sum of squares against a float64 reference.
 #include "models/cuda/moments.h"
 
 #include <gtest/gtest.h>
