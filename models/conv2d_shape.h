@@ -7,6 +7,12 @@
 
 namespace dtrain::models {
 
+// The positions a window of `window` taps at `stride` takes along an axis of `in` positions padded
+// by `pad` on both sides: a convolution's or a pooling's output extent.
+inline int window_positions(int in, int window, int stride, int pad) {
+  return (in + 2 * pad - window) / stride + 1;
+}
+
 struct Conv2dShape {
   int batch = 1;
   int in_channels = 1;
@@ -20,8 +26,8 @@ struct Conv2dShape {
   int pad_h = 0;
   int pad_w = 0;
 
-  int out_h() const { return (in_h + 2 * pad_h - kernel_h) / stride_h + 1; }
-  int out_w() const { return (in_w + 2 * pad_w - kernel_w) / stride_w + 1; }
+  int out_h() const { return window_positions(in_h, kernel_h, stride_h, pad_h); }
+  int out_w() const { return window_positions(in_w, kernel_w, stride_w, pad_w); }
   int64_t input_size() const { return int64_t{batch} * in_channels * in_h * in_w; }
   int64_t output_size() const { return int64_t{batch} * out_channels * out_h() * out_w(); }
   int64_t filter_size() const { return int64_t{out_channels} * in_channels * kernel_h * kernel_w; }

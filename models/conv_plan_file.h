@@ -1,5 +1,5 @@
 #pragma once
-// The file that keeps measured convolution plans between processes (models/cuda/conv_plan_search):
+// The file that keeps measured convolution plans between processes (models/cuda/conv_plan_cache):
 // measuring every shape, pass and beta of ResNet-50 costs ~50 s at the start of each run, and the
 // winner for a shape depends only on the GPU model and the cuDNN version, which the file's name
 // and first line record. A plan is stored as what rebuilds it without measuring: cuDNN's global

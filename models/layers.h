@@ -65,22 +65,20 @@ class BatchNorm2d final : public Module {
   int64_t group_count_ = 0;  // the values per channel the latest training forward normalized over
 };
 
-class ReLU final : public Module {
+class ReLU final : public ParameterFreeModule {
  public:
   const runtime::Tensor& forward(const runtime::Tensor& x, bool training) override;
   const runtime::Tensor& backward(const runtime::Tensor& dy) override;
-  void initialize(ParameterSet&, std::mt19937_64&) override {}
 
  private:
   runtime::Tensor output_, dx_;
 };
 
-class MaxPool2d final : public Module {
+class MaxPool2d final : public ParameterFreeModule {
  public:
   MaxPool2d(int window, int stride, int pad) : window_(window), stride_(stride), pad_(pad) {}
   const runtime::Tensor& forward(const runtime::Tensor& x, bool training) override;
   const runtime::Tensor& backward(const runtime::Tensor& dy) override;
-  void initialize(ParameterSet&, std::mt19937_64&) override {}
 
  private:
   int window_, stride_, pad_;
@@ -90,11 +88,10 @@ class MaxPool2d final : public Module {
 };
 
 // [N, C, H, W] -> [N, C].
-class GlobalAvgPool final : public Module {
+class GlobalAvgPool final : public ParameterFreeModule {
  public:
   const runtime::Tensor& forward(const runtime::Tensor& x, bool training) override;
   const runtime::Tensor& backward(const runtime::Tensor& dy) override;
-  void initialize(ParameterSet&, std::mt19937_64&) override {}
 
  private:
   runtime::Shape input_shape_;

@@ -23,6 +23,12 @@ class Module {
   virtual void initialize(ParameterSet& params, std::mt19937_64& rng) = 0;
 };
 
+// A module without parameters: initialization has nothing to do.
+class ParameterFreeModule : public Module {
+ public:
+  void initialize(ParameterSet&, std::mt19937_64&) final {}
+};
+
 // Reuses `t` when it already has `shape`, so steady-state steps do not allocate.
 runtime::Tensor& ensure_shape(runtime::Tensor& t, const runtime::Shape& shape);
 

@@ -3,6 +3,7 @@
 #include <cblas.h>
 
 #include <mutex>
+#include <type_traits>
 
 #include "runtime/base/env.h"
 
@@ -17,22 +18,26 @@ void configure_threads_once() {
   });
 }
 
+// cblas_sgemm or cblas_dgemm, by T.
+template <typename T, typename... Args>
+void cblas_gemm(Args... args) {
+  if constexpr (std::is_same_v<T, float>) {
+    cblas_sgemm(args...);
+  } else {
+    cblas_dgemm(args...);
+  }
+}
+
 }  // namespace
 
-template <>
-void gemm<float>(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, const float* b, float beta,
-                 float* c) {
+template <typename T>
+void gemm(bool ta, bool tb, int m, int n, int k, T alpha, const T* a, const T* b, T beta, T* c) {
   configure_threads_once();
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a,
-              ta ? m : k, b, tb ? k : n, beta, c, n);
+  cblas_gemm<T>(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a,
+                ta ? m : k, b, tb ? k : n, beta, c, n);
 }
 
-template <>
-void gemm<double>(bool ta, bool tb, int m, int n, int k, double alpha, const double* a, const double* b, double beta,
-                  double* c) {
-  configure_threads_once();
-  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a,
-              ta ? m : k, b, tb ? k : n, beta, c, n);
-}
+template void gemm<float>(bool, bool, int, int, int, float, const float*, const float*, float, float*);
+template void gemm<double>(bool, bool, int, int, int, double, const double*, const double*, double, double*);
 
 }  // namespace dtrain::models::cpu

@@ -3,6 +3,8 @@
 // pooling, NCHW.
 #include <cstdint>
 
+#include "models/conv2d_shape.h"
+
 namespace dtrain::models::cpu {
 
 struct PoolShape {
@@ -13,8 +15,8 @@ struct PoolShape {
   int window = 3;
   int stride = 2;
   int pad = 1;
-  int out_h() const { return (in_h + 2 * pad - window) / stride + 1; }
-  int out_w() const { return (in_w + 2 * pad - window) / stride + 1; }
+  int out_h() const { return window_positions(in_h, window, stride, pad); }
+  int out_w() const { return window_positions(in_w, window, stride, pad); }
 };
 
 // argmax[i] is the input index (within its image-channel plane) that output i came from.

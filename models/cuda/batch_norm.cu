@@ -2,9 +2,12 @@
 #include <cstdint>
 #include <initializer_list>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "models/cuda/batch_norm.h"
+#include "models/cuda/batch_norm_passes.cuh"
+#include "models/cuda/batch_norm_vectors.cuh"
 #include "models/cuda/moments.h"
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/device_elements.cuh"
@@ -14,95 +17,12 @@
 namespace dtrain::models::cuda {
 namespace {
 
+using namespace batch_norm_detail;  // the vector widths and the passes over them
 using runtime::cuda::aligned16;
 using runtime::cuda::DeviceTypeOf;
 using runtime::cuda::kernel_address;
-using runtime::cuda::load;
 using runtime::cuda::one_wave_grid;
 using runtime::cuda::resident_blocks;
-using runtime::cuda::store;
-
-// Rows are the (n, h, w) positions: M = batch * spatial of them per channel. Element (row, c):
-// NHWC: row * C + c. NCHW: (n * C + c) * S + s with n = row / S, s = row % S. The divisions are
-// 32-bit where the tensor's element count fits (a 64-bit division is a long software sequence, and
-// the fp32 NCHW kernels did one or two per element).
-struct Indexer {
-  int channels;
-  int64_t spatial;
-  bool channels_last;
-  bool fits_32_bits;  // every element index < 2^32
-  __device__ int64_t operator()(int64_t row, int c) const {
-    if (channels_last) return row * channels + c;
-    if (fits_32_bits) {
-      const uint32_t r = static_cast<uint32_t>(row), s = static_cast<uint32_t>(spatial);
-      return (int64_t{r / s} * channels + c) * spatial + r % s;
-    }
-    return (row / spatial * channels + c) * spatial + row % spatial;
-  }
-  __device__ int channel_of(int64_t i) const {
-    if (fits_32_bits) {
-      const uint32_t u = static_cast<uint32_t>(i);
-      return static_cast<int>(channels_last ? u % static_cast<uint32_t>(channels)
-                                            : u / static_cast<uint32_t>(spatial) % static_cast<uint32_t>(channels));
-    }
-    return channels_last ? static_cast<int>(i % channels) : static_cast<int>(i / spatial % channels);
-  }
-};
-// Whether every element index of the tensor fits 32 bits (the 32-bit index math's condition).
-bool fits_32_bits(const BatchNormDims& d) {
-  return int64_t{d.batch} * d.spatial * d.channels <= int64_t{UINT32_MAX};
-}
-Indexer indexer(const BatchNormDims& d) {
-  return {d.channels, d.spatial, d.channels_last, fits_32_bits(d)};
-}
-
-// The launch of a per-channel reduction over the rows. Block shape: 32 channels x 8 row-lanes for
-// NHWC (the 32 threads of a warp read 32 adjacent channels), 1 channel x 256 row-lanes for NCHW
-// (adjacent rows are adjacent). Row blocks: as many as fill the GPU in one wave (resident_blocks of
-// the kernel), each thread with at least 16 rows.
-constexpr int kThreads = 256;
-struct ReductionLaunch {
-  Indexer ix;
-  int64_t rows;
-  int channels_per_block;
-  int row_blocks;
-  dim3 grid() const { return dim3((ix.channels + channels_per_block - 1) / channels_per_block, row_blocks); }
-};
-ReductionLaunch reduction_launch(const BatchNormDims& d, const void* kernel) {
-  ReductionLaunch launch{indexer(d), int64_t{d.batch} * d.spatial, d.channels_last ? 32 : 1, 1};
-  const int row_lanes = kThreads / launch.channels_per_block;
-  const int channel_blocks = static_cast<int>(launch.grid().x);
-  const int64_t want = std::max<int64_t>(1, resident_blocks(kernel, kThreads) / channel_blocks);
-  launch.row_blocks = static_cast<int>(std::clamp<int64_t>(launch.rows / (row_lanes * 16), 1, want));
-  return launch;
-}
-
-// Per (row block, channel): the moments of that block's rows, by Welford per thread, then Chan's
-// merge across the block's row lanes. partials[row_block * C + c].
-template <typename T>
-__global__ void partial_moments_kernel(Indexer ix, int64_t rows, int channels_per_block, const T* __restrict__ x,
-                                       Moments* __restrict__ partials) {
-  const int lane_c = threadIdx.x % channels_per_block;
-  const int lane_r = threadIdx.x / channels_per_block;
-  const int lanes = blockDim.x / channels_per_block;
-  const int c = blockIdx.x * channels_per_block + lane_c;
-  Moments m{0, 0, 0};
-  if (c < ix.channels) {
-    for (int64_t r = blockIdx.y * int64_t{lanes} + lane_r; r < rows; r += int64_t{gridDim.y} * lanes) {
-      add_value(m, load(x, ix(r, c)));
-    }
-  }
-  __shared__ Moments shared[kThreads];
-  shared[threadIdx.x] = m;
-  __syncthreads();
-  for (int stride = lanes / 2; stride > 0; stride /= 2) {
-    if (lane_r < stride) {
-      shared[threadIdx.x] = merge(shared[threadIdx.x], shared[threadIdx.x + stride * channels_per_block]);
-    }
-    __syncthreads();
-  }
-  if (lane_r == 0 && c < ix.channels) partials[blockIdx.y * int64_t{ix.channels} + c] = shared[threadIdx.x];
-}
 
 // The finalize kernels: a block is 32 channels x 32 lanes; each lane merges every 32nd row block's
 // partials in double, then the 32 lanes merge in a fixed tree (deterministic). (With 8 lanes, the
@@ -198,76 +118,6 @@ __global__ void eval_coefficients_kernel(int channels, const float* __restrict__
   scale[c] = static_cast<float>(gamma[c] * inv_std);
   shift[c] = static_cast<float>(beta[c] - running_mean[c] * gamma[c] * inv_std);
 }
-
-// Bit i of the ReLU mask (element i in memory order: byte i / 8, bit i % 8) says whether y_i > 0
-// before rounding. Backward reads it instead of y: 1 bit per element instead of 16 or 32. (It
-// differs from y > 0 only where the value v before rounding has 0 < v <= 2^-134, half bf16's
-// smallest subnormal: y rounds to 0 and the mask still passes the gradient, far below bf16's
-// resolution.)
-__device__ inline bool relu_mask_bit(const uint8_t* __restrict__ mask, int64_t i) {
-  return (mask[i >> 3] >> (i & 7)) & 1;
-}
-
-// Each warp walks 32 consecutive elements at a time (blocks of 256 threads: a warp's first element
-// is a multiple of 32), so a ballot gives the warp's 32 mask bits as one 32-bit word.
-template <typename T>
-__global__ void apply_kernel(Indexer ix, int64_t n, const T* __restrict__ x, const float* __restrict__ scale,
-                             const float* __restrict__ shift, const T* __restrict__ residual, bool relu,
-                             T* __restrict__ y, uint32_t* __restrict__ relu_mask) {
-  const int lane = threadIdx.x % 32;
-  for (int64_t first = blockIdx.x * int64_t{blockDim.x} + threadIdx.x - lane; first < n;
-       first += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t i = first + lane;
-    float v = 0.0f;
-    if (i < n) {
-      const int c = ix.channel_of(i);
-      v = load(x, i) * scale[c] + shift[c];
-      if (residual != nullptr) v += load(residual, i);
-      store(y, i, relu ? fmaxf(v, 0.0f) : v);
-    }
-    if (relu_mask != nullptr) {
-      const uint32_t bits = __ballot_sync(0xffffffffu, i < n && v > 0.0f);
-      if (lane == 0) relu_mask[first / 32] = bits;
-    }
-  }
-}
-
-// Backward partials per (row block, channel): sum of dy' and of dy' * xhat, dy' = dy through the
-// ReLU mask.
-template <typename T>
-__global__ void backward_partials_kernel(Indexer ix, int64_t rows, int channels_per_block, const T* __restrict__ x,
-                                         const uint8_t* __restrict__ relu_mask, const T* __restrict__ dy, bool relu,
-                                         const float* __restrict__ mean, const float* __restrict__ inv_std,
-                                         float2* __restrict__ partials) {
-  const int lane_c = threadIdx.x % channels_per_block;
-  const int lane_r = threadIdx.x / channels_per_block;
-  const int lanes = blockDim.x / channels_per_block;
-  const int c = blockIdx.x * channels_per_block + lane_c;
-  float sum_dy = 0, sum_dy_xhat = 0;
-  if (c < ix.channels) {
-    const float mu = mean[c], is = inv_std[c];
-    for (int64_t r = blockIdx.y * int64_t{lanes} + lane_r; r < rows; r += int64_t{gridDim.y} * lanes) {
-      const int64_t i = ix(r, c);
-      float g = load(dy, i);
-      if (relu && !relu_mask_bit(relu_mask, i)) g = 0.0f;
-      sum_dy += g;
-      sum_dy_xhat += g * (load(x, i) - mu) * is;
-    }
-  }
-  __shared__ float2 shared[kThreads];
-  shared[threadIdx.x] = make_float2(sum_dy, sum_dy_xhat);
-  __syncthreads();
-  for (int stride = lanes / 2; stride > 0; stride /= 2) {
-    if (lane_r < stride) {
-      const float2 other = shared[threadIdx.x + stride * channels_per_block];
-      shared[threadIdx.x].x += other.x;
-      shared[threadIdx.x].y += other.y;
-    }
-    __syncthreads();
-  }
-  if (lane_r == 0 && c < ix.channels) partials[blockIdx.y * int64_t{ix.channels} + c] = shared[threadIdx.x];
-}
-
 // dgamma = sum(dy' * xhat), dbeta = sum(dy') of this rank's rows; dx = k * (dy' - (S + xhat * X) / M)
 // with k = gamma * inv_std and S, X, M the sums and the row count of the rows normalized together
 // (the group's under synchronized BN, else this rank's), written as dx = dy' * k - (a + xhat * b)
@@ -333,255 +183,38 @@ __global__ void group_backward_kernel(int channels, double rows, const double* _
   write_backward(c, channels, sums[c], sums[channels + c], sums[2 * channels + c], sums[3 * channels + c], rows, gamma,
                  inv_std, dgamma, dbeta, coefficients);
 }
-
-template <typename T>
-__global__ void backward_apply_kernel(Indexer ix, int64_t n, const T* __restrict__ x,
-                                      const uint8_t* __restrict__ relu_mask, const T* __restrict__ dy, bool relu,
-                                      const float* __restrict__ mean, const float* __restrict__ inv_std,
-                                      const float* __restrict__ coefficients, T* __restrict__ dx,
-                                      T* __restrict__ dresidual) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
-    const int c = ix.channel_of(i);
-    float g = load(dy, i);
-    if (relu && !relu_mask_bit(relu_mask, i)) g = 0.0f;
-    if (dresidual != nullptr) store(dresidual, i, g);
-    const float xhat = (load(x, i) - mean[c]) * inv_std[c];
-    store(dx, i, g * coefficients[c] - coefficients[ix.channels + c] - xhat * coefficients[2 * ix.channels + c]);
-  }
-}
-
-// --- The bf16 NHWC fast path: 8 channels (16 bytes) per thread and load ---------------------
-// Taken when C is a multiple of 8 and every tensor is 16-byte aligned (always, for tensors from
-// the caching allocator); the same math as the kernels above, a vector at a time.
-constexpr int kVec = 8;
-
-static_assert(kVec == runtime::cuda::kBf16x8, "the BN vector path moves 8 bf16 channels a load");
-
-__device__ inline void load8(const __nv_bfloat16* p, int64_t i, float out[kVec]) {
-  runtime::cuda::load_bf16x8(p + i, out);
-}
-
-__device__ inline void store8(__nv_bfloat16* p, int64_t i, const float in[kVec]) {
-  runtime::cuda::store_bf16x8(p + i, in);
-}
-
-__device__ inline void load8(const float* p, int c, float out[kVec]) {
-  const float4 a = __ldg(reinterpret_cast<const float4*>(p + c)), b = __ldg(reinterpret_cast<const float4*>(p + c) + 1);
-  out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w, out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
-}
-
-// Block: `groups` 8-channel groups x (256 / groups) row lanes; groups is a power of two. Row
-// blocks: one wave of the kernel, each thread with at least 8 rows.
-struct VecLaunch {
-  int channels;
-  int64_t rows;
-  int groups;
+// The launch of a reduction pass: channel blocks of V's slots x row blocks, as many row blocks as
+// fill the GPU in one wave (resident_blocks of the kernel), each thread with at least
+// V::kRowsPerThread row vectors.
+struct ReductionGrid {
+  dim3 grid;
   int row_blocks;
-  dim3 grid() const { return dim3((channels / kVec + groups - 1) / groups, row_blocks); }
 };
-VecLaunch vec_launch(const BatchNormDims& d, const void* kernel) {
-  VecLaunch launch{d.channels, int64_t{d.batch} * d.spatial, 1, 1};
-  while (launch.groups * 2 <= std::min(d.channels / kVec, 32)) launch.groups *= 2;
-  const int lanes = kThreads / launch.groups;
-  const int64_t want = std::max<int64_t>(1, resident_blocks(kernel, kThreads) / launch.grid().x);
-  launch.row_blocks = static_cast<int>(std::clamp<int64_t>(launch.rows / (lanes * 8), 1, want));
-  return launch;
+template <typename V>
+ReductionGrid reduction_grid(const V& v, const void* kernel) {
+  const int channel_blocks = (v.channels() / V::kChannels + v.slots - 1) / v.slots;
+  const int row_lanes = kThreads / v.slots;
+  const int64_t want = std::max<int64_t>(1, resident_blocks(kernel, kThreads) / channel_blocks);
+  const int row_blocks = static_cast<int>(std::clamp<int64_t>(v.rows / (row_lanes * V::kRowsPerThread), 1, want));
+  return {dim3(channel_blocks, row_blocks), row_blocks};
 }
 
-__global__ void partial_moments_vec_kernel(int channels, int64_t rows, int groups, const __nv_bfloat16* __restrict__ x,
-                                           Moments* __restrict__ partials) {
-  const int lane_g = threadIdx.x % groups, lane_r = threadIdx.x / groups, lanes = blockDim.x / groups;
-  const int c0 = (blockIdx.x * groups + lane_g) * kVec;
-  int64_t n = 0;
-  float mean[kVec] = {}, m2[kVec] = {};
-  if (c0 < channels) {
-    for (int64_t r = blockIdx.y * int64_t{lanes} + lane_r; r < rows; r += int64_t{gridDim.y} * lanes) {
-      float v[kVec];
-      load8(x, r * channels + c0, v);
-      n += 1;
-      const float inv_n = 1.0f / static_cast<float>(n);
-#pragma unroll
-      for (int k = 0; k < kVec; ++k) {
-        const float delta = v[k] - mean[k];
-        mean[k] += delta * inv_n;
-        m2[k] += delta * (v[k] - mean[k]);
-      }
+// Calls run(vectors) with the widest Vectors that the layout, the sizes and the alignment of the
+// activations allow (8 bf16 channels, 4 fp32 positions, else one element). The 8-wide path also
+// reads `channel_arrays` (per-channel statistics) 16 bytes at a time.
+template <typename D, typename Run>
+void with_widest_vectors(const BatchNormDims& d, std::initializer_list<const void*> activations,
+                         std::initializer_list<const void*> channel_arrays, Run run) {
+  if constexpr (std::is_same_v<D, __nv_bfloat16>) {
+    if (d.channels_last && d.channels % 8 == 0 && aligned16(activations) && aligned16(channel_arrays)) {
+      return run(Vectors<D, 8>::of(d));
+    }
+  } else if constexpr (std::is_same_v<D, float>) {
+    if (!d.channels_last && d.spatial % 4 == 0 && fits_32_bits(d) && aligned16(activations)) {
+      return run(Vectors<D, 4>::of(d));
     }
   }
-  __shared__ int64_t shared_n[kThreads];
-  __shared__ float shared_mean[kVec][kThreads], shared_m2[kVec][kThreads];
-  shared_n[threadIdx.x] = n;
-#pragma unroll
-  for (int k = 0; k < kVec; ++k) shared_mean[k][threadIdx.x] = mean[k], shared_m2[k][threadIdx.x] = m2[k];
-  __syncthreads();
-  for (int stride = lanes / 2; stride > 0; stride /= 2) {
-    if (lane_r < stride) {
-      const int other = threadIdx.x + stride * groups;
-#pragma unroll
-      for (int k = 0; k < kVec; ++k) {
-        const Moments m = merge(Moments{shared_n[threadIdx.x], shared_mean[k][threadIdx.x], shared_m2[k][threadIdx.x]},
-                                Moments{shared_n[other], shared_mean[k][other], shared_m2[k][other]});
-        shared_mean[k][threadIdx.x] = m.mean;
-        shared_m2[k][threadIdx.x] = m.m2;
-      }
-      shared_n[threadIdx.x] += shared_n[other];
-    }
-    __syncthreads();
-  }
-  if (lane_r != 0 || c0 >= channels) return;
-#pragma unroll
-  for (int k = 0; k < kVec; ++k) {
-    partials[blockIdx.y * int64_t{channels} + c0 + k] =
-        Moments{shared_n[threadIdx.x], shared_mean[k][threadIdx.x], shared_m2[k][threadIdx.x]};
-  }
-}
-
-// A grid-stride loop's first 8-channel group and its step between iterations, so that the loop
-// divides nothing. (Keeping the coefficients in registers while the group stays the same, as it
-// does for a one-wave grid and C a power of two, was slower: more registers, fewer blocks per SM;
-// bench/results/2026-11-25_h200/bn_waves.)
-struct ChannelWalk {
-  int c0, step;
-};
-__device__ inline ChannelWalk channel_walk(int channels) {
-  const int64_t first = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) * kVec;
-  const int64_t stride = int64_t{gridDim.x} * blockDim.x * kVec;
-  return {static_cast<int>(first % channels), static_cast<int>(stride % channels)};
-}
-__device__ inline void advance(ChannelWalk& walk, int channels) {
-  walk.c0 += walk.step;
-  if (walk.c0 >= channels) walk.c0 -= channels;
-}
-
-__global__ void apply_vec_kernel(int channels, int64_t vectors, const __nv_bfloat16* __restrict__ x,
-                                 const float* __restrict__ scale, const float* __restrict__ shift,
-                                 const __nv_bfloat16* __restrict__ residual, bool relu, __nv_bfloat16* __restrict__ y,
-                                 uint8_t* __restrict__ relu_mask) {
-  ChannelWalk walk = channel_walk(channels);
-  for (int64_t v = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; v < vectors;
-       v += int64_t{gridDim.x} * blockDim.x, advance(walk, channels)) {
-    const int64_t i = v * kVec;
-    const int c0 = walk.c0;
-    float xs[kVec], a[kVec], b[kVec], r[kVec] = {};
-    load8(x, i, xs);
-    load8(scale, c0, a);
-    load8(shift, c0, b);
-    if (residual != nullptr) load8(residual, i, r);
-    uint32_t bits = 0;
-#pragma unroll
-    for (int k = 0; k < kVec; ++k) {
-      const float out = fmaf(xs[k], a[k], b[k]) + r[k];
-      bits |= uint32_t{out > 0.0f} << k;
-      xs[k] = relu ? fmaxf(out, 0.0f) : out;
-    }
-    store8(y, i, xs);
-    if (relu_mask != nullptr) relu_mask[v] = static_cast<uint8_t>(bits);
-  }
-}
-
-// The ReLU mask of the 8 elements from i (a multiple of 8): one byte of the mask.
-__device__ inline uint32_t relu_mask8(const uint8_t* __restrict__ mask, int64_t i) {
-  return mask[i / kVec];
-}
-
-__global__ void backward_partials_vec_kernel(int channels, int64_t rows, int groups,
-                                             const __nv_bfloat16* __restrict__ x, const uint8_t* __restrict__ relu_mask,
-                                             const __nv_bfloat16* __restrict__ dy, bool relu,
-                                             const float* __restrict__ mean, const float* __restrict__ inv_std,
-                                             float2* __restrict__ partials) {
-  const int lane_g = threadIdx.x % groups, lane_r = threadIdx.x / groups, lanes = blockDim.x / groups;
-  const int c0 = (blockIdx.x * groups + lane_g) * kVec;
-  float sum_dy[kVec] = {}, sum_dy_xhat[kVec] = {};
-  if (c0 < channels) {
-    float mu[kVec], is[kVec];
-    load8(mean, c0, mu);
-    load8(inv_std, c0, is);
-    for (int64_t r = blockIdx.y * int64_t{lanes} + lane_r; r < rows; r += int64_t{gridDim.y} * lanes) {
-      const int64_t i = r * channels + c0;
-      float g[kVec], xs[kVec];
-      load8(dy, i, g);
-      load8(x, i, xs);
-      const uint32_t keep = relu ? relu_mask8(relu_mask, i) : 0xffu;
-#pragma unroll
-      for (int k = 0; k < kVec; ++k) {
-        const float gk = (keep >> k) & 1 ? g[k] : 0.0f;
-        sum_dy[k] += gk;
-        sum_dy_xhat[k] += gk * (xs[k] - mu[k]) * is[k];
-      }
-    }
-  }
-  __shared__ float shared_dy[kVec][kThreads], shared_dy_xhat[kVec][kThreads];
-#pragma unroll
-  for (int k = 0; k < kVec; ++k) shared_dy[k][threadIdx.x] = sum_dy[k], shared_dy_xhat[k][threadIdx.x] = sum_dy_xhat[k];
-  __syncthreads();
-  for (int stride = lanes / 2; stride > 0; stride /= 2) {
-    if (lane_r < stride) {
-      const int other = threadIdx.x + stride * groups;
-#pragma unroll
-      for (int k = 0; k < kVec; ++k) {
-        shared_dy[k][threadIdx.x] += shared_dy[k][other];
-        shared_dy_xhat[k][threadIdx.x] += shared_dy_xhat[k][other];
-      }
-    }
-    __syncthreads();
-  }
-  if (lane_r != 0 || c0 >= channels) return;
-#pragma unroll
-  for (int k = 0; k < kVec; ++k) {
-    partials[blockIdx.y * int64_t{channels} + c0 + k] =
-        make_float2(shared_dy[k][threadIdx.x], shared_dy_xhat[k][threadIdx.x]);
-  }
-}
-
-__global__ void backward_apply_vec_kernel(int channels, int64_t vectors, const __nv_bfloat16* __restrict__ x,
-                                          const uint8_t* __restrict__ relu_mask, const __nv_bfloat16* __restrict__ dy,
-                                          bool relu, const float* __restrict__ mean, const float* __restrict__ inv_std,
-                                          const float* __restrict__ coefficients, __nv_bfloat16* __restrict__ dx,
-                                          __nv_bfloat16* __restrict__ dresidual) {
-  ChannelWalk walk = channel_walk(channels);
-  for (int64_t v = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; v < vectors;
-       v += int64_t{gridDim.x} * blockDim.x, advance(walk, channels)) {
-    const int64_t i = v * kVec;
-    const int c0 = walk.c0;
-    float g[kVec], xs[kVec], mu[kVec], is[kVec], k_[kVec], a[kVec], b[kVec];
-    load8(dy, i, g);
-    load8(x, i, xs);
-    const uint32_t keep = relu ? relu_mask8(relu_mask, i) : 0xffu;
-    load8(mean, c0, mu);
-    load8(inv_std, c0, is);
-    load8(coefficients, c0, k_);
-    load8(coefficients + channels, c0, a);
-    load8(coefficients + 2 * channels, c0, b);
-#pragma unroll
-    for (int k = 0; k < kVec; ++k) {
-      if (!((keep >> k) & 1)) g[k] = 0.0f;
-    }
-    if (dresidual != nullptr) store8(dresidual, i, g);
-#pragma unroll
-    for (int k = 0; k < kVec; ++k) xs[k] = g[k] * k_[k] - a[k] - (xs[k] - mu[k]) * is[k] * b[k];
-    store8(dx, i, xs);
-  }
-}
-
-#include "models/cuda/batch_norm_fp32_nchw.cuh"
-
-// The fp32 NCHW quad path (batch_norm_fp32_nchw.cuh).
-template <typename D>
-bool quad_path(const BatchNormDims& d, std::initializer_list<const void*> pointers) {
-  if constexpr (!std::is_same_v<D, float>) {
-    return false;
-  } else {
-    return !d.channels_last && d.spatial % kQuad == 0 && fits_32_bits(d) && aligned16(pointers);
-  }
-}
-
-template <typename D>
-bool vector_path(const BatchNormDims& d, std::initializer_list<const void*> pointers) {
-  if constexpr (!std::is_same_v<D, __nv_bfloat16>) {
-    return false;
-  } else {
-    return d.channels_last && d.channels % kVec == 0 && aligned16(pointers);
-  }
+  run(Vectors<D, 1>::of(d));
 }
 
 void check_dims(const BatchNormDims& d) {
@@ -604,90 +237,163 @@ void round_trip(cudaStream_t stream, double* device, size_t count, size_t back, 
   DTRAIN_CUDA_CHECK(cudaStreamSynchronize(stream)) << "synchronized batch norm: the group's statistics";
 }
 
-}  // namespace
+// The normalization of n elements with per-channel scale and shift (mask: null for none).
+template <typename V>
+void launch_apply(const V& v, cudaStream_t stream, int64_t n, const void* x, const float* scale, const float* shift,
+                  const void* residual, bool relu, void* y, void* relu_mask) {
+  using E = typename V::Element;
+  const int64_t vectors = n / V::kWidth;
+  apply_kernel<V><<<one_wave_grid(kernel_address(apply_kernel<V>), kThreads, vectors), kThreads, 0, stream>>>(
+      v, vectors, static_cast<const E*>(x), scale, shift, static_cast<const E*>(residual), relu, static_cast<E*>(y),
+      static_cast<typename V::MaskWord*>(relu_mask));
+}
 
-// Per-call scratch (partials, per-channel coefficients) is a device Buffer on `stream`: it comes
-// from the caching allocator, and its reuse after release is ordered on the same stream.
-template <typename T>
-void batch_norm_forward_train(cudaStream_t stream, const BatchNormDims& d, const T* x_host_type, const float* gamma,
-                              const float* beta, const T* residual_host_type, bool relu, T* y_host_type,
-                              float* saved_mean, float* saved_inv_std, float* running_mean, float* running_var,
-                              uint8_t* relu_mask, BatchStatsReducer* group) {
-  using D = DeviceTypeOf<T>;
-  check_dims(d);
-  DTRAIN_CHECK(!relu || (relu_mask != nullptr && reinterpret_cast<uintptr_t>(relu_mask) % 4 == 0))
-      << "batch norm forward with ReLU needs a 4-byte aligned mask of relu_mask_bytes(elements) bytes";
-  const D* x = reinterpret_cast<const D*>(x_host_type);
-  const bool vectorized = vector_path<D>(d, {x, residual_host_type, y_host_type});
-  const bool quads = quad_path<D>(d, {x, residual_host_type, y_host_type});
+// Per-call scratch, a device Buffer on `stream` (from the caching allocator; its reuse after
+// release is ordered on the same stream): `per_channel` floats of coefficients per channel first
+// (16-byte aligned for the vector loads), then row_blocks x C partials, then `exchanged` doubles
+// for synchronized BN (the 16- or 8-byte partials keep them 8-byte aligned).
+template <typename Partial>
+struct Scratch {
+  runtime::Buffer buffer;
+  float* coefficients;
+  Partial* partials;
+  double* exchanged;  // null when none
+};
+template <typename Partial>
+Scratch<Partial> scratch(cudaStream_t stream, int channels, int per_channel, int row_blocks, size_t exchanged) {
+  const size_t coefficient_bytes = (per_channel * sizeof(float) * channels + 15) / 16 * 16;
+  const size_t partial_bytes = sizeof(Partial) * size_t(row_blocks) * channels;
+  runtime::Buffer buffer(runtime::MemoryKind::kDevice, coefficient_bytes + partial_bytes + sizeof(double) * exchanged,
+                         stream);
+  char* bytes = static_cast<char*>(buffer.data());
+  return {std::move(buffer), reinterpret_cast<float*>(bytes), reinterpret_cast<Partial*>(bytes + coefficient_bytes),
+          exchanged > 0 ? reinterpret_cast<double*>(bytes + coefficient_bytes + partial_bytes) : nullptr};
+}
+
+// The arguments of batch_norm_forward_train, activations in the device type.
+struct ForwardTrain {
+  const void* x;
+  const float *gamma, *beta;
+  const void* residual;
+  bool relu;
+  void* y;
+  float *saved_mean, *saved_inv_std, *running_mean, *running_var;
+  uint8_t* relu_mask;
+};
+
+template <typename V>
+void forward_train(const V& v, cudaStream_t stream, const BatchNormDims& d, const ForwardTrain& a,
+                   BatchStatsReducer* group) {
+  const ReductionGrid launch = reduction_grid(v, kernel_address(partial_moments_kernel<V>));
   const int64_t rows = int64_t{d.batch} * d.spatial;
-  const bool generic = !vectorized && !quads;
-  const ReductionLaunch launch =
-      generic ? reduction_launch(d, kernel_address(partial_moments_kernel<D>)) : ReductionLaunch{};
-  const VecLaunch vec = vectorized ? vec_launch(d, kernel_address(partial_moments_vec_kernel)) : VecLaunch{};
-  const QuadLaunch quad = quads ? quad_launch(d, kernel_address(partial_moments_quad_kernel)) : QuadLaunch{};
-  const int row_blocks = vectorized ? vec.row_blocks : quads ? quad.row_blocks : launch.row_blocks;
   const bool sync = synchronizes(group);
-  // Scale and shift first (16-byte aligned for the vector loads), then the partials, then (sync)
-  // the exchanged moments (the 16-byte Moments keep them 8-byte aligned).
-  const size_t coefficient_bytes = (2 * sizeof(float) * d.channels + 15) / 16 * 16;
-  const size_t partial_bytes = sizeof(Moments) * size_t(row_blocks) * d.channels;
+  // Scale and shift, the partials, and (sync) the exchanged moments: mean and M2 per channel.
   const size_t exchanged = sync ? 2 * size_t(d.channels) : 0;
-  runtime::Buffer scratch(runtime::MemoryKind::kDevice, coefficient_bytes + partial_bytes + sizeof(double) * exchanged,
-                          stream);
-  float* scale = static_cast<float*>(scratch.data());
+  const Scratch<Moments> s = scratch<Moments>(stream, d.channels, 2, launch.row_blocks, exchanged);
+  float* scale = s.coefficients;
   float* shift = scale + d.channels;
-  Moments* partials = reinterpret_cast<Moments*>(static_cast<char*>(scratch.data()) + coefficient_bytes);
-  double* moments =
-      sync ? reinterpret_cast<double*>(static_cast<char*>(scratch.data()) + coefficient_bytes + partial_bytes)
-           : nullptr;
-  if (vectorized) {
-    partial_moments_vec_kernel<<<vec.grid(), kThreads, 0, stream>>>(
-        d.channels, vec.rows, vec.groups, reinterpret_cast<const __nv_bfloat16*>(x), partials);
-  } else if (quads) {
-    partial_moments_quad_kernel<<<quad.grid(), kThreads, 0, stream>>>(quad.ix, quad.quads,
-                                                                      reinterpret_cast<const float*>(x), partials);
-  } else {
-    partial_moments_kernel<<<launch.grid(), kThreads, 0, stream>>>(launch.ix, launch.rows, launch.channels_per_block, x,
-                                                                   partials);
-  }
+  Moments* partials = s.partials;
+  double* moments = s.exchanged;
+  partial_moments_kernel<V>
+      <<<launch.grid, kThreads, 0, stream>>>(v, static_cast<const typename V::Element*>(a.x), partials);
   finalize_forward_kernel<<<(d.channels + kFinalizeChannels - 1) / kFinalizeChannels,
                             kFinalizeChannels * kFinalizeLanes, 0, stream>>>(
-      d.channels, row_blocks, partials, gamma, beta, d.eps, d.momentum, saved_mean, saved_inv_std, running_mean,
-      running_var, scale, shift, moments);
+      d.channels, launch.row_blocks, partials, a.gamma, a.beta, d.eps, d.momentum, a.saved_mean, a.saved_inv_std,
+      a.running_mean, a.running_var, scale, shift, moments);
   if (sync) {
     int64_t group_rows = 0;
     round_trip(stream, moments, exchanged, exchanged, [&](std::vector<double>& host) {
       group_rows = merge_moments_over_group(*group, d.channels, rows, host.data(), host.data() + d.channels);
     });
     group_statistics_kernel<<<(d.channels + 127) / 128, 128, 0, stream>>>(
-        d.channels, static_cast<double>(group_rows), moments, gamma, beta, d.eps, d.momentum, saved_mean, saved_inv_std,
-        running_mean, running_var, scale, shift);
+        d.channels, static_cast<double>(group_rows), moments, a.gamma, a.beta, d.eps, d.momentum, a.saved_mean,
+        a.saved_inv_std, a.running_mean, a.running_var, scale, shift);
   }
-  const int64_t n = rows * d.channels;
-  if (vectorized) {
-    apply_vec_kernel<<<one_wave_grid(kernel_address(apply_vec_kernel), kThreads, n / kVec), kThreads, 0, stream>>>(
-        d.channels, n / kVec, reinterpret_cast<const __nv_bfloat16*>(x), scale, shift,
-        reinterpret_cast<const __nv_bfloat16*>(residual_host_type), relu, reinterpret_cast<__nv_bfloat16*>(y_host_type),
-        relu ? relu_mask : nullptr);
-  } else if (quads) {
-    apply_quad_kernel<<<one_wave_grid(kernel_address(apply_quad_kernel), kThreads, n / kQuad), kThreads, 0, stream>>>(
-        quad.ix, n / kQuad, reinterpret_cast<const float*>(x), scale, shift,
-        reinterpret_cast<const float*>(residual_host_type), relu, reinterpret_cast<float*>(y_host_type),
-        relu ? reinterpret_cast<uint32_t*>(relu_mask) : nullptr);
-  } else {
-    apply_kernel<D><<<one_wave_grid(kernel_address(apply_kernel<D>), kThreads, n), kThreads, 0, stream>>>(
-        launch.ix, n, x, scale, shift, reinterpret_cast<const D*>(residual_host_type), relu,
-        reinterpret_cast<D*>(y_host_type), relu ? reinterpret_cast<uint32_t*>(relu_mask) : nullptr);
-  }
+  launch_apply(v, stream, rows * d.channels, a.x, scale, shift, a.residual, a.relu, a.y,
+               a.relu ? a.relu_mask : nullptr);
   DTRAIN_CUDA_CHECK(cudaGetLastError()) << "batch norm forward kernels";
 }
 
+// The arguments of batch_norm_backward, activations in the device type.
+struct Backward {
+  const void* x;
+  const uint8_t* relu_mask;
+  const void* dy;
+  const float *gamma, *saved_mean, *saved_inv_std;
+  bool relu;
+  void *dx, *dresidual;
+  float *dgamma, *dbeta;
+};
+
+// Synchronized BN's backward exchange: sums[2C, 4C) = the group's sums[0, 2C) (sum(dy') and
+// sum(dy' * xhat)); returns the group's row count.
+double exchange_backward_sums(cudaStream_t stream, BatchStatsReducer& group, double* sums, size_t local, int64_t rows) {
+  double group_rows = 0;
+  round_trip(stream, sums, local, 2 * local, [&](std::vector<double>& host) {
+    // [sum(dy') | sum(dy' * xhat) | rows] added over the group, after this rank's own sums.
+    std::vector<double> group_sums(host.begin(), host.begin() + static_cast<long>(local));
+    group_sums.push_back(static_cast<double>(rows));
+    sum_over_group(group, group_sums.data(), group_sums.size());
+    std::copy(group_sums.begin(), group_sums.begin() + static_cast<long>(local),
+              host.begin() + static_cast<long>(local));
+    group_rows = group_sums.back();
+  });
+  return group_rows;
+}
+
+template <typename V>
+void backward(const V& v, cudaStream_t stream, const BatchNormDims& d, const Backward& a, BatchStatsReducer* group) {
+  using E = typename V::Element;
+  const ReductionGrid launch = reduction_grid(v, kernel_address(backward_partials_kernel<V>));
+  const int64_t rows = int64_t{d.batch} * d.spatial;
+  const bool sync = synchronizes(group);
+  // k, a, b per channel, the partials, and (sync) the exchanged sums: this rank's, then the group's.
+  const size_t local = sync ? 2 * size_t(d.channels) : 0;
+  const Scratch<float2> s = scratch<float2>(stream, d.channels, 3, launch.row_blocks, 2 * local);
+  float* coefficients = s.coefficients;
+  float2* partials = s.partials;
+  double* sums = s.exchanged;
+  const E* x = static_cast<const E*>(a.x);
+  const E* dy = static_cast<const E*>(a.dy);
+  backward_partials_kernel<V>
+      <<<launch.grid, kThreads, 0, stream>>>(v, x, a.relu_mask, dy, a.relu, a.saved_mean, a.saved_inv_std, partials);
+  finalize_backward_kernel<<<(d.channels + kFinalizeChannels - 1) / kFinalizeChannels,
+                             kFinalizeChannels * kFinalizeLanes, 0, stream>>>(
+      d.channels, launch.row_blocks, static_cast<double>(rows), partials, a.gamma, a.saved_inv_std, a.dgamma, a.dbeta,
+      coefficients, sums);
+  if (sync) {
+    const double group_rows = exchange_backward_sums(stream, *group, sums, local, rows);
+    group_backward_kernel<<<(d.channels + 127) / 128, 128, 0, stream>>>(
+        d.channels, group_rows, sums, a.gamma, a.saved_inv_std, a.dgamma, a.dbeta, coefficients);
+  }
+  const int64_t vectors = rows * d.channels / V::kWidth;
+  backward_apply_kernel<V>
+      <<<one_wave_grid(kernel_address(backward_apply_kernel<V>), kThreads, vectors), kThreads, 0, stream>>>(
+          v, vectors, x, a.relu_mask, dy, a.relu, a.saved_mean, a.saved_inv_std, coefficients, static_cast<E*>(a.dx),
+          static_cast<E*>(a.dresidual));
+  DTRAIN_CUDA_CHECK(cudaGetLastError()) << "batch norm backward kernels";
+}
+
+}  // namespace
+
 template <typename T>
-void batch_norm_forward_eval(cudaStream_t stream, const BatchNormDims& d, const T* x_host_type, const float* gamma,
-                             const float* beta, const float* running_mean, const float* running_var,
-                             const T* residual_host_type, bool relu, T* y_host_type) {
-  using D = DeviceTypeOf<T>;
+void batch_norm_forward_train(cudaStream_t stream, const BatchNormDims& d, const T* x, const float* gamma,
+                              const float* beta, const T* residual, bool relu, T* y, float* saved_mean,
+                              float* saved_inv_std, float* running_mean, float* running_var, uint8_t* relu_mask,
+                              BatchStatsReducer* group) {
+  check_dims(d);
+  DTRAIN_CHECK(!relu || (relu_mask != nullptr && reinterpret_cast<uintptr_t>(relu_mask) % 4 == 0))
+      << "batch norm forward with ReLU needs a 4-byte aligned mask of relu_mask_bytes(elements) bytes";
+  const ForwardTrain args{x,          gamma,         beta,         residual,    relu,     y,
+                          saved_mean, saved_inv_std, running_mean, running_var, relu_mask};
+  with_widest_vectors<DeviceTypeOf<T>>(d, {x, residual, y}, {},
+                                       [&](const auto& v) { forward_train(v, stream, d, args, group); });
+}
+
+template <typename T>
+void batch_norm_forward_eval(cudaStream_t stream, const BatchNormDims& d, const T* x, const float* gamma,
+                             const float* beta, const float* running_mean, const float* running_var, const T* residual,
+                             bool relu, T* y) {
   check_dims(d);
   runtime::Buffer scratch(runtime::MemoryKind::kDevice, 2 * sizeof(float) * d.channels, stream);
   float* scale = static_cast<float*>(scratch.data());
@@ -695,113 +401,21 @@ void batch_norm_forward_eval(cudaStream_t stream, const BatchNormDims& d, const 
   eval_coefficients_kernel<<<(d.channels + 127) / 128, 128, 0, stream>>>(d.channels, gamma, beta, running_mean,
                                                                          running_var, d.eps, scale, shift);
   const int64_t n = int64_t{d.batch} * d.spatial * d.channels;
-  if (vector_path<D>(d, {x_host_type, residual_host_type, y_host_type, shift})) {
-    apply_vec_kernel<<<one_wave_grid(kernel_address(apply_vec_kernel), kThreads, n / kVec), kThreads, 0, stream>>>(
-        d.channels, n / kVec, reinterpret_cast<const __nv_bfloat16*>(x_host_type), scale, shift,
-        reinterpret_cast<const __nv_bfloat16*>(residual_host_type), relu, reinterpret_cast<__nv_bfloat16*>(y_host_type),
-        nullptr);
-    DTRAIN_CUDA_CHECK(cudaGetLastError()) << "batch norm eval kernels";
-    return;
-  }
-  if (quad_path<D>(d, {x_host_type, residual_host_type, y_host_type})) {
-    apply_quad_kernel<<<one_wave_grid(kernel_address(apply_quad_kernel), kThreads, n / kQuad), kThreads, 0, stream>>>(
-        quad_indexer(d), n / kQuad, reinterpret_cast<const float*>(x_host_type), scale, shift,
-        reinterpret_cast<const float*>(residual_host_type), relu, reinterpret_cast<float*>(y_host_type), nullptr);
-    DTRAIN_CUDA_CHECK(cudaGetLastError()) << "batch norm eval kernels";
-    return;
-  }
-  apply_kernel<D><<<one_wave_grid(kernel_address(apply_kernel<D>), kThreads, n), kThreads, 0, stream>>>(
-      indexer(d), n, reinterpret_cast<const D*>(x_host_type), scale, shift,
-      reinterpret_cast<const D*>(residual_host_type), relu, reinterpret_cast<D*>(y_host_type), nullptr);
+  with_widest_vectors<DeviceTypeOf<T>>(d, {x, residual, y}, {shift}, [&](const auto& v) {
+    launch_apply(v, stream, n, x, scale, shift, residual, relu, y, nullptr);
+  });
   DTRAIN_CUDA_CHECK(cudaGetLastError()) << "batch norm eval kernels";
 }
 
 template <typename T>
-void batch_norm_backward(cudaStream_t stream, const BatchNormDims& d, const T* x_host_type, const uint8_t* relu_mask,
-                         const T* dy_host_type, const float* gamma, const float* saved_mean, const float* saved_inv_std,
-                         bool relu, T* dx_host_type, T* dresidual_host_type, float* dgamma, float* dbeta,
-                         BatchStatsReducer* group) {
-  using D = DeviceTypeOf<T>;
+void batch_norm_backward(cudaStream_t stream, const BatchNormDims& d, const T* x, const uint8_t* relu_mask, const T* dy,
+                         const float* gamma, const float* saved_mean, const float* saved_inv_std, bool relu, T* dx,
+                         T* dresidual, float* dgamma, float* dbeta, BatchStatsReducer* group) {
   check_dims(d);
   DTRAIN_CHECK(!relu || relu_mask != nullptr) << "batch norm backward with ReLU needs the forward's ReLU mask";
-  const D* x = reinterpret_cast<const D*>(x_host_type);
-  const D* dy = reinterpret_cast<const D*>(dy_host_type);
-  const bool vectorized = vector_path<D>(d, {x, dy, dx_host_type, dresidual_host_type, saved_mean, saved_inv_std});
-  const bool quads = quad_path<D>(d, {x, dy, dx_host_type, dresidual_host_type});
-  const bool generic = !vectorized && !quads;
-  const int64_t rows = int64_t{d.batch} * d.spatial;
-  const ReductionLaunch launch =
-      generic ? reduction_launch(d, kernel_address(backward_partials_kernel<D>)) : ReductionLaunch{};
-  const VecLaunch vec = vectorized ? vec_launch(d, kernel_address(backward_partials_vec_kernel)) : VecLaunch{};
-  const QuadLaunch quad = quads ? quad_launch(d, kernel_address(backward_partials_quad_kernel)) : QuadLaunch{};
-  const int row_blocks = vectorized ? vec.row_blocks : quads ? quad.row_blocks : launch.row_blocks;
-  const bool sync = synchronizes(group);
-  // Coefficients first (16-byte aligned for the vector loads), then the partials, then (sync) the
-  // exchanged sums: this rank's, then the group's.
-  const size_t coefficient_bytes = (3 * sizeof(float) * d.channels + 15) / 16 * 16;
-  const size_t partial_bytes = sizeof(float2) * size_t(row_blocks) * d.channels;
-  const size_t local = sync ? 2 * size_t(d.channels) : 0;
-  runtime::Buffer scratch(runtime::MemoryKind::kDevice, coefficient_bytes + partial_bytes + sizeof(double) * 2 * local,
-                          stream);
-  float* coefficients = static_cast<float*>(scratch.data());
-  float2* partials = reinterpret_cast<float2*>(static_cast<char*>(scratch.data()) + coefficient_bytes);
-  double* sums = sync
-                     ? reinterpret_cast<double*>(static_cast<char*>(scratch.data()) + coefficient_bytes + partial_bytes)
-                     : nullptr;
-  if (vectorized) {
-    backward_partials_vec_kernel<<<vec.grid(), kThreads, 0, stream>>>(
-        d.channels, vec.rows, vec.groups, reinterpret_cast<const __nv_bfloat16*>(x), relu_mask,
-        reinterpret_cast<const __nv_bfloat16*>(dy), relu, saved_mean, saved_inv_std, partials);
-  } else if (quads) {
-    backward_partials_quad_kernel<<<quad.grid(), kThreads, 0, stream>>>(
-        quad.ix, quad.quads, reinterpret_cast<const float*>(x), relu_mask, reinterpret_cast<const float*>(dy), relu,
-        saved_mean, saved_inv_std, partials);
-  } else {
-    backward_partials_kernel<<<launch.grid(), kThreads, 0, stream>>>(
-        launch.ix, launch.rows, launch.channels_per_block, x, relu_mask, dy, relu, saved_mean, saved_inv_std, partials);
-  }
-  finalize_backward_kernel<<<(d.channels + kFinalizeChannels - 1) / kFinalizeChannels,
-                             kFinalizeChannels * kFinalizeLanes, 0, stream>>>(
-      d.channels, row_blocks, static_cast<double>(rows), partials, gamma, saved_inv_std, dgamma, dbeta, coefficients,
-      sums);
-  if (sync) {
-    double group_rows = 0;
-    round_trip(stream, sums, local, 2 * local, [&](std::vector<double>& host) {
-      // [sum(dy') | sum(dy' * xhat) | rows] added over the group, after this rank's own sums.
-      std::vector<double> group_sums(host.begin(), host.begin() + static_cast<long>(local));
-      group_sums.push_back(static_cast<double>(rows));
-      sum_over_group(*group, group_sums.data(), group_sums.size());
-      std::copy(group_sums.begin(), group_sums.begin() + static_cast<long>(local),
-                host.begin() + static_cast<long>(local));
-      group_rows = group_sums.back();
-    });
-    group_backward_kernel<<<(d.channels + 127) / 128, 128, 0, stream>>>(d.channels, group_rows, sums, gamma,
-                                                                        saved_inv_std, dgamma, dbeta, coefficients);
-  }
-  const int64_t n = rows * d.channels;
-  if (vectorized) {
-    backward_apply_vec_kernel<<<one_wave_grid(kernel_address(backward_apply_vec_kernel), kThreads, n / kVec), kThreads,
-                                0, stream>>>(
-        d.channels, n / kVec, reinterpret_cast<const __nv_bfloat16*>(x), relu_mask,
-        reinterpret_cast<const __nv_bfloat16*>(dy), relu, saved_mean, saved_inv_std, coefficients,
-        reinterpret_cast<__nv_bfloat16*>(dx_host_type), reinterpret_cast<__nv_bfloat16*>(dresidual_host_type));
-    DTRAIN_CUDA_CHECK(cudaGetLastError()) << "batch norm backward kernels";
-    return;
-  }
-  if (quads) {
-    backward_apply_quad_kernel<<<one_wave_grid(kernel_address(backward_apply_quad_kernel), kThreads, n / kQuad),
-                                 kThreads, 0, stream>>>(
-        quad.ix, n / kQuad, reinterpret_cast<const float*>(x), relu_mask, reinterpret_cast<const float*>(dy), relu,
-        saved_mean, saved_inv_std, coefficients, reinterpret_cast<float*>(dx_host_type),
-        reinterpret_cast<float*>(dresidual_host_type));
-    DTRAIN_CUDA_CHECK(cudaGetLastError()) << "batch norm backward kernels";
-    return;
-  }
-  backward_apply_kernel<D>
-      <<<one_wave_grid(kernel_address(backward_apply_kernel<D>), kThreads, n), kThreads, 0, stream>>>(
-          launch.ix, n, x, relu_mask, dy, relu, saved_mean, saved_inv_std, coefficients,
-          reinterpret_cast<D*>(dx_host_type), reinterpret_cast<D*>(dresidual_host_type));
-  DTRAIN_CUDA_CHECK(cudaGetLastError()) << "batch norm backward kernels";
+  const Backward args{x, relu_mask, dy, gamma, saved_mean, saved_inv_std, relu, dx, dresidual, dgamma, dbeta};
+  with_widest_vectors<DeviceTypeOf<T>>(d, {x, dy, dx, dresidual}, {saved_mean, saved_inv_std},
+                                       [&](const auto& v) { backward(v, stream, d, args, group); });
 }
 
 #define DTRAIN_INSTANTIATE(T)                                                                                         \

@@ -23,16 +23,13 @@
 #include <cstdint>
 
 #include "models/batch_stats_reducer.h"
+#include "models/cpu/batch_norm.h"
 
 namespace dtrain::models::cuda {
 
-struct BatchNormDims {
-  int batch = 1;
-  int channels = 1;
-  int64_t spatial = 1;         // H * W
+// The CPU reference's shape (batch, channels, H * W, eps, momentum) and the activations' layout.
+struct BatchNormDims : cpu::BatchNormShape {
   bool channels_last = false;  // NHWC (else NCHW)
-  double eps = 1e-5;
-  double momentum = 0.1;
 };
 
 // The bytes of a ReLU mask over `elements` activations: one bit each, in 32-bit words.

@@ -4,19 +4,14 @@
 
 #include <algorithm>
 #include <array>
-#include <cctype>
 #include <cstdint>
 #include <exception>
 #include <map>
-#include <mutex>
-#include <optional>
-#include <tuple>
+#include <memory>
 #include <vector>
 
-#include "models/conv_plan_file.h"
-#include "runtime/base/env.h"
-#include "runtime/base/log.h"
 #include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/stream.h"
 
 // The operation graph and the plan still take the handle in cuDNN 9 (deprecated there in favour of
 // the handle given at execution, which the plan we run also gets).
@@ -31,105 +26,6 @@ constexpr int kMaxHeuristicResults = 64;
 constexpr int kMeasuredFromModeA = 12;    // cuDNN's best-predicted configurations measured
 constexpr int kMeasuredFromFallback = 4;  // plus the first of its fallback list
 constexpr int kTimedRuns = 3;
-
-using Key = std::tuple<int, int, int, int, int, int, int, int, int, int, int, int, bool, int, bool, int>;
-
-Key key_tuple(const ConvPlanKey& k, int device) {
-  const Conv2dShape& g = k.geometry;
-  return {g.batch,        g.in_channels,
-          g.in_h,         g.in_w,
-          g.out_channels, g.kernel_h,
-          g.kernel_w,     g.stride_h,
-          g.stride_w,     g.pad_h,
-          g.pad_w,        static_cast<int>(k.numerics),
-          k.allow_tf32,   static_cast<int>(k.pass),
-          k.accumulate,   device};
-}
-
-std::mutex cache_mutex;
-size_t plans_measured = 0;  // guarded by cache_mutex
-size_t plans_loaded = 0;    // guarded by cache_mutex
-std::map<Key, std::shared_ptr<const ConvPlan>>& plan_cache() {
-  static auto* cache = new std::map<Key, std::shared_ptr<const ConvPlan>>;  // outlives every static destructor
-  return *cache;
-}
-
-// The plan file of one device: its path ("" when the cache is off), the first line that says which
-// GPU and cuDNN wrote it, and the plans it held when read plus the ones this process measured.
-struct PlanFile {
-  std::string path, header;
-  StoredConvPlans plans;
-  bool warned = false;     // a failed write is reported once
-  bool announced = false;  // and so is the first measurement
-};
-
-std::optional<std::string>& folder_override() {  // set by reset_conv_plan_cache; guarded by cache_mutex
-  static auto* folder = new std::optional<std::string>;
-  return *folder;
-}
-
-std::map<int, PlanFile>& plan_files() {  // by device; guarded by cache_mutex
-  static auto* files = new std::map<int, PlanFile>;
-  return *files;
-}
-
-std::string plan_folder() {
-  if (folder_override()) return *folder_override();
-  if (const auto folder = runtime::env_string("DTRAIN_PLAN_CACHE")) return *folder == "off" ? "" : *folder;
-  if (const auto xdg = runtime::env_string("XDG_CACHE_HOME")) return *xdg + "/dtrain";
-  if (const auto home = runtime::env_string("HOME")) return *home + "/.cache/dtrain";
-  return "";
-}
-
-// The device's plan file, read on first use. Plans depend on the GPU model (name, compute
-// capability, SM count) and the cuDNN version: both name the file and fill its first line, so a
-// file from another GPU or library is never used (and not overwritten).
-PlanFile& plan_file(int device) {
-  auto found = plan_files().find(device);
-  if (found != plan_files().end()) return found->second;
-  PlanFile file;  // filled before it enters the map: a failure here leaves no half-made entry
-  const std::string folder = plan_folder();
-  if (!folder.empty()) {
-    cudaDeviceProp prop{};
-    DTRAIN_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
-    const std::string gpu(prop.name);
-    std::string safe_gpu;
-    for (char c : gpu) safe_gpu += std::isalnum(static_cast<unsigned char>(c)) || c == '-' ? c : '_';
-    const std::string sm = std::to_string(prop.major) + std::to_string(prop.minor);
-    const std::string sms = std::to_string(prop.multiProcessorCount);
-    const std::string cudnn = std::to_string(cudnnGetVersion());
-    file.path = folder + "/conv_plans_" + safe_gpu + "_sm" + sm + "_" + sms + "sms_cudnn" + cudnn + ".txt";
-    // "format 1": bump when the numerics filter or the line format changes.
-    file.header = "# dtrain convolution plans, format 1: " + gpu + ", sm_" + sm + ", " + sms + " SMs, cuDNN " + cudnn;
-    file.plans = read_conv_plan_file(file.path, file.header);
-    if (!file.plans.empty()) {
-      DTRAIN_LOG0(kInfo) << file.plans.size() << " convolution plans measured earlier on this GPU model are in "
-                         << file.path << " (DTRAIN_PLAN_CACHE=off ignores them)";
-    }
-  }
-  return plan_files().emplace(device, std::move(file)).first->second;
-}
-
-// The text that names a plan in the file: numerics, pass, beta and shape.
-std::string key_text(const ConvPlanKey& k) {
-  const Conv2dShape& g = k.geometry;
-  std::string text = k.numerics == ConvNumerics::kBf16Nhwc ? "bf16nhwc" : k.allow_tf32 ? "fp32nchw-tf32" : "fp32nchw";
-  text += std::string("/") + conv_pass_name(k.pass) + (k.accumulate ? "/beta1/" : "/beta0/");
-  for (auto [letter, value] : {std::pair{'n', g.batch},
-                               {'c', g.in_channels},
-                               {'h', g.in_h},
-                               {'w', g.in_w},
-                               {'k', g.out_channels},
-                               {'r', g.kernel_h},
-                               {'s', g.kernel_w},
-                               {'u', g.stride_h},
-                               {'v', g.stride_w},
-                               {'p', g.pad_h},
-                               {'q', g.pad_w}}) {
-    text += letter + std::to_string(value);
-  }
-  return text;
-}
 
 // Plans are built on a handle of the cache's own, one per device, that lives as long as the
 // process: a cached plan must not refer to a caller's handle that a finished layer destroyed.
@@ -399,22 +295,20 @@ std::shared_ptr<ConvPlan> rebuild(cudnnHandle_t handle, const ConvPlanKey& k, co
     return nullptr;
   }
 }
+// Device memory straight from cudaMalloc, freed when it goes. Not a runtime::Buffer: the caching
+// allocator would keep a measuring workspace (up to 1 GiB, of a size no layer asks for again)
+// after the search, and the free memory that later searches take their workspace limit from
+// would shrink with every shape measured.
+struct FreeDeviceMemory {
+  void operator()(void* p) const noexcept { cudaFree(p); }
+};
+using DeviceMemory = std::unique_ptr<void, FreeDeviceMemory>;
 
-// Whether `plan` runs on `o`: a stored plan that builds may still fail to execute, and must not take
-// the job down when measuring would have skipped it. Writes the output operand, as measuring does.
-bool runs(cudnnHandle_t handle, const ConvPlan& plan, const ConvOperands& o) {
-  cudaStream_t stream = nullptr;
-  DTRAIN_CUDNN_CHECK(cudnnGetStream(handle, &stream));
-  void* workspace = nullptr;
-  if (plan.workspace_bytes > 0 && cudaMalloc(&workspace, static_cast<size_t>(plan.workspace_bytes)) != cudaSuccess) {
-    cudaGetLastError();  // clears the failed allocation's error
-    return false;
-  }
-  const BackendDescriptor pack = variant_pack(o, workspace);
-  const bool ok = cudnnBackendExecute(handle, plan.plan.get(), pack.get()) == CUDNN_STATUS_SUCCESS &&
-                  cudaStreamSynchronize(stream) == cudaSuccess;
-  cudaFree(workspace);
-  return ok;
+// `bytes` (none for 0) and the allocation's status.
+DeviceMemory allocate(int64_t bytes, cudaError_t& status) {
+  void* p = nullptr;
+  status = bytes > 0 ? cudaMalloc(&p, static_cast<size_t>(bytes)) : cudaSuccess;
+  return DeviceMemory(p);
 }
 
 // Median of kTimedRuns runs after one untimed run, or a negative time when the plan fails to run.
@@ -423,33 +317,25 @@ float time_plan(cudnnHandle_t handle, cudaStream_t stream, const ConvPlan& plan,
   const BackendDescriptor pack = variant_pack(o, workspace);
   if (cudnnBackendExecute(handle, plan.plan.get(), pack.get()) != CUDNN_STATUS_SUCCESS) return -1;
   if (cudaStreamSynchronize(stream) != cudaSuccess) return -1;
-  cudaEvent_t start = nullptr, stop = nullptr;
-  DTRAIN_CUDA_CHECK(cudaEventCreate(&start));
-  DTRAIN_CUDA_CHECK(cudaEventCreate(&stop));
+  runtime::CudaEvent start(/*timing=*/true), stop(/*timing=*/true);
   std::array<float, kTimedRuns> ms{};
   bool ok = true;
   for (float& t : ms) {
-    DTRAIN_CUDA_CHECK(cudaEventRecord(start, stream));
+    start.record(stream);
     ok = ok && cudnnBackendExecute(handle, plan.plan.get(), pack.get()) == CUDNN_STATUS_SUCCESS;
-    DTRAIN_CUDA_CHECK(cudaEventRecord(stop, stream));
-    DTRAIN_CUDA_CHECK(cudaEventSynchronize(stop));
-    DTRAIN_CUDA_CHECK(cudaEventElapsedTime(&t, start, stop));
+    stop.record(stream);
+    stop.synchronize();
+    t = stop.elapsed_ms_since(start);
   }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
   std::sort(ms.begin(), ms.end());
   return ok ? ms[kTimedRuns / 2] : -1;
 }
 
-std::shared_ptr<const ConvPlan> measure(cudnnHandle_t caller, const ConvPlanKey& k, const ConvOperands& o, int device) {
-  cudaStream_t stream = nullptr;
-  DTRAIN_CUDNN_CHECK(cudnnGetStream(caller, &stream));
-  const cudnnHandle_t handle = planning_handle(device);
-  DTRAIN_CUDNN_CHECK(cudnnSetStream(handle, stream));
-  const BackendDescriptor graph = operation_graph(handle, k);
-  const size_t limit = workspace_limit();
-
-  std::vector<Candidate> candidates;
+// cuDNN's candidates for `k` that pass the numerics filter and fit `limit`: the first
+// kMeasuredFromModeA of heuristic mode A, then the first kMeasuredFromFallback of its fallback list.
+std::vector<Candidate> candidates(cudnnHandle_t handle, const ConvPlanKey& k, const BackendDescriptor& graph,
+                                  size_t limit) {
+  std::vector<Candidate> found;
   for (auto [mode, wanted] :
        {std::pair{CUDNN_HEUR_MODE_A, kMeasuredFromModeA}, std::pair{CUDNN_HEUR_MODE_FALLBACK, kMeasuredFromFallback}}) {
     int taken = 0;
@@ -460,32 +346,14 @@ std::shared_ptr<const ConvPlan> measure(cudnnHandle_t caller, const ConvPlanKey&
       Candidate c = plan_for(handle, config, facts.index, limit);
       if (!c.usable) continue;
       c.plan.knobs = knob_choices(config);
-      candidates.push_back(std::move(c));
+      found.push_back(std::move(c));
       ++taken;
     }
   }
-  DTRAIN_CHECK(!candidates.empty()) << "cuDNN offers no deterministic " << conv_pass_name(k.pass)
-                                    << " engine for convolution " << k.geometry.describe() << " within "
-                                    << (limit >> 20) << " MiB of workspace";
-
-  int64_t most = 0;
-  for (const Candidate& c : candidates) most = std::max(most, c.plan.workspace_bytes);
-  void* workspace = nullptr;
-  DTRAIN_CUDA_CHECK(cudaStreamSynchronize(stream)) << "before measuring convolution plans";  // inputs are ready
-  if (most > 0) DTRAIN_CUDA_CHECK(cudaMalloc(&workspace, static_cast<size_t>(most))) << "workspace for measuring";
-  int best = -1;
-  for (size_t i = 0; i < candidates.size(); ++i) {
-    candidates[i].plan.measured_ms = time_plan(handle, stream, candidates[i].plan, o, workspace);
-    if (candidates[i].plan.measured_ms < 0) continue;
-    if (best < 0 || candidates[i].plan.measured_ms < candidates[static_cast<size_t>(best)].plan.measured_ms)
-      best = static_cast<int>(i);
-  }
-  cudaFree(workspace);
-  DTRAIN_CHECK(best >= 0) << "none of the " << candidates.size() << " cuDNN plans for " << conv_pass_name(k.pass)
-                          << " of convolution " << k.geometry.describe() << " ran";
-  auto chosen = std::make_shared<ConvPlan>(std::move(candidates[static_cast<size_t>(best)].plan));
-  chosen->candidates = static_cast<int>(candidates.size());
-  return chosen;
+  DTRAIN_CHECK(!found.empty()) << "cuDNN offers no deterministic " << conv_pass_name(k.pass)
+                               << " engine for convolution " << k.geometry.describe() << " within " << (limit >> 20)
+                               << " MiB of workspace";
+  return found;
 }
 
 }  // namespace
@@ -499,59 +367,52 @@ const char* conv_pass_name(ConvPass pass) {
   return "?";
 }
 
-std::shared_ptr<const ConvPlan> conv_plan(cudnnHandle_t handle, const ConvPlanKey& key,
-                                          const ConvOperands& measure_on) {
-  int device = 0;
-  DTRAIN_CUDA_CHECK(cudaGetDevice(&device));
-  const Key k = key_tuple(key, device);
-  std::lock_guard<std::mutex> lock(cache_mutex);
-  auto found = plan_cache().find(k);
-  if (found == plan_cache().end()) {
-    PlanFile& file = plan_file(device);
-    const std::string text = key_text(key);
-    std::shared_ptr<const ConvPlan> plan;
-    if (const auto stored = file.plans.find(text); stored != file.plans.end()) {
-      std::shared_ptr<const ConvPlan> rebuilt =
-          rebuild(planning_handle(device), key, stored->second, workspace_limit());
-      if (rebuilt != nullptr && runs(handle, *rebuilt, measure_on)) plan = std::move(rebuilt);
-    }
-    if (plan != nullptr) {
-      ++plans_loaded;
-    } else {
-      if (!file.announced) {
-        file.announced = true;
-        DTRAIN_LOG0(kInfo) << "measuring cuDNN plans for the convolutions not measured before on this GPU model "
-                           << "(ResNet-50: about a minute, once); "
-                           << (file.path.empty()
-                                   ? std::string("not kept: no plan folder (DTRAIN_PLAN_CACHE=off, or neither "
-                                                 "XDG_CACHE_HOME nor HOME set)")
-                                   : "kept in " + file.path + " for later runs");
-      }
-      plan = measure(handle, key, measure_on, device);
-      ++plans_measured;
-      if (!file.path.empty()) {
-        file.plans[text] = StoredConvPlan{plan->engine, plan->knobs, plan->measured_ms};
-        // Other processes may have added plans since this one read the file: keep theirs too.
-        StoredConvPlans merged = read_conv_plan_file(file.path, file.header);
-        for (const auto& [name, stored] : file.plans) merged[name] = stored;
-        std::string error;
-        if (!write_conv_plan_file(file.path, file.header, merged, &error) && !file.warned) {
-          file.warned = true;
-          DTRAIN_LOG(kWarn) << "convolution plans are not kept for later runs: " << error
-                            << " (DTRAIN_PLAN_CACHE names another folder, or off)";
-        }
-      }
-    }
-    found = plan_cache().emplace(k, std::move(plan)).first;
+std::shared_ptr<const ConvPlan> measure_conv_plan(cudnnHandle_t caller, const ConvPlanKey& k, const ConvOperands& o,
+                                                  int device) {
+  cudaStream_t stream = nullptr;
+  DTRAIN_CUDNN_CHECK(cudnnGetStream(caller, &stream));
+  const cudnnHandle_t handle = planning_handle(device);
+  DTRAIN_CUDNN_CHECK(cudnnSetStream(handle, stream));
+  const BackendDescriptor graph = operation_graph(handle, k);
+  std::vector<Candidate> found = candidates(handle, k, graph, workspace_limit());
+
+  int64_t most = 0;
+  for (const Candidate& c : found) most = std::max(most, c.plan.workspace_bytes);
+  DTRAIN_CUDA_CHECK(cudaStreamSynchronize(stream)) << "before measuring convolution plans";  // inputs are ready
+  cudaError_t status = cudaSuccess;
+  const DeviceMemory workspace = allocate(most, status);
+  DTRAIN_CUDA_CHECK(status) << "workspace for measuring";
+  int best = -1;
+  for (size_t i = 0; i < found.size(); ++i) {
+    found[i].plan.measured_ms = time_plan(handle, stream, found[i].plan, o, workspace.get());
+    if (found[i].plan.measured_ms < 0) continue;
+    if (best < 0 || found[i].plan.measured_ms < found[static_cast<size_t>(best)].plan.measured_ms)
+      best = static_cast<int>(i);
   }
-  // DTRAIN_LOG_LEVEL=debug lists each layer's pass with its measured time (once per layer, cached
-  // shapes included): summed over a model, the convolutions' share of a step.
-  DTRAIN_LOG(kDebug) << "cuDNN " << conv_pass_name(key.pass) << " " << key.geometry.describe() << ": engine "
-                     << found->second->engine << " " << found->second->measured_ms << " ms ("
-                     << (found->second->candidates > 0 ? "best of " + std::to_string(found->second->candidates)
-                                                       : std::string("from the plan file"))
-                     << ")";
-  return found->second;
+  DTRAIN_CHECK(best >= 0) << "none of the " << found.size() << " cuDNN plans for " << conv_pass_name(k.pass)
+                          << " of convolution " << k.geometry.describe() << " ran";
+  auto chosen = std::make_shared<ConvPlan>(std::move(found[static_cast<size_t>(best)].plan));
+  chosen->candidates = static_cast<int>(found.size());
+  return chosen;
+}
+
+std::shared_ptr<const ConvPlan> rebuild_conv_plan(const ConvPlanKey& key, const StoredConvPlan& stored, int device) {
+  const size_t limit = workspace_limit();  // before the planning handle, whose creation takes device memory
+  return rebuild(planning_handle(device), key, stored, limit);
+}
+
+bool conv_plan_runs(cudnnHandle_t handle, const ConvPlan& plan, const ConvOperands& o) {
+  cudaStream_t stream = nullptr;
+  DTRAIN_CUDNN_CHECK(cudnnGetStream(handle, &stream));
+  cudaError_t status = cudaSuccess;
+  const DeviceMemory workspace = allocate(plan.workspace_bytes, status);
+  if (status != cudaSuccess) {
+    cudaGetLastError();  // clears the failed allocation's error
+    return false;
+  }
+  const BackendDescriptor pack = variant_pack(o, workspace.get());
+  return cudnnBackendExecute(handle, plan.plan.get(), pack.get()) == CUDNN_STATUS_SUCCESS &&
+         cudaStreamSynchronize(stream) == cudaSuccess;
 }
 
 void run_conv_plan(cudnnHandle_t handle, const ConvPlan& plan, const ConvOperands& operands, void* workspace) {
@@ -561,30 +422,6 @@ void run_conv_plan(cudnnHandle_t handle, const ConvPlan& plan, const ConvOperand
   }
   const BackendDescriptor pack = variant_pack(operands, workspace);
   DTRAIN_CUDNN_CHECK(cudnnBackendExecute(handle, plan.plan.get(), pack.get()));
-}
-
-size_t conv_plans_measured() {
-  std::lock_guard<std::mutex> lock(cache_mutex);
-  return plans_measured;
-}
-
-size_t conv_plans_loaded() {
-  std::lock_guard<std::mutex> lock(cache_mutex);
-  return plans_loaded;
-}
-
-std::string conv_plan_file_path() {
-  int device = 0;
-  DTRAIN_CUDA_CHECK(cudaGetDevice(&device));
-  std::lock_guard<std::mutex> lock(cache_mutex);
-  return plan_file(device).path;
-}
-
-void reset_conv_plan_cache(const std::optional<std::string>& folder) {
-  std::lock_guard<std::mutex> lock(cache_mutex);
-  plan_cache().clear();
-  plan_files().clear();
-  folder_override() = folder;
 }
 
 }  // namespace dtrain::models::cuda

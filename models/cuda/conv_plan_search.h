@@ -1,10 +1,11 @@
 #pragma once
-// cuDNN execution plans for one convolution pass, chosen by measurement through the graph
-// (backend) API: cuDNN's heuristics (mode A, then the fallback list) propose engine
-// configurations; each one that finalizes, fits the workspace limit and passes the numerics filter
-// runs on the caller's real buffers, and the fastest is kept in a process-wide cache, per shape,
-// numerics, pass and beta. The legacy cudnnFind API reaches fewer engines: on Hopper it misses
-// most of the sm90 warp-group kernels PyTorch's benchmark mode picks (bench/results/2026-11-24_h100).
+// The search for cuDNN execution plans of one convolution pass, through the graph (backend) API:
+// cuDNN's heuristics (mode A, then the fallback list) propose engine configurations; each one that
+// finalizes, fits the workspace limit and passes the numerics filter runs on the caller's real
+// buffers, and the fastest wins. The legacy cudnnFind API reaches fewer engines: on Hopper it
+// misses most of the sm90 warp-group kernels PyTorch's benchmark mode picks
+// (bench/results/2026-11-24_h100). The process-wide cache and the plan file around the search
+// are conv_plan_cache.h.
 //
 // Numerics filter:
 //   - no engine that converts inputs down (fp32 to fp16/bf16) or, for fp32 without TF32, that
@@ -15,22 +16,19 @@
 //     allowed, as in PyTorch;
 //   - no engine that compiles at run time (its first call costs seconds of NVRTC).
 //
-// Measured plans are also kept on disk (models/conv_plan_file.h), one file per GPU model and cuDNN
-// version, in $DTRAIN_PLAN_CACHE (a folder; "off" for none), by default $XDG_CACHE_HOME/dtrain or
-// ~/.cache/dtrain. A later process rebuilds a stored plan from its engine and knobs instead of
-// measuring (ResNet-50's ~50 s of measuring at the first step), runs it once, and falls back to
-// measuring when the stored plan does not build, passes the filter no more, wants more workspace
-// than now fits, or fails to run.
+// The workspace limit is a quarter of the device's free memory, at most 1 GiB. Plans are built on
+// a cuDNN handle of the search's own per device, alive as long as the process, so that a cached
+// plan never refers to a handle a finished layer destroyed.
 #include <cudnn.h>
 
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "models/conv2d_shape.h"
+#include "models/conv_plan_file.h"
 #include "models/cuda/conv_numerics.h"
 #include "models/cuda/cudnn_backend.h"
 
@@ -63,22 +61,24 @@ struct ConvPlanKey {
   bool accumulate = false;  // beta 1: the output is added to (backward data of a residual join)
 };
 
-// The cached plan of `key`, measuring on `measure_on` first when this process has none. Measuring
-// writes the pass's output operand, and synchronizes the handle's stream.
-std::shared_ptr<const ConvPlan> conv_plan(cudnnHandle_t handle, const ConvPlanKey& key, const ConvOperands& measure_on);
+// Measures the candidates for `key` on `measure_on` (writing the pass's output operand) on the
+// stream of `caller`, which it synchronizes, and returns the fastest, with `candidates` set.
+// `device` is the current device: the search's own handle for it builds the plans. Throws when no candidate passes the
+// filter within the workspace limit, or none runs.
+std::shared_ptr<const ConvPlan> measure_conv_plan(cudnnHandle_t caller, const ConvPlanKey& key,
+                                                  const ConvOperands& measure_on, int device);
+
+// The plan a file stored for `key`, built from its engine and knobs without measuring; nullptr when
+// this cuDNN does not build it any more, the numerics filter refuses it, or it wants more workspace
+// than the limit (the caller measures then). `device`: as for measure_conv_plan.
+std::shared_ptr<const ConvPlan> rebuild_conv_plan(const ConvPlanKey& key, const StoredConvPlan& stored, int device);
+
+// Whether `plan` runs on `operands` (writing the output operand, as measuring does) on the handle's
+// stream, which it synchronizes: a stored plan that builds may still fail to execute, and must not
+// take the job down when measuring would have skipped it.
+bool conv_plan_runs(cudnnHandle_t handle, const ConvPlan& plan, const ConvOperands& operands);
 
 // Queues `plan` on the handle's stream. workspace: at least plan.workspace_bytes of device memory.
 void run_conv_plan(cudnnHandle_t handle, const ConvPlan& plan, const ConvOperands& operands, void* workspace);
-
-// How many plans this process has measured (each key once), and how many it rebuilt from the file.
-size_t conv_plans_measured();
-size_t conv_plans_loaded();
-
-// The file this process keeps plans in for the current GPU ("" when the cache is off).
-std::string conv_plan_file_path();
-
-// Forgets every plan in memory and keeps plans in `folder` from now on ("" for no file; nullopt:
-// the folder the environment names): what a new process would do. For tests.
-void reset_conv_plan_cache(const std::optional<std::string>& folder);
 
 }  // namespace dtrain::models::cuda

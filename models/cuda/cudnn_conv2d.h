@@ -4,7 +4,7 @@
 // bf16 NHWC (the fast path; fp32 accumulation).
 //
 // Each pass runs a cuDNN graph-API execution plan chosen once per shape by measurement, from a
-// process-wide cache (conv_plan_search.h), so every layer of the same shape, and every later step,
+// process-wide cache (conv_plan_cache.h), so every layer of the same shape, and every later step,
 // reuses it without measuring again. Workspaces are device Buffers (the caching allocator) on the
 // handle's stream. The first call of a shape measures (and so synchronizes the stream); later
 // calls only queue work.
@@ -15,7 +15,7 @@
 
 #include "models/conv2d_shape.h"
 #include "models/cuda/conv_numerics.h"
-#include "models/cuda/conv_plan_search.h"
+#include "models/cuda/conv_plan_cache.h"
 #include "runtime/memory/buffer.h"
 
 namespace dtrain::models::cuda {

@@ -64,7 +64,7 @@ void DeviceParameters::upload_flat(const float* standard, float* device_dst) {
   runtime::DeviceGuard on(context_.device());
   const std::vector<float> staged = in_device_layout(standard);
   // Stream-ordered, then waited for: a plain cudaMemcpy from pageable memory may return before its
-  // DMA has landed, and kernels on a non-blocking stream would not wait for it (issue 14).
+  // DMA has landed, and kernels on a non-blocking stream would not wait for it.
   DTRAIN_CUDA_CHECK(cudaMemcpyAsync(device_dst, staged.data(), staged.size() * sizeof(float), cudaMemcpyHostToDevice,
                                     context_.stream()));
   DTRAIN_CUDA_CHECK(cudaStreamSynchronize(context_.stream()));

@@ -1,4 +1,5 @@
 #include "models/cuda/elementwise.h"
+#include "models/cuda/elementwise_launch.cuh"
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/device_elements.cuh"
 
@@ -6,7 +7,6 @@ namespace dtrain::models::cuda {
 namespace {
 
 using runtime::cuda::DeviceTypeOf;
-using runtime::cuda::elementwise_grid;
 using runtime::cuda::kElementwiseThreads;
 using runtime::cuda::load;
 using runtime::cuda::store;
@@ -60,8 +60,7 @@ void add_bias_rows(cudaStream_t stream, int rows, int cols, const float* bias, T
   const int64_t n = int64_t{rows} * cols;
   if (n == 0) return;
   using D = DeviceTypeOf<T>;
-  add_bias_kernel<D><<<elementwise_grid(n), kElementwiseThreads, 0, stream>>>(n, cols, bias, reinterpret_cast<D*>(y));
-  DTRAIN_CUDA_CHECK(cudaGetLastError()) << "bias add";
+  launch_elementwise(add_bias_kernel<D>, n, stream, "bias add", n, cols, bias, reinterpret_cast<D*>(y));
 }
 
 template <typename T>
@@ -77,26 +76,22 @@ template <typename T>
 void relu_forward(cudaStream_t stream, int64_t count, const T* x, const T* residual, T* y) {
   if (count == 0) return;
   using D = DeviceTypeOf<T>;
-  relu_forward_kernel<D><<<elementwise_grid(count), kElementwiseThreads, 0, stream>>>(
-      count, reinterpret_cast<const D*>(x), reinterpret_cast<const D*>(residual), reinterpret_cast<D*>(y));
-  DTRAIN_CUDA_CHECK(cudaGetLastError()) << "relu forward";
+  launch_elementwise(relu_forward_kernel<D>, count, stream, "relu forward", count, reinterpret_cast<const D*>(x),
+                     reinterpret_cast<const D*>(residual), reinterpret_cast<D*>(y));
 }
 
 template <typename T>
 void relu_backward(cudaStream_t stream, int64_t count, const T* y, const T* dy, T* dx, T* dresidual) {
   if (count == 0) return;
   using D = DeviceTypeOf<T>;
-  relu_backward_kernel<D><<<elementwise_grid(count), kElementwiseThreads, 0, stream>>>(
-      count, reinterpret_cast<const D*>(y), reinterpret_cast<const D*>(dy), reinterpret_cast<D*>(dx),
-      reinterpret_cast<D*>(dresidual));
-  DTRAIN_CUDA_CHECK(cudaGetLastError()) << "relu backward";
+  launch_elementwise(relu_backward_kernel<D>, count, stream, "relu backward", count, reinterpret_cast<const D*>(y),
+                     reinterpret_cast<const D*>(dy), reinterpret_cast<D*>(dx), reinterpret_cast<D*>(dresidual));
 }
 
 void widen_bf16(cudaStream_t stream, int64_t count, const runtime::bfloat16* src, float* dst) {
   if (count == 0) return;
-  widen_kernel<<<elementwise_grid(count), kElementwiseThreads, 0, stream>>>(
-      count, reinterpret_cast<const __nv_bfloat16*>(src), dst);
-  DTRAIN_CUDA_CHECK(cudaGetLastError()) << "bf16 -> fp32";
+  launch_elementwise(widen_kernel, count, stream, "bf16 -> fp32", count, reinterpret_cast<const __nv_bfloat16*>(src),
+                     dst);
 }
 
 template void relu_forward<float>(cudaStream_t, int64_t, const float*, const float*, float*);

@@ -144,7 +144,7 @@ const runtime::Tensor& GpuNormAct::forward(const runtime::Tensor& x, const runti
       relu_forward(context_.stream(), x.numel(), as<T>(x), res, as<T>(output_));
       return;
     }
-    const BatchNormDims dims{static_cast<int>(x.shape()[0]), channels_, x.shape()[2] * x.shape()[3],
+    const BatchNormDims dims{{static_cast<int>(x.shape()[0]), channels_, x.shape()[2] * x.shape()[3]},
                              context_.channels_last()};
     if (training) {
       batch_norm_forward_train(context_.stream(), dims, as<T>(x), params_.param(gamma_), params_.param(beta_), res,
@@ -174,7 +174,7 @@ const runtime::Tensor& GpuNormAct::backward(const runtime::Tensor& dy, runtime::
       relu_backward(context_.stream(), dy.numel(), as<T>(output_), as<T>(dy), as<T>(dx_), dres);
       return;
     }
-    const BatchNormDims dims{static_cast<int>(dy.shape()[0]), channels_, dy.shape()[2] * dy.shape()[3],
+    const BatchNormDims dims{{static_cast<int>(dy.shape()[0]), channels_, dy.shape()[2] * dy.shape()[3]},
                              context_.channels_last()};
     batch_norm_backward(context_.stream(), dims, as<T>(*input_), static_cast<const uint8_t*>(relu_mask_.data()),
                         as<T>(dy), params_.param(gamma_), static_cast<const float*>(saved_mean_.data()),

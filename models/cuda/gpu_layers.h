@@ -41,7 +41,6 @@ class GpuConv2d {
   void backward_data(const runtime::Tensor& dy, runtime::Tensor& dx, bool accumulate);
   // Both, the input gradient into the layer's own tensor.
   const runtime::Tensor& backward(const runtime::Tensor& dy);
-  const runtime::Shape& input_shape() const { return input_->shape(); }
   void release_input_gradient() { dx_ = runtime::Tensor(); }
 
  private:

@@ -2,16 +2,14 @@
 #include <initializer_list>
 #include <type_traits>
 
+#include "models/cuda/elementwise_launch.cuh"
 #include "models/cuda/pooling.h"
-#include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/device_elements.cuh"
 
 namespace dtrain::models::cuda {
 namespace {
 
 using runtime::cuda::DeviceTypeOf;
-using runtime::cuda::elementwise_grid;
-using runtime::cuda::kElementwiseThreads;
 using runtime::cuda::load;
 using runtime::cuda::store;
 
@@ -241,16 +239,13 @@ void max_pool_forward(cudaStream_t stream, const cpu::PoolShape& shape, bool cha
   using D = DeviceTypeOf<T>;
   if (vectorizable<T>(shape, channels_last, {x, y, argmax})) {
     const int64_t vectors = n / kPoolVec;
-    max_pool_forward_vec_kernel<<<elementwise_grid(vectors), kElementwiseThreads, 0, stream>>>(
-        shape, shape.out_h(), shape.out_w(), reinterpret_cast<const __nv_bfloat16*>(x),
-        reinterpret_cast<__nv_bfloat16*>(y), argmax);
-    DTRAIN_CUDA_CHECK(cudaGetLastError()) << "max pool forward";
+    launch_elementwise(max_pool_forward_vec_kernel, vectors, stream, "max pool forward", shape, shape.out_h(),
+                       shape.out_w(), reinterpret_cast<const __nv_bfloat16*>(x), reinterpret_cast<__nv_bfloat16*>(y),
+                       argmax);
     return;
   }
-  max_pool_forward_kernel<D><<<elementwise_grid(n), kElementwiseThreads, 0, stream>>>(
-      shape, shape.out_h(), shape.out_w(), channels_last, reinterpret_cast<const D*>(x), reinterpret_cast<D*>(y),
-      argmax);
-  DTRAIN_CUDA_CHECK(cudaGetLastError()) << "max pool forward";
+  launch_elementwise(max_pool_forward_kernel<D>, n, stream, "max pool forward", shape, shape.out_h(), shape.out_w(),
+                     channels_last, reinterpret_cast<const D*>(x), reinterpret_cast<D*>(y), argmax);
 }
 
 template <typename T>
@@ -261,16 +256,13 @@ void max_pool_backward(cudaStream_t stream, const cpu::PoolShape& shape, bool ch
   using D = DeviceTypeOf<T>;
   if (vectorizable<T>(shape, channels_last, {dy, argmax, dx})) {
     const int64_t vectors = n / kPoolVec;
-    max_pool_backward_vec_kernel<<<elementwise_grid(vectors), kElementwiseThreads, 0, stream>>>(
-        shape, shape.out_h(), shape.out_w(), reinterpret_cast<const __nv_bfloat16*>(dy), argmax,
-        reinterpret_cast<__nv_bfloat16*>(dx));
-    DTRAIN_CUDA_CHECK(cudaGetLastError()) << "max pool backward";
+    launch_elementwise(max_pool_backward_vec_kernel, vectors, stream, "max pool backward", shape, shape.out_h(),
+                       shape.out_w(), reinterpret_cast<const __nv_bfloat16*>(dy), argmax,
+                       reinterpret_cast<__nv_bfloat16*>(dx));
     return;
   }
-  max_pool_backward_kernel<D><<<elementwise_grid(n), kElementwiseThreads, 0, stream>>>(
-      shape, shape.out_h(), shape.out_w(), channels_last, reinterpret_cast<const D*>(dy), argmax,
-      reinterpret_cast<D*>(dx));
-  DTRAIN_CUDA_CHECK(cudaGetLastError()) << "max pool backward";
+  launch_elementwise(max_pool_backward_kernel<D>, n, stream, "max pool backward", shape, shape.out_h(), shape.out_w(),
+                     channels_last, reinterpret_cast<const D*>(dy), argmax, reinterpret_cast<D*>(dx));
 }
 
 template <typename T>
@@ -279,9 +271,8 @@ void global_avg_pool_forward(cudaStream_t stream, int batch, int channels, int64
   const int64_t n = int64_t{batch} * channels;
   if (n == 0) return;
   using D = DeviceTypeOf<T>;
-  global_avg_pool_forward_kernel<D><<<elementwise_grid(n), kElementwiseThreads, 0, stream>>>(
-      batch, channels, spatial, channels_last, reinterpret_cast<const D*>(x), reinterpret_cast<D*>(y));
-  DTRAIN_CUDA_CHECK(cudaGetLastError()) << "global average pool forward";
+  launch_elementwise(global_avg_pool_forward_kernel<D>, n, stream, "global average pool forward", batch, channels,
+                     spatial, channels_last, reinterpret_cast<const D*>(x), reinterpret_cast<D*>(y));
 }
 
 template <typename T>
@@ -290,9 +281,8 @@ void global_avg_pool_backward(cudaStream_t stream, int batch, int channels, int6
   const int64_t n = int64_t{batch} * channels * spatial;
   if (n == 0) return;
   using D = DeviceTypeOf<T>;
-  global_avg_pool_backward_kernel<D><<<elementwise_grid(n), kElementwiseThreads, 0, stream>>>(
-      channels, spatial, n, channels_last, reinterpret_cast<const D*>(dy), reinterpret_cast<D*>(dx));
-  DTRAIN_CUDA_CHECK(cudaGetLastError()) << "global average pool backward";
+  launch_elementwise(global_avg_pool_backward_kernel<D>, n, stream, "global average pool backward", channels, spatial,
+                     n, channels_last, reinterpret_cast<const D*>(dy), reinterpret_cast<D*>(dx));
 }
 
 #define DTRAIN_POOLING(T)                                                                                      \

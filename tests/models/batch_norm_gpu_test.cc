@@ -106,7 +106,7 @@ void run_case(const Case& c, cudaStream_t stream) {
   std::fill(mask_host.begin() + static_cast<long>(mask_words), mask_host.end(), kGuard);
   test::DeviceVector<uint32_t> relu_mask_dev(mask_host);
   uint8_t* relu_mask = c.relu ? reinterpret_cast<uint8_t*>(relu_mask_dev.get()) : nullptr;
-  cuda::BatchNormDims dims{c.batch, c.channels, static_cast<int64_t>(spatial), c.bf16_nhwc, 1e-5, 0.1};
+  cuda::BatchNormDims dims{{c.batch, c.channels, static_cast<int64_t>(spatial), 1e-5, 0.1}, c.bf16_nhwc};
   cuda::batch_norm_forward_train<T>(
       stream, dims, x_dev.as<T>(), gamma_dev.get(), beta_dev.get(), c.residual ? residual_dev.as<T>() : nullptr, c.relu,
       y_dev.as<T>(), saved_mean_dev.get(), saved_inv_std_dev.get(), rmean_dev.get(), rvar_dev.get(), relu_mask);

@@ -25,7 +25,7 @@
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 
-#include "models/cuda/conv_plan_search.h"
+#include "models/cuda/conv_plan_cache.h"
 #include "models/cuda/cudnn_conv2d.h"
 #include "runtime/cuda/cuda_check.h"
 #include "tests/support/device_vector.h"

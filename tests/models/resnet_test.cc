@@ -219,7 +219,7 @@ TEST(ResNet, RejectsUnknownDepths) {
 namespace dtrain::models {
 namespace {
 
-// A ResNet-50 smoke test: forward and backward of a batch of 2 at 224x224 on CPU.
+// ResNet-50 end to end: forward and backward of a batch of 2 at 224x224 on CPU.
 TEST(ResNet50, ForwardAndBackwardAt224) {
   ResNet net(ResNetConfig{});
   ASSERT_EQ(net.parameters().parameter_count(), 25557032);

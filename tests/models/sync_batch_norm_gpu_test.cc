@@ -128,7 +128,7 @@ void run_sync_case(const SyncCase& c) {
       DTRAIN_CUDA_CHECK(cudaSetDevice(0));
       cudaStream_t stream = nullptr;
       DTRAIN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-      const cuda::BatchNormDims dims{k.layout.n, c.channels, static_cast<int64_t>(spatial), c.bf16_nhwc, 1e-5, 0.1};
+      const cuda::BatchNormDims dims{{k.layout.n, c.channels, static_cast<int64_t>(spatial), 1e-5, 0.1}, c.bf16_nhwc};
       cuda::batch_norm_forward_train<T>(stream, dims, k.x->as<T>(), k.gamma->get(), k.beta->get(), k.residual->as<T>(),
                                         true, k.y->as<T>(), k.saved_mean->get(), k.saved_inv_std->get(),
                                         k.running_mean->get(), k.running_var->get(),
