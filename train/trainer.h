@@ -2,6 +2,8 @@
 // The training loop of dtrain-train: one rank's model replica on its StepEngine (the CPU path or
 // the rank's GPU), the shared-seed sharded data, gradients averaged while backward runs, one fused
 // SGD update per step, and top-1/top-5 accuracy all-reduced over the ranks at every epoch's end.
+// What it reports (the progress line, the metrics file, TensorBoard, the timeline) goes through its
+// StepObservers (observe/step_observer.h); the loop itself writes to none of them.
 #include <memory>
 #include <string>
 #include <vector>
@@ -16,21 +18,10 @@
 #include "train/engine/lr_schedule.h"
 #include "train/engine/sgd.h"
 #include "train/engine/step_engine.h"
+#include "train/observe/step_observer.h"
 #include "train/observe/step_timer.h"
 
 namespace dtrain::train {
-
-struct EpochResult {
-  int epoch = 0;
-  double train_loss = 0;  // mean over the epoch's steps and ranks
-  double top1 = 0;        // validation accuracy, fraction
-  double top5 = 0;
-  long validation_images = 0;
-  double images_per_second = 0;         // training, all ranks, this epoch
-  double median_images_per_second = 0;  // per-step median, after timing_warmup_steps
-  double test_loss = 0;
-  double data_wait_fraction = 0;  // of the epoch's training wall time, slowest rank
-};
 
 class Trainer {
  public:
@@ -53,33 +44,71 @@ class Trainer {
 
  private:
   struct Parts;
+  struct EpochRun;
+  struct StepLosses;
+
+  // Construction, in this order (trainer_setup.cc). Collective over the world where they check:
+  // a problem found on some ranks only is one usage error on every rank.
+  // The datasets, each rank its own copy, and the check that every rank holds the same.
+  void open_data(bool on_gpu, int gpu);
+  // Synchronized batch norm's groups, then the engine (collective: rank 0's parameters everywhere).
+  void build_engine(bool on_gpu, int gpu);
+  // The samplers and loaders; returns the training loader's options (for the log).
+  LoaderOptions build_loaders();
+  void build_schedule();
+  // The metrics file, TensorBoard, and on rank 0 the run id, checkpoint_dir and run_dir.
+  void open_outputs();
+  // The timeline, its range checked against the run's steps, and the observers of the loop.
+  void start_observers(const std::string& device);
+  // The run record, the config for TensorBoard, and the log's account of the steps and schedule.
+  void log_start(const LoaderOptions& loader);
   // Collective: every rank's datasets have the same sizes and listing fingerprints; otherwise a
   // UsageError naming the ranks, hosts and counts (printed by rank 0).
   void check_datasets_agree();
   void verify_replicas();
-  // Collective, once per step: true on every rank when a stop signal reached any rank (a step
-  // ago, at most two: the flags travel in a non-blocking all-reduce completed one step later).
-  bool stop_agreed();
+
+  // The step loop (trainer.cc), on every rank.
+  // The train loader on `epoch` from its step `first_step`, unless it already works on it.
+  void start_loading(int epoch, long first_step);
+  // The learning rate of step `at`, by the images seen (`epoch_images`: the epoch's in all).
+  double learning_rate(const StepPosition& at, double epoch_images) const;
+  // One optimizer step: accumulation_steps micro-batches from the loader through the engine.
+  void run_micro_batches(const StepPosition& at, double lr, EpochRun& run);
+  // The step's loss where it is read (report: the step ends a logging interval), every rank's,
+  // through the divergence guard; into the epoch's mean.
+  StepLosses read_losses(const StepPosition& at, bool report, EpochRun& run);
+  // Collective: every rank's `loss` and device memory.
+  StepLosses gather_losses(double loss);
+  // The observers' report of the logging interval that ends at `at`.
+  void report_progress(const StepPosition& at, double lr, const StepLosses& losses, StepTimer& timer);
+  // After the step's report: the stop agreement, the checkpoint when due, the observers' step end.
+  // True when the ranks agreed to stop after this step.
+  bool end_step(const StepPosition& at);
+  // The epoch cut short at a stop signal after step `at`.
+  EpochResult stop_epoch(const StepPosition& at, EpochRun& run);
+  // The epoch's totals over the ranks, its validation and the observers' epoch end.
+  EpochResult end_epoch(int epoch, EpochRun& run);
+  // Collective: the epoch's mean loss, images/s, and the slowest rank's data wait and median step.
+  EpochResult epoch_totals(int epoch, EpochRun& run);
   // A stop signal that came before the first step (while MPI started, data opened, a checkpoint
   // loaded) ends the run at once, on every rank: one blocking agreement.
   bool stopped_before_training();
-  void finish_stop_poll();
-  // The progress line and the "train" metrics record for the logging interval that ends at `step`,
-  // with every rank's loss and the largest device memory.
-  void report_progress(int epoch, long step, long steps, double lr, const std::vector<double>& losses,
-                       const DeviceMemory& memory, StepTimer& timer);
   void evaluate(EpochResult& result);
   // Rank 0 counts the distinct bad files all ranks skipped so far and logs them; past the limit it
   // stops the job.
   void report_bad_files();
-  // Divergence guard, on every rank at each loss read-back with every rank's loss: counts the
-  // consecutive checks with a non-finite loss; past max_nonfinite_steps rank 0 stops the job with
-  // an error naming the step (the other ranks go on until its abort ends them).
-  void check_losses(const std::vector<double>& losses, int epoch, long step, long steps);
+
+  // Weights in and out (trainer_weights.cc).
   // Rank 0: creates checkpoint_dir (a UsageError naming it if it cannot) and removes the
   // temporaries of checkpoint writes that were killed.
   void prepare_checkpoint_dir();
+  // Collective: rank 0 finds and reads the checkpoint `spec` names, every rank goes on from it.
   void resume_from(const std::string& spec);
+  // Rank 0: the checkpoint's position into `position` (resume_from's layout) and its tensors into
+  // the engine's host mirror; position[3] 0 where --resume latest finds none.
+  void read_resume_checkpoint(const std::string& spec, const std::vector<NamedTensor>& tensors, int64_t position[7]);
+  // Where this run's geometry continues the checkpoint's epoch, from its images seen.
+  void continue_epoch(const int64_t position[7]);
   // init_weights: rank 0 reads the file into the host mirror, the engine hands it to every rank.
   void init_from_weights();
   // Fine-tuning: the backbone's learning-rate scale for `epoch` (0 while frozen), set on the
@@ -88,11 +117,11 @@ class Trainer {
   // Rank 0 writes the checkpoint (final_weights: the one file of a run without checkpoint_dir, to its
   // run directory); non-finite parameters stop the run instead (never saved).
   void save_checkpoint(int epoch, long step_in_epoch, bool final_weights = false);
+  std::vector<NamedTensor> checkpoint_tensors();
+
   // The global step the run ends at, from its position and its epochs or max_total_steps (`why`
   // says which), for the timeline's range check.
   long last_global_step(std::string* why) const;
-  // Collective: the GPU's timeline events into spans, then the file (timeline.h).
-  void write_timeline(const std::string& ending);
   // Optimizer steps in an epoch: the loader's batches over accumulation_steps (the batches left
   // over, too few for a step, are dropped), capped by max_steps_per_epoch.
   long steps_per_epoch() const;
@@ -101,7 +130,6 @@ class Trainer {
   // Entries of `epoch`'s shuffled list trained on before its step `step` (this run's geometry).
   long images_before(int epoch, long step) const;
   bool step_limit_reached() const;
-  std::vector<NamedTensor> checkpoint_tensors();
 
   ResolvedConfig config_;
   const runtime::RankContext& ctx_;

@@ -1,23 +1,27 @@
 #pragma once
-// The Trainer's state (trainer.h keeps it behind a pointer): what trainer.cc and
+// The Trainer's state (trainer.h keeps it behind a pointer): what trainer.cc, trainer_setup.cc and
 // trainer_weights.cc share. Not for other users.
-#include <mpi.h>
-
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "comm/diagnostics/fault_injection.h"
 #include "comm/diagnostics/stall_inspector.h"
 #include "train/data/data_loader.h"
 #include "train/data/dataset.h"
 #include "train/data/sharded_sampler.h"
+#include "train/device_data_wait.h"
+#include "train/divergence_guard.h"
 #include "train/engine/lr_schedule.h"
 #include "train/engine/step_engine.h"
 #include "train/observe/metrics_log.h"
 #include "train/observe/run_report.h"
+#include "train/observe/step_observer.h"
+#include "train/observe/step_timer.h"
 #include "train/observe/tensorboard_writer.h"
 #include "train/observe/timeline.h"
+#include "train/stop_agreement.h"
 #include "train/trainer.h"
 
 namespace dtrain::train {
@@ -39,6 +43,11 @@ struct Trainer::Parts {
   std::unique_ptr<MetricsLog> metrics;
   std::unique_ptr<TensorBoardWriter> tensorboard;  // rank 0's; writes nothing elsewhere
   std::unique_ptr<Timeline> timeline;              // records nothing without --timeline
+  // The progress line, the metrics file, TensorBoard and the timeline, in that order (which orders
+  // their log lines); the step loop reports through them only.
+  StepObserverList observers;
+  std::unique_ptr<StopAgreement> stop;
+  std::unique_ptr<DivergenceGuard> divergence;
   long global_step = 0;
   int start_epoch = 0;
   int loading_epoch = -1;  // the epoch the train loader already works on from its first batch
@@ -50,16 +59,30 @@ struct Trainer::Parts {
   RunOutputs outputs;                   // rank 0: where this run's config, weights and metrics go
   RunTotals totals;                     // this run's steps, images, time and validation results
   std::pair<int, long> position{0, 0};  // epoch and step in it after the latest step
-  int nonfinite_streak = 0;             // consecutive loss checks with a non-finite loss on some rank
-  // Stop signals (stop_signals.h): each step posts this rank's flag in a non-blocking all-reduce
-  // and completes the one posted a step earlier, so the ranks agree without waiting on each other.
-  MPI_Request stop_request = MPI_REQUEST_NULL;
-  int stop_mine = 0;
-  int stop_any = 0;
-  bool stopped = false;  // this run ended at a stop signal
+  bool stopped = false;                 // this run ended at a stop signal
   float mean[3] = {0, 0, 0};
   float std[3] = {1, 1, 1};
   float backbone_lr_scale = 1;  // what the engine's optimizer applies now (fine-tuning)
+};
+
+// One epoch's step loop: its geometry, its clocks and its loss sum, apart from the run's state.
+struct Trainer::EpochRun {
+  EpochRun(StepEngine& engine, long first, long count, double images)
+      : first_step(first), steps(count), epoch_images(images), device_waits(engine, timer) {}
+  const long first_step;      // where this call starts (after a resume, inside the epoch)
+  const long steps;           // optimizer steps in the epoch
+  const double epoch_images;  // the epoch's images in all, for the schedule's position
+  // The epoch, and the first logging interval, start when this is built.
+  StepTimer timer;
+  DeviceDataWait device_waits;
+  double loss_sum = 0;  // over the steps whose loss was read
+  long losses_read = 0;
+};
+
+// A step's loss as read back: every rank's, and the largest device memory over the ranks.
+struct Trainer::StepLosses {
+  std::vector<double> losses;
+  DeviceMemory memory;
 };
 
 }  // namespace dtrain::train

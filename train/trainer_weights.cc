@@ -1,6 +1,11 @@
 // The Trainer's weights in and out: the checkpoint directory, saving, resuming, initial weights
 // (--init-weights) and the fine-tuning learning-rate scales.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
+#include <fstream>
 
 #include "runtime/base/error.h"
 #include "runtime/base/log.h"
@@ -68,60 +73,69 @@ void Trainer::save_checkpoint(int epoch, long step_in_epoch, bool final_weights)
                     << ")";
 }
 
+// resume_from's position, broadcast from rank 0: epoch, step in epoch, global step, whether there
+// is a checkpoint, images of the epoch trained on, and the checkpoint's world size and images per
+// rank per step (batch_per_rank x accumulation_steps).
 void Trainer::resume_from(const std::string& spec) {
   // Rank 0 reads and verifies the file; everyone gets its contents by broadcast, so the ranks need
   // no shared file system.
-  // epoch, step in epoch, global step, whether there is one, images of the epoch trained on, and
-  // the checkpoint's world size and images per rank per step (batch_per_rank x accumulation_steps)
   int64_t position[7] = {0, 0, 0, 1, 0, 0, 0};
   const std::vector<NamedTensor> tensors = checkpoint_tensors();
-  if (ctx_.topology().world_rank == 0 && spec == "latest" &&
-      list_checkpoints(config_.fields.checkpoint_dir()).empty()) {
-    position[3] = 0;
-    DTRAIN_LOG(kInfo) << "--resume latest: no checkpoint in " << config_.fields.checkpoint_dir()
-                      << " yet, starting fresh (--resume required makes this an error)";
-  } else if (ctx_.topology().world_rank == 0) {
-    proto::CheckpointHeader header;
-    // The config first: a changed model is named as such, before its tensors fail to fit.
-    std::vector<std::string> accepted;
-    const std::string path = resolve_checkpoint(spec, config_.fields.checkpoint_dir(), &header, tensors,
-                                                [&](const proto::CheckpointHeader& h, const std::string& file) {
-                                                  DTRAIN_USAGE_CHECK(h.data_seed() == config_.fields.seed())
-                                                      << "checkpoint " << file << " was written with seed "
-                                                      << h.data_seed() << ", this run has " << config_.fields.seed();
-                                                  accepted = check_resume_config(h.config(), config_.fields, file);
-                                                });
-    for (const std::string& change : accepted) {
-      DTRAIN_LOG(kWarn) << "resuming with " << change << " (accepted by resume_allow_changes)";
-    }
-    const int64_t saved_global_batch = int64_t{images_per_rank_per_step(header.config())} * header.world_size();
-    position[0] = header.epoch();
-    position[1] = header.step_in_epoch();
-    position[2] = header.global_step();
-    // Files before images_in_epoch: the steps of the epoch times their global batch.
-    position[4] = header.images_in_epoch() > 0 ? header.images_in_epoch() : header.step_in_epoch() * saved_global_batch;
-    position[5] = header.world_size();
-    position[6] = images_per_rank_per_step(header.config());
-    // Resumed from the newest checkpoint of its run, the run continues (its id, so rotation goes on
-    // with its files). Resumed from an older one, it branches off under a new id, so its rotation
-    // never deletes the original run's later checkpoints.
-    bool newest = !header.run_id().empty();
-    for (const CheckpointFile& f : list_checkpoints(config_.fields.checkpoint_dir())) {
-      const bool later = f.written_unix_ns > header.written_unix_ns() ||
-                         (f.written_unix_ns == header.written_unix_ns() && f.step > header.global_step());
-      if (f.run_id == header.run_id() && later) newest = false;
-    }
-    if (newest) parts_->run_id = header.run_id();
-    DTRAIN_LOG(kInfo) << "resuming " << (newest ? "run " : "as new run ") << parts_->run_id << " from " << path
-                      << " at epoch " << position[0] << ", step " << position[1] << " of the epoch, step "
-                      << position[2] << " in total";
-  }
+  if (ctx_.topology().world_rank == 0) read_resume_checkpoint(spec, tensors, position);
   DTRAIN_MPI_CHECK(MPI_Bcast(position, 7, MPI_INT64_T, 0, ctx_.world()));
   if (position[3] == 0) return;
   // Rank 0 read them into the engine's host mirror; the engine hands them to every rank.
   parts_->engine->load_from_host();
   parts_->start_epoch = static_cast<int>(position[0]);
   parts_->global_step = position[2];
+  continue_epoch(position);
+}
+
+void Trainer::read_resume_checkpoint(const std::string& spec, const std::vector<NamedTensor>& tensors,
+                                     int64_t position[7]) {
+  if (spec == "latest" && list_checkpoints(config_.fields.checkpoint_dir()).empty()) {
+    position[3] = 0;
+    DTRAIN_LOG(kInfo) << "--resume latest: no checkpoint in " << config_.fields.checkpoint_dir()
+                      << " yet, starting fresh (--resume required makes this an error)";
+    return;
+  }
+  proto::CheckpointHeader header;
+  // The config first: a changed model is named as such, before its tensors fail to fit.
+  std::vector<std::string> accepted;
+  const std::string path = resolve_checkpoint(spec, config_.fields.checkpoint_dir(), &header, tensors,
+                                              [&](const proto::CheckpointHeader& h, const std::string& file) {
+                                                DTRAIN_USAGE_CHECK(h.data_seed() == config_.fields.seed())
+                                                    << "checkpoint " << file << " was written with seed "
+                                                    << h.data_seed() << ", this run has " << config_.fields.seed();
+                                                accepted = check_resume_config(h.config(), config_.fields, file);
+                                              });
+  for (const std::string& change : accepted) {
+    DTRAIN_LOG(kWarn) << "resuming with " << change << " (accepted by resume_allow_changes)";
+  }
+  const int64_t saved_global_batch = int64_t{images_per_rank_per_step(header.config())} * header.world_size();
+  position[0] = header.epoch();
+  position[1] = header.step_in_epoch();
+  position[2] = header.global_step();
+  // Files before images_in_epoch: the steps of the epoch times their global batch.
+  position[4] = header.images_in_epoch() > 0 ? header.images_in_epoch() : header.step_in_epoch() * saved_global_batch;
+  position[5] = header.world_size();
+  position[6] = images_per_rank_per_step(header.config());
+  // Resumed from the newest checkpoint of its run, the run continues (its id, so rotation goes on
+  // with its files). Resumed from an older one, it branches off under a new id, so its rotation
+  // never deletes the original run's later checkpoints.
+  bool newest = !header.run_id().empty();
+  for (const CheckpointFile& f : list_checkpoints(config_.fields.checkpoint_dir())) {
+    const bool later = f.written_unix_ns > header.written_unix_ns() ||
+                       (f.written_unix_ns == header.written_unix_ns() && f.step > header.global_step());
+    if (f.run_id == header.run_id() && later) newest = false;
+  }
+  if (newest) parts_->run_id = header.run_id();
+  DTRAIN_LOG(kInfo) << "resuming " << (newest ? "run " : "as new run ") << parts_->run_id << " from " << path
+                    << " at epoch " << position[0] << ", step " << position[1] << " of the epoch, step " << position[2]
+                    << " in total";
+}
+
+void Trainer::continue_epoch(const int64_t position[7]) {
   // Progress in images: the epoch's first `seen` entries are done. Where they end on a step of this
   // run's global batch, the epoch goes on as the sampler deals it (the unchanged resume); otherwise
   // the rest of the epoch is dealt over this run's ranks from that entry.
