@@ -108,24 +108,28 @@ void Coordinator::check_stalls(std::vector<Response>* out) {
   for (auto it = pending_.begin(); it != pending_.end();) {
     Pending& pending = it->second;
     const double waited = std::chrono::duration<double>(now - pending.first_seen).count();
+    const bool abort = settings.abort_seconds > 0 && waited >= settings.abort_seconds;
+    const bool warn = settings.warning_seconds > 0 &&
+                      std::chrono::duration<double>(now - pending.last_warned).count() >= settings.warning_seconds;
+    if (!abort && !warn) {  // the common case, once per pending name and cycle: no text built
+      ++it;
+      continue;
+    }
     const Request& some =
         *std::find_if(pending.by_rank.begin(), pending.by_rank.end(), [](const Request& r) { return !r.name.empty(); });
     std::ostringstream report;
     report << describe(some) << " has waited " << static_cast<int64_t>(waited) << " s for rank(s) "
            << missing_ranks(pending) << ", which have not submitted it (" << pending.submitted << " of " << world_size_
            << " ranks have)";
-    if (settings.abort_seconds > 0 && waited >= settings.abort_seconds) {
+    if (abort) {
       DTRAIN_LOG(kError) << "stall: " << report.str() << "; failing it on every rank (DTRAIN_STALL_ABORT_SECONDS "
                          << settings.abort_seconds << ")";
       out->push_back({ResponseType::kError, {it->first}, DTRAIN_ERR_STALLED, "stalled: " + report.str(), {}});
       it = pending_.erase(it);
       continue;
     }
-    const double since_warning = std::chrono::duration<double>(now - pending.last_warned).count();
-    if (settings.warning_seconds > 0 && since_warning >= settings.warning_seconds) {
-      DTRAIN_LOG(kWarn) << "stall: " << report.str();
-      pending.last_warned = now;
-    }
+    DTRAIN_LOG(kWarn) << "stall: " << report.str();
+    pending.last_warned = now;
     ++it;
   }
 }

@@ -6,6 +6,7 @@
 #include "include/dtrain/dtrain.h"
 #include "runtime/base/env.h"
 #include "runtime/base/error.h"
+#include "runtime/base/log.h"
 #include "runtime/base/process_identity.h"
 #include "runtime/mpi/mpi_check.h"
 #include "runtime/rank/gpu_binding.h"
@@ -113,7 +114,8 @@ bool Engine::cycle() {
   bool stopping = false;
   {
     std::unique_lock lock(mutex_);
-    wake_.wait_for(lock, cycle_time_, [&] { return !queue_.empty() || stopping_; });
+    // A rank that is shutting down still cycles until every rank is, so it waits like the others.
+    wake_.wait_for(lock, cycle_time_, [&] { return !queue_.empty(); });
     fresh.swap(queue_);
     stopping = stopping_;
   }
@@ -126,6 +128,10 @@ bool Engine::cycle() {
   for (const Response& response : exchange(encode_requests(requests, stopping))) {
     if (response.type == ResponseType::kShutdown) return false;
     execute(response);
+    if (response.type == ResponseType::kRun) {
+      ++collectives_run_;
+      operations_run_ += response.names.size();
+    }
   }
   return true;
 }
@@ -170,8 +176,10 @@ void Engine::execute(const Response& response) {
       finish(it->second, response.status, response.error);
       local_.erase(it);
     } else if (response.status == DTRAIN_ERR_STALLED) {
+      // Not yet submitted here: a later submission fails at once. (Submitted since this cycle's
+      // exchange: it is on its way to rank 0, which will judge it anew.)
       std::lock_guard lock(mutex_);
-      aborted_[response.names.front()] = response;
+      if (names_.count(response.names.front()) == 0) aborted_[response.names.front()] = response;
     }
     return;
   }
@@ -225,6 +233,8 @@ void Engine::shutdown() {
   wake_.notify_one();
   thread_.join();
   fail_all(DTRAIN_ERR_SHUT_DOWN, "dtrain shut down before this operation ran");
+  DTRAIN_LOG0(kDebug) << "dtrain library: " << operations_run_ << " named operations ran as " << collectives_run_
+                      << " collectives (fused all-reduces count once)";
   executor_.reset();
   communicator_.reset();
   data_ = runtime::MpiComm();

@@ -102,6 +102,8 @@ class Engine {
   std::string failure_;  // the background thread's, once it has failed
 
   std::map<std::string, Operation> local_;  // sent to rank 0; the background thread's only
+  uint64_t operations_run_ = 0;             // what fusion achieved, for the log at shutdown
+  uint64_t collectives_run_ = 0;
   std::thread thread_;
 };
 
