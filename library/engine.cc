@@ -36,6 +36,10 @@ int status_of_exception(const std::exception& e) {
 }
 
 Engine::Engine(MPI_Comm world) {
+  // Settings first: a malformed variable is then an error before MPI has been touched.
+  const int64_t threshold =
+      runtime::env_int("DTRAIN_FUSION_THRESHOLD", 0, int64_t{1} << 40).value_or(kDefaultFusionThreshold);
+  cycle_time_ = std::chrono::microseconds(runtime::env_int("DTRAIN_CYCLE_TIME_US", 1, 1000000).value_or(1000));
   mpi_.emplace(nullptr, nullptr);
   require_thread_multiple(mpi_->thread_level());
   ctx_.emplace(runtime::RankContext::from_environment(world));
@@ -48,9 +52,6 @@ Engine::Engine(MPI_Comm world) {
   // Name matching has already compared every rank's call; the per-call check would only repeat it.
   communicator_->set_consistency_check(false);
   executor_ = std::make_unique<Executor>(data_.get(), *communicator_);
-  const int64_t threshold =
-      runtime::env_int("DTRAIN_FUSION_THRESHOLD", 0, int64_t{1} << 40).value_or(kDefaultFusionThreshold);
-  cycle_time_ = std::chrono::microseconds(runtime::env_int("DTRAIN_CYCLE_TIME_US", 1, 1000000).value_or(1000));
   if (t.world_rank == 0) coordinator_ = std::make_unique<Coordinator>(t.world_size, threshold);
   const auto gpus = runtime::visible_gpus();
   gpu_ = gpus.empty() ? -1 : runtime::device_index_for_local_rank(t.host_local_rank, static_cast<int>(gpus.size()));
