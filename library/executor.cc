@@ -105,7 +105,8 @@ void Executor::all_reduce(const std::vector<Operation*>& ops) {
     buffer = fusion_.data();
     size_t at = 0;
     for (const Operation* op : ops) {
-      std::memcpy(static_cast<char*>(buffer) + at, op->send, op->request.count * esize);
+      // An empty operation may pass NULL, which memcpy may not see even for 0 bytes.
+      if (op->request.count > 0) std::memcpy(static_cast<char*>(buffer) + at, op->send, op->request.count * esize);
       at += op->request.count * esize;
     }
   }
@@ -115,7 +116,8 @@ void Executor::all_reduce(const std::vector<Operation*>& ops) {
   if (ops.size() > 1) {
     size_t at = 0;
     for (Operation* op : ops) {
-      std::memcpy(op->recv, static_cast<const char*>(buffer) + at, op->request.count * esize);
+      if (op->request.count > 0)
+        std::memcpy(op->recv, static_cast<const char*>(buffer) + at, op->request.count * esize);
       at += op->request.count * esize;
     }
   }

@@ -233,6 +233,32 @@ TEST(AbiNameMatching, AnySubmissionOrder) {
   }
 }
 
+// Empty operations may pass NULL buffers, also inside a fused group of all-reduces.
+TEST(AbiCollectives, EmptyOperationsTakeNullBuffers) {
+  float value = 1;
+  std::vector<dtrain_handle> handles(7);
+  ASSERT_EQ(dtrain_allreduce("empty/one", &value, &value, 1, DTRAIN_FLOAT32, DTRAIN_SUM, 1, 1, DTRAIN_HOST, nullptr,
+                             &handles[0]),
+            DTRAIN_OK);
+  ASSERT_EQ(dtrain_allreduce("empty/ar", nullptr, nullptr, 0, DTRAIN_FLOAT32, DTRAIN_SUM, 1, 1, DTRAIN_HOST, nullptr,
+                             &handles[1]),
+            DTRAIN_OK);
+  ASSERT_EQ(dtrain_allreduce("empty/ar64", nullptr, nullptr, 0, DTRAIN_INT64, DTRAIN_MAX, 1, 1, DTRAIN_HOST, nullptr,
+                             &handles[2]),
+            DTRAIN_OK);
+  ASSERT_EQ(dtrain_broadcast("empty/bc", nullptr, 0, DTRAIN_INT8, 0, DTRAIN_HOST, nullptr, &handles[3]), DTRAIN_OK);
+  ASSERT_EQ(
+      dtrain_allgather("empty/ag", nullptr, 0, nullptr, 0, nullptr, DTRAIN_UINT8, DTRAIN_HOST, nullptr, &handles[4]),
+      DTRAIN_OK);
+  ASSERT_EQ(dtrain_reducescatter("empty/rs", nullptr, nullptr, 0, DTRAIN_BFLOAT16, DTRAIN_MIN, DTRAIN_HOST, nullptr,
+                                 &handles[5]),
+            DTRAIN_OK);
+  ASSERT_EQ(dtrain_alltoall("empty/a2a", nullptr, nullptr, 0, DTRAIN_FLOAT64, DTRAIN_HOST, nullptr, &handles[6]),
+            DTRAIN_OK);
+  for (dtrain_handle h : handles) wait_ok(h);
+  EXPECT_EQ(value, static_cast<float>(size()));
+}
+
 // A thousand 4-byte all-reduces in flight at once (fused by the coordinator), each right.
 TEST(AbiNameMatching, ManySmallAllReducesInFlight) {
   constexpr int kOps = 1000;
