@@ -12,6 +12,6 @@ while IFS= read -r dir; do
     echo "FAIL $dir/ has no README.md whose first line is \"# $dir/: what this folder owns\""
     missing=$((missing + 1))
   fi
-done < <(find runtime comm models train launcher -type d | sort)
+done < <(find runtime comm library models train launcher -type d | sort)
 echo "check_folder_readmes: $folders library folders, $missing without a README that says what they own"
 ((folders > 0 && missing == 0))

@@ -1,0 +1,137 @@
+#include "library/coordinator.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "comm/diagnostics/stall_inspector.h"
+#include "include/dtrain/dtrain.h"
+#include "library/element_types.h"
+#include "runtime/base/log.h"
+
+namespace dtrain::library {
+
+Coordinator::Coordinator(int world_size, int64_t fusion_threshold_bytes)
+    : world_size_(world_size), fusion_threshold_(fusion_threshold_bytes), shutdown_(world_size, false) {}
+
+void Coordinator::add(int rank, std::vector<Request> requests, bool shutdown) {
+  for (Request& request : requests) add_one(rank, std::move(request));
+  if (shutdown) shutdown_[static_cast<size_t>(rank)] = true;
+}
+
+void Coordinator::add_one(int rank, Request request) {
+  auto [it, fresh] = pending_.try_emplace(request.name);
+  Pending& pending = it->second;
+  if (fresh) {
+    pending.by_rank.resize(static_cast<size_t>(world_size_));
+    pending.arrival = arrivals_++;
+    pending.first_seen = pending.last_warned = Clock::now();
+  }
+  pending.by_rank[static_cast<size_t>(rank)] = std::move(request);
+  if (++pending.submitted < world_size_) return;
+  const std::string problem = mismatch(pending.by_rank);
+  if (problem.empty()) {
+    ready_.push_back(pending.by_rank[0]);
+    // Each rank's count of an all-gather goes out with its response.
+    if (ready_.back().kind == OpKind::kAllGather) {
+      std::vector<int64_t>& counts = ready_counts_[it->first];
+      for (const Request& r : pending.by_rank) counts.push_back(r.count);
+    }
+  } else {
+    errors_.push_back({ResponseType::kError, {it->first}, DTRAIN_ERR_MISMATCH, "mismatched " + problem, {}});
+  }
+  pending_.erase(it);
+}
+
+std::vector<Response> Coordinator::take_responses() {
+  std::vector<Response> out = std::move(errors_);
+  errors_.clear();
+  fuse_ready(&out);
+  check_stalls(&out);
+  if (std::all_of(shutdown_.begin(), shutdown_.end(), [](bool b) { return b; })) {
+    for (auto& [name, pending] : pending_) {
+      out.push_back({ResponseType::kError,
+                     {name},
+                     DTRAIN_ERR_SHUT_DOWN,
+                     "operation '" + name + "' was still waiting for rank(s) " + missing_ranks(pending) +
+                         " when the ranks shut down",
+                     {}});
+    }
+    pending_.clear();
+    out.push_back({ResponseType::kShutdown, {}, 0, "", {}});
+  }
+  return out;
+}
+
+// Ready all-reduces of one dtype, op, scale and device go out together while their bytes fit the
+// threshold; everything else goes alone. Order is kept within each group, which is all that
+// matters: every rank executes the responses in the order given.
+void Coordinator::fuse_ready(std::vector<Response>* out) {
+  std::vector<bool> taken(ready_.size(), false);
+  for (size_t i = 0; i < ready_.size(); ++i) {
+    if (taken[i]) continue;
+    const Request& head = ready_[i];
+    Response response{ResponseType::kRun, {head.name}, 0, "", {}};
+    taken[i] = true;
+    if (head.kind == OpKind::kAllGather) {
+      response.counts = std::move(ready_counts_[head.name]);
+      ready_counts_.erase(head.name);
+    }
+    if (head.kind == OpKind::kAllReduce) {
+      const int64_t size = static_cast<int64_t>(element_size(head.dtype));
+      int64_t bytes = head.count * size;
+      for (size_t j = i + 1; j < ready_.size() && bytes < fusion_threshold_; ++j) {
+        const Request& r = ready_[j];
+        if (taken[j] || r.kind != OpKind::kAllReduce || r.dtype != head.dtype || r.op != head.op ||
+            r.device != head.device || r.prescale != head.prescale || r.postscale != head.postscale)
+          continue;
+        if (bytes + r.count * size > fusion_threshold_) continue;
+        bytes += r.count * size;
+        response.names.push_back(r.name);
+        taken[j] = true;
+      }
+    }
+    out->push_back(std::move(response));
+  }
+  ready_.clear();
+}
+
+std::string Coordinator::missing_ranks(const Pending& pending) const {
+  std::ostringstream text;
+  for (size_t r = 0; r < pending.by_rank.size(); ++r)
+    if (pending.by_rank[r].name.empty()) text << (text.tellp() > 0 ? ", " : "") << r;
+  return text.str();
+}
+
+void Coordinator::check_stalls(std::vector<Response>* out) {
+  const comm::StallSettings settings = comm::stall_settings();
+  const auto now = Clock::now();
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    Pending& pending = it->second;
+    const double waited = std::chrono::duration<double>(now - pending.first_seen).count();
+    const bool abort = settings.abort_seconds > 0 && waited >= settings.abort_seconds;
+    const bool warn = settings.warning_seconds > 0 &&
+                      std::chrono::duration<double>(now - pending.last_warned).count() >= settings.warning_seconds;
+    if (!abort && !warn) {  // the common case, once per pending name and cycle: no text built
+      ++it;
+      continue;
+    }
+    const Request& some =
+        *std::find_if(pending.by_rank.begin(), pending.by_rank.end(), [](const Request& r) { return !r.name.empty(); });
+    std::ostringstream report;
+    report << describe(some) << " has waited " << static_cast<int64_t>(waited) << " s for rank(s) "
+           << missing_ranks(pending) << ", which have not submitted it (" << pending.submitted << " of " << world_size_
+           << " ranks have)";
+    if (abort) {
+      DTRAIN_LOG(kError) << "stall: " << report.str() << "; failing it on every rank (DTRAIN_STALL_ABORT_SECONDS "
+                         << settings.abort_seconds << ")";
+      out->push_back({ResponseType::kError, {it->first}, DTRAIN_ERR_STALLED, "stalled: " + report.str(), {}});
+      it = pending_.erase(it);
+      continue;
+    }
+    DTRAIN_LOG(kWarn) << "stall: " << report.str();
+    pending.last_warned = now;
+    ++it;
+  }
+}
+
+}  // namespace dtrain::library

@@ -1,0 +1,247 @@
+#include "library/engine.h"
+
+#include <sstream>
+
+#include "comm/backends/factory.h"
+#include "include/dtrain/dtrain.h"
+#include "runtime/base/env.h"
+#include "runtime/base/error.h"
+#include "runtime/base/log.h"
+#include "runtime/base/process_identity.h"
+#include "runtime/mpi/mpi_check.h"
+#include "runtime/rank/gpu_binding.h"
+
+namespace dtrain::library {
+namespace {
+
+constexpr int64_t kDefaultFusionThreshold = int64_t{64} << 20;
+
+void require_thread_multiple(int level) {
+  if (level >= MPI_THREAD_MULTIPLE) return;
+  throw AbiError(DTRAIN_ERR_MPI, std::string("dtrain needs MPI_THREAD_MULTIPLE (its background thread calls MPI "
+                                             "beside yours), but MPI was initialized with ") +
+                                     runtime::mpi_thread_level_name(level) +
+                                     ": initialize MPI with MPI_Init_thread(..., MPI_THREAD_MULTIPLE, ...) (mpi4py: "
+                                     "mpi4py.rc.thread_level = 'multiple' before importing MPI), or let dtrain_init "
+                                     "initialize it");
+}
+
+}  // namespace
+
+int status_of_exception(const std::exception& e) {
+  if (const auto* abi = dynamic_cast<const AbiError*>(&e)) return abi->status();
+  if (dynamic_cast<const runtime::UsageError*>(&e)) return DTRAIN_ERR_INVALID_ARGUMENT;
+  if (dynamic_cast<const runtime::MpiError*>(&e)) return DTRAIN_ERR_MPI;
+  return DTRAIN_ERR_INTERNAL;
+}
+
+Engine::Engine(MPI_Comm world) {
+  // Settings first: a malformed variable is then an error before MPI has been touched.
+  const int64_t threshold =
+      runtime::env_int("DTRAIN_FUSION_THRESHOLD", 0, int64_t{1} << 40).value_or(kDefaultFusionThreshold);
+  cycle_time_ = std::chrono::microseconds(runtime::env_int("DTRAIN_CYCLE_TIME_US", 1, 1000000).value_or(1000));
+  mpi_.emplace(nullptr, nullptr);
+  require_thread_multiple(mpi_->thread_level());
+  ctx_.emplace(runtime::RankContext::from_environment(world));
+  const runtime::Topology& t = ctx_->topology();
+  runtime::set_process_identity(t.world_rank, t.world_size, t.local_rank);
+  control_ = runtime::MpiComm::duplicate(ctx_->world());
+  data_ = runtime::MpiComm::duplicate(ctx_->world());
+  // Host buffers only so far, so the communicator is the CPU one even on a GPU host.
+  communicator_ = comm::make_communicator(comm::Backend::kAuto, *ctx_, /*gpus=*/false);
+  // Name matching has already compared every rank's call; the per-call check would only repeat it.
+  communicator_->set_consistency_check(false);
+  executor_ = std::make_unique<Executor>(data_.get(), *communicator_);
+  if (t.world_rank == 0) coordinator_ = std::make_unique<Coordinator>(t.world_size, threshold);
+  const auto gpus = runtime::visible_gpus();
+  gpu_ = gpus.empty() ? -1 : runtime::device_index_for_local_rank(t.host_local_rank, static_cast<int>(gpus.size()));
+  thread_ = std::thread([this] { loop(); });
+}
+
+Engine::~Engine() {
+  if (thread_.joinable()) shutdown();
+}
+
+int64_t Engine::submit(Operation op) {
+  std::lock_guard lock(mutex_);
+  if (!failure_.empty()) throw AbiError(DTRAIN_ERR_MPI, "dtrain's background thread has failed: " + failure_);
+  if (stopping_) throw AbiError(DTRAIN_ERR_NOT_INITIALIZED, "dtrain is shutting down");
+  op.completion = std::make_shared<Completion>();
+  const int64_t handle = next_handle_++;
+  handles_.emplace(handle, op.completion);
+  // A name that stalled before this rank submitted it fails here, as it did on the other ranks.
+  if (auto it = aborted_.find(op.request.name); it != aborted_.end()) {
+    op.completion->finish(it->second.status, it->second.error);
+    aborted_.erase(it);
+    return handle;
+  }
+  if (!names_.insert(op.request.name).second) {
+    handles_.erase(handle);
+    throw AbiError(DTRAIN_ERR_INVALID_ARGUMENT, "name: '" + op.request.name +
+                                                    "' is already in flight on this rank; wait for it before "
+                                                    "submitting the name again");
+  }
+  queue_.push_back(std::move(op));
+  wake_.notify_one();
+  return handle;
+}
+
+std::shared_ptr<Completion> Engine::find(int64_t handle) {
+  std::lock_guard lock(mutex_);
+  auto it = handles_.find(handle);
+  return it == handles_.end() ? nullptr : it->second;
+}
+
+std::shared_ptr<Completion> Engine::release(int64_t handle) {
+  std::lock_guard lock(mutex_);
+  auto it = handles_.find(handle);
+  if (it == handles_.end()) return nullptr;
+  auto completion = std::move(it->second);
+  handles_.erase(it);
+  return completion;
+}
+
+void Engine::loop() {
+  try {
+    while (cycle()) {
+    }
+  } catch (const std::exception& e) {
+    fail_all(status_of_exception(e), e.what());
+  }
+}
+
+bool Engine::cycle() {
+  std::vector<Operation> fresh;
+  bool stopping = false;
+  {
+    std::unique_lock lock(mutex_);
+    // A rank that is shutting down still cycles until every rank is, so it waits like the others.
+    wake_.wait_for(lock, cycle_time_, [&] { return !queue_.empty(); });
+    fresh.swap(queue_);
+    stopping = stopping_;
+  }
+  std::vector<Request> requests;
+  for (Operation& op : fresh) {
+    requests.push_back(op.request);
+    std::string name = op.request.name;
+    local_.emplace(std::move(name), std::move(op));
+  }
+  for (const Response& response : exchange(encode_requests(requests, stopping))) {
+    if (response.type == ResponseType::kShutdown) return false;
+    execute(response);
+    if (response.type == ResponseType::kRun) {
+      ++collectives_run_;
+      operations_run_ += response.names.size();
+    }
+  }
+  return true;
+}
+
+// Each rank's requests to rank 0, rank 0's responses to every rank.
+std::vector<Response> Engine::exchange(const std::vector<char>& requests) {
+  const MPI_Comm comm = control_.get();
+  const int size = ctx_->topology().world_size;
+  const bool root = coordinator_ != nullptr;
+  const int bytes = static_cast<int>(requests.size());
+  std::vector<int> sizes(root ? size : 0);
+  DTRAIN_MPI_CHECK(MPI_Gather(&bytes, 1, MPI_INT, sizes.data(), 1, MPI_INT, 0, comm));
+  std::vector<int> offsets(sizes.size());
+  int total = 0;
+  for (size_t r = 0; r < sizes.size(); ++r) {
+    offsets[r] = total;
+    total += sizes[r];
+  }
+  std::vector<char> all(static_cast<size_t>(total));
+  DTRAIN_MPI_CHECK(
+      MPI_Gatherv(requests.data(), bytes, MPI_CHAR, all.data(), sizes.data(), offsets.data(), MPI_CHAR, 0, comm));
+  std::vector<char> answer;
+  if (root) {
+    for (int r = 0; r < size; ++r) {
+      bool stopping = false;
+      auto decoded = decode_requests(all.data() + offsets[r], static_cast<size_t>(sizes[r]), &stopping);
+      coordinator_->add(r, std::move(decoded), stopping);
+    }
+    answer = encode_responses(coordinator_->take_responses());
+  }
+  int answer_bytes = static_cast<int>(answer.size());
+  DTRAIN_MPI_CHECK(MPI_Bcast(&answer_bytes, 1, MPI_INT, 0, comm));
+  answer.resize(static_cast<size_t>(answer_bytes));
+  DTRAIN_MPI_CHECK(MPI_Bcast(answer.data(), answer_bytes, MPI_CHAR, 0, comm));
+  return decode_responses(answer.data(), answer.size());
+}
+
+void Engine::execute(const Response& response) {
+  if (response.type == ResponseType::kError) {
+    auto it = local_.find(response.names.front());
+    if (it != local_.end()) {
+      finish(it->second, response.status, response.error);
+      local_.erase(it);
+    } else if (response.status == DTRAIN_ERR_STALLED) {
+      // Not yet submitted here: a later submission fails at once. (Submitted since this cycle's
+      // exchange: it is on its way to rank 0, which will judge it anew.)
+      std::lock_guard lock(mutex_);
+      if (names_.count(response.names.front()) == 0) aborted_[response.names.front()] = response;
+    }
+    return;
+  }
+  std::vector<Operation*> ops;
+  for (const std::string& name : response.names) {
+    auto it = local_.find(name);
+    DTRAIN_CHECK(it != local_.end()) << "rank 0 scheduled '" << name << "', which this rank has not submitted";
+    ops.push_back(&it->second);
+  }
+  int status = DTRAIN_OK;
+  std::string error;
+  try {
+    executor_->run(response, ops);
+  } catch (const std::exception& e) {
+    status = status_of_exception(e);
+    error = describe(ops.front()->request) + " failed: " + e.what();
+  }
+  for (const std::string& name : response.names) {
+    auto it = local_.find(name);
+    finish(it->second, status, error);
+    local_.erase(it);
+  }
+}
+
+void Engine::finish(Operation& op, int status, const std::string& error) {
+  {
+    // The name is free again before the caller can see the handle done.
+    std::lock_guard lock(mutex_);
+    names_.erase(op.request.name);
+  }
+  op.completion->finish(status, error);
+}
+
+void Engine::fail_all(int status, const std::string& error) {
+  std::vector<Operation> queued;
+  {
+    std::lock_guard lock(mutex_);
+    if (failure_.empty() && status != DTRAIN_ERR_SHUT_DOWN) failure_ = error;
+    queued.swap(queue_);
+  }
+  for (auto& [name, op] : local_) finish(op, status, error);
+  local_.clear();
+  for (Operation& op : queued) finish(op, status, error);
+}
+
+void Engine::shutdown() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_one();
+  thread_.join();
+  fail_all(DTRAIN_ERR_SHUT_DOWN, "dtrain shut down before this operation ran");
+  DTRAIN_LOG0(kDebug) << "dtrain library: " << operations_run_ << " named operations ran as " << collectives_run_
+                      << " collectives (fused all-reduces count once)";
+  executor_.reset();
+  communicator_.reset();
+  data_ = runtime::MpiComm();
+  control_ = runtime::MpiComm();
+  ctx_.reset();
+  mpi_.reset();
+}
+
+}  // namespace dtrain::library

@@ -1,0 +1,110 @@
+#pragma once
+// The library's state between dtrain_init and dtrain_shutdown: MPI, the rank's place in the job,
+// the Communicator, and the background thread that matches named operations across ranks and
+// executes them (Horovod's design).
+//
+// Every cycle (DTRAIN_CYCLE_TIME_US, 1000 by default, or at once when something is submitted) the
+// background thread sends rank 0 the requests submitted since the last cycle (an MPI_Gatherv on a
+// control communicator of its own); rank 0's Coordinator answers with the operations that every
+// rank has now submitted, in one order, fused where it can, and broadcasts that list; every rank
+// executes it in that order (Executor). So ranks may submit names in any order, and all MPI traffic
+// of the library happens on this one thread, apart from the caller's.
+//
+// submit() and the handle functions may be called from any thread; the constructor and shutdown()
+// from one thread, on every rank (collective).
+#include <mpi.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "library/coordinator.h"
+#include "library/executor.h"
+#include "library/operation.h"
+#include "runtime/mpi/mpi_scope.h"
+#include "runtime/rank/rank_context.h"
+
+namespace dtrain::library {
+
+// A failure that carries its dtrain_status across the C boundary.
+class AbiError : public std::runtime_error {
+ public:
+  AbiError(int status, const std::string& text) : std::runtime_error(text), status_(status) {}
+  int status() const { return status_; }
+
+ private:
+  int status_;
+};
+
+// The dtrain_status for a failure: AbiError's own, UsageError's INVALID_ARGUMENT, MpiError's MPI,
+// DTRAIN_ERR_INTERNAL for anything else.
+int status_of_exception(const std::exception& e);
+
+class Engine {
+ public:
+  // Collective over `world`. Starts MPI when nobody has (then shutdown() finalizes it). AbiError
+  // (DTRAIN_ERR_MPI) when MPI lacks MPI_THREAD_MULTIPLE.
+  explicit Engine(MPI_Comm world);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  const runtime::Topology& topology() const { return ctx_->topology(); }
+  int gpu() const { return gpu_; }
+
+  // Queues `op` (buffers already checked) and returns its handle. AbiError when its name is in
+  // flight on this rank, or the background thread has failed.
+  int64_t submit(Operation op);
+  // The completion of `handle`; release also forgets the handle. nullptr when unknown.
+  std::shared_ptr<Completion> find(int64_t handle);
+  std::shared_ptr<Completion> release(int64_t handle);
+
+  // Collective: finishes what every rank submitted, fails the rest, stops the thread, frees
+  // everything. Called once.
+  void shutdown();
+
+ private:
+  void loop();
+  bool cycle();
+  std::vector<Response> exchange(const std::vector<char>& requests);
+  void execute(const Response& response);
+  void finish(Operation& op, int status, const std::string& error);
+  void fail_all(int status, const std::string& error);
+
+  std::optional<runtime::MpiScope> mpi_;
+  std::optional<runtime::RankContext> ctx_;
+  runtime::MpiComm control_;
+  runtime::MpiComm data_;
+  std::unique_ptr<comm::Communicator> communicator_;
+  std::unique_ptr<Executor> executor_;
+  std::unique_ptr<Coordinator> coordinator_;  // rank 0 only
+  std::chrono::microseconds cycle_time_{1000};
+  int gpu_ = -1;
+
+  std::mutex mutex_;  // guards everything below but local_
+  std::condition_variable wake_;
+  std::vector<Operation> queue_;             // submitted, not yet sent to rank 0
+  std::set<std::string> names_;              // in flight on this rank
+  std::map<std::string, Response> aborted_;  // stalled names this rank had not submitted yet
+  std::map<int64_t, std::shared_ptr<Completion>> handles_;
+  int64_t next_handle_ = 1;
+  bool stopping_ = false;
+  std::string failure_;  // the background thread's, once it has failed
+
+  std::map<std::string, Operation> local_;  // sent to rank 0; the background thread's only
+  uint64_t operations_run_ = 0;             // what fusion achieved, for the log at shutdown
+  uint64_t collectives_run_ = 0;
+  std::thread thread_;
+};
+
+}  // namespace dtrain::library

@@ -1,0 +1,35 @@
+#include "library/operation.h"
+
+namespace dtrain::library {
+
+void Completion::finish(int status, std::string error) {
+  {
+    std::lock_guard lock(mutex_);
+    status_ = status;
+    error_ = std::move(error);
+    done_ = true;
+  }
+  cv_.notify_all();
+}
+
+void Completion::wait() {
+  std::unique_lock lock(mutex_);
+  cv_.wait(lock, [this] { return done_; });
+}
+
+bool Completion::done() {
+  std::lock_guard lock(mutex_);
+  return done_;
+}
+
+int Completion::status() {
+  std::lock_guard lock(mutex_);
+  return status_;
+}
+
+const std::string& Completion::error() {
+  std::lock_guard lock(mutex_);
+  return error_;
+}
+
+}  // namespace dtrain::library
