@@ -41,7 +41,9 @@ Engine::Engine(MPI_Comm world) {
       runtime::env_int("DTRAIN_FUSION_THRESHOLD", 0, int64_t{1} << 40).value_or(kDefaultFusionThreshold);
   cycle_time_ = std::chrono::microseconds(runtime::env_int("DTRAIN_CYCLE_TIME_US", 1, 1000000).value_or(1000));
   mpi_.emplace(nullptr, nullptr);
-  require_thread_multiple(mpi_->thread_level());
+  int level = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&level);  // what MPI granted, whether this scope or the caller started it
+  require_thread_multiple(level);
   ctx_.emplace(runtime::RankContext::from_environment(world));
   const runtime::Topology& t = ctx_->topology();
   runtime::set_process_identity(t.world_rank, t.world_size, t.local_rank);
