@@ -34,8 +34,8 @@ run() {  # run LABEL BIN ROUND
 for r in $(seq "$ROUNDS"); do
   if [ $((r % 2)) -eq 1 ]; then run A "$A" "$r"; run B "$B" "$r"; else run B "$B" "$r"; run A "$A" "$r"; fi
 done
-median() { sort -g "$1" | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2}'; }
+median() { sort -g "$1" | awk '{v[NR]=$1} END {print ((NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2)}'; }
 ma=$(median "$OUT/A.rates") mb=$(median "$OUT/B.rates")
 awk -v a="$ma" -v b="$mb" -v fa="$A" -v fb="$B" 'BEGIN {
-  printf "median A (%s) %.1f img/s, B (%s) %.1f img/s, B - A %+.2f%%\n", fa, a, fb, b, a > 0 ? 100 * (b - a) / a : 0 }' |
+  printf "median A (%s) %.1f img/s, B (%s) %.1f img/s, B - A %+.2f%%\n", fa, a, fb, b, (a > 0 ? 100 * (b - a) / a : 0) }' |
   tee -a "$OUT/summary.txt"
