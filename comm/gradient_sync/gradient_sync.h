@@ -1,8 +1,9 @@
 #pragma once
 // Averaging a model's gradients over the ranks while backward still runs, as the step engines see
 // it: the host synchronizer (GradientSynchronizer, host buffers, Work handles) and the device one
-// (DeviceGradientSynchronizer, CUDA streams and events) behind one interface, so the layers report
-// finished gradients to either the same way.
+// (DeviceGradientSynchronizer, CUDA streams and events) share this contract. The step engines hold
+// the concrete types, because each also has what the other lacks (the host one's bucket_spans, the
+// device one's wait_all and bucket observer); nothing calls through the interface yet.
 //
 // One step at a time: begin_step(), mark_ready() for every element of the flat gradient buffer
 // exactly once (in any order, ranges of any size), finish(). After finish() the buffer holds the
