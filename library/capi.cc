@@ -4,6 +4,7 @@
 #include <mutex>
 
 #include "library/abi_support.h"
+#include "library/device.h"
 #include "runtime/base/error.h"
 #include "runtime/base/version.h"
 
@@ -39,6 +40,17 @@ template <typename Get>
 int topology_value(Get get) {
   std::lock_guard lock(g_mutex);
   return g_engine ? get(*g_engine) : -1;
+}
+
+// Releases `handle` and waits until its operation has finished (host) or is queued on the
+// library's stream (device); its failure as an AbiError.
+std::shared_ptr<Completion> released_and_queued(dtrain_handle handle) {
+  auto completion = running_engine()->release(handle);
+  if (!completion)
+    throw AbiError(DTRAIN_ERR_UNKNOWN_HANDLE, "handle: " + std::to_string(handle) + " is unknown or already waited");
+  completion->wait();
+  if (completion->status() != DTRAIN_OK) throw AbiError(completion->status(), completion->error());
+  return completion;
 }
 
 }  // namespace
@@ -168,18 +180,51 @@ int dtrain_poll(dtrain_handle handle, int* done) {
     auto completion = running_engine()->find(handle);
     if (!completion)
       throw AbiError(DTRAIN_ERR_UNKNOWN_HANDLE, "handle: " + std::to_string(handle) + " is unknown or already waited");
-    *done = completion->done() ? 1 : 0;
+    // A device operation is done once its work on the library's stream is.
+    bool finished = completion->done();
+    if (finished) {
+      auto on_stream = completion->on_stream();
+      finished = !on_stream || on_stream->complete();
+    }
+    *done = finished ? 1 : 0;
     return DTRAIN_OK;
   });
 }
 
 int dtrain_wait(dtrain_handle handle) {
   return guarded("dtrain_wait", [&] {
-    auto completion = running_engine()->release(handle);
-    if (!completion)
-      throw AbiError(DTRAIN_ERR_UNKNOWN_HANDLE, "handle: " + std::to_string(handle) + " is unknown or already waited");
-    completion->wait();
-    if (completion->status() != DTRAIN_OK) throw AbiError(completion->status(), completion->error());
+    auto completion = released_and_queued(handle);
+    if (auto on_stream = completion->on_stream()) on_stream->synchronize();
+    return DTRAIN_OK;
+  });
+}
+
+int dtrain_wait_stream(dtrain_handle handle, void* stream) {
+  return guarded("dtrain_wait_stream", [&] {
+    auto completion = released_and_queued(handle);
+    if (auto on_stream = completion->on_stream()) {
+      try {
+        on_stream->make_stream_wait(stream);
+      } catch (const dtrain::runtime::Error& e) {
+        throw AbiError(DTRAIN_ERR_INVALID_ARGUMENT,
+                       std::string("stream: could not make it wait for the operation: ") + e.what());
+      }
+    }
+    return DTRAIN_OK;
+  });
+}
+
+int dtrain_timeline_start(const char* path) {
+  return guarded("dtrain_timeline_start", [&] {
+    if (path == nullptr || *path == '\0') throw AbiError(DTRAIN_ERR_INVALID_ARGUMENT, "path: NULL or empty");
+    running_engine()->start_timeline(path);
+    return DTRAIN_OK;
+  });
+}
+
+int dtrain_timeline_stop(void) {
+  return guarded("dtrain_timeline_stop", [&] {
+    running_engine()->stop_timeline();
     return DTRAIN_OK;
   });
 }

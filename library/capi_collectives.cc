@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "library/abi_support.h"
+#include "library/device.h"
 #include "library/element_types.h"
 
 namespace dtrain::library {
@@ -33,12 +34,8 @@ Request checked_request(const char* name, OpKind kind, int64_t count, int dtype,
   if (!valid_dtype(dtype)) bad("dtype: " + std::to_string(dtype) + " is not a dtrain_dtype (0..7)");
   if (device != DTRAIN_HOST && device != DTRAIN_CUDA)
     bad("device: " + std::to_string(device) + " is neither DTRAIN_HOST (0) nor DTRAIN_CUDA (1)");
-  if (device == DTRAIN_CUDA) {
-    throw AbiError(DTRAIN_ERR_UNSUPPORTED, engine.gpu() < 0
-                                               ? "device: DTRAIN_CUDA, but this rank has no GPU"
-                                               : "device: DTRAIN_CUDA buffers are not supported by this version of "
-                                                 "libdtrain yet; pass host buffers");
-  }
+  if (device == DTRAIN_CUDA && !engine.device_problem().empty())
+    throw AbiError(DTRAIN_ERR_UNSUPPORTED, engine.device_problem());
   Request request;
   request.name = name;
   request.kind = kind;
@@ -48,8 +45,11 @@ Request checked_request(const char* name, OpKind kind, int64_t count, int dtype,
   return request;
 }
 
-// A buffer of `elements` elements: NULL only when empty, aligned to its element size.
-void check_buffer(const char* argument, const void* p, int64_t elements, int dtype) {
+// A buffer of `elements` elements of the operation's dtype and device: NULL only when empty,
+// aligned to its element size, in the memory `device` says (checked where CUDA can tell cheaply:
+// device buffers always, host buffers once this rank has used device buffers).
+void check_buffer(const char* argument, const void* p, int64_t elements, const Request& request, Engine& engine) {
+  const int dtype = request.dtype;
   if (p == nullptr) {
     if (elements > 0) bad(std::string(argument) + ": NULL for " + std::to_string(elements) + " elements");
     return;
@@ -58,6 +58,8 @@ void check_buffer(const char* argument, const void* p, int64_t elements, int dty
   if (reinterpret_cast<uintptr_t>(p) % size != 0)
     bad(std::string(argument) + ": " + address(p) + " is not aligned to the " + std::to_string(size) +
         "-byte elements of " + dtype_label(dtype));
+  const bool device = request.device == DTRAIN_CUDA;
+  if (elements > 0 && (device || engine.device_in_use())) check_buffer_location(argument, p, device, engine.gpu());
 }
 
 void check_op(int op, int dtype) {
@@ -78,13 +80,18 @@ int64_t times_world(int64_t count, int size, const char* what) {
   return count * size;
 }
 
+// A device operation's data is ready where the caller's `stream` has reached at submission.
 template <typename Fill>
-int submit_call(const char* function, dtrain_handle* handle, Fill fill) {
+int submit_call(const char* function, void* stream, dtrain_handle* handle, Fill fill) {
   return guarded(function, [&] {
     if (handle == nullptr) bad("handle: NULL");
     *handle = 0;
     auto engine = running_engine();
     Operation op = fill(*engine);
+    if (op.request.device == DTRAIN_CUDA) {
+      op.ready = StreamEvent::record_on(stream, engine->gpu());
+      engine->note_device_use();
+    }
     *handle = engine->submit(std::move(op));
     return DTRAIN_OK;
   });
@@ -99,14 +106,13 @@ extern "C" {
 
 int dtrain_allreduce(const char* name, const void* send, void* recv, int64_t count, int dtype, int op, double prescale,
                      double postscale, int device, void* stream, dtrain_handle* handle) {
-  (void)stream;
-  return submit_call("dtrain_allreduce", handle, [&](Engine& engine) {
+  return submit_call("dtrain_allreduce", stream, handle, [&](Engine& engine) {
     Operation o{checked_request(name, OpKind::kAllReduce, count, dtype, device, engine), send, recv, nullptr, {}};
     check_op(op, dtype);
     check_scale("prescale", prescale, dtype);
     check_scale("postscale", postscale, dtype);
-    check_buffer("send", send, count, dtype);
-    check_buffer("recv", recv, count, dtype);
+    check_buffer("send", send, count, o.request, engine);
+    check_buffer("recv", recv, count, o.request, engine);
     o.request.op = static_cast<uint8_t>(op);
     o.request.prescale = prescale;
     o.request.postscale = postscale;
@@ -116,10 +122,9 @@ int dtrain_allreduce(const char* name, const void* send, void* recv, int64_t cou
 
 int dtrain_broadcast(const char* name, void* buffer, int64_t count, int dtype, int root, int device, void* stream,
                      dtrain_handle* handle) {
-  (void)stream;
-  return submit_call("dtrain_broadcast", handle, [&](Engine& engine) {
+  return submit_call("dtrain_broadcast", stream, handle, [&](Engine& engine) {
     Operation o{checked_request(name, OpKind::kBroadcast, count, dtype, device, engine), buffer, buffer, nullptr, {}};
-    check_buffer("buffer", buffer, count, dtype);
+    check_buffer("buffer", buffer, count, o.request, engine);
     const int size = engine.topology().world_size;
     if (root < 0 || root >= size)
       bad("root: " + std::to_string(root) + " is not a rank of 0.." + std::to_string(size - 1));
@@ -130,14 +135,13 @@ int dtrain_broadcast(const char* name, void* buffer, int64_t count, int dtype, i
 
 int dtrain_allgather(const char* name, const void* send, int64_t count, void* recv, int64_t recv_capacity,
                      int64_t* recv_counts, int dtype, int device, void* stream, dtrain_handle* handle) {
-  (void)stream;
-  return submit_call("dtrain_allgather", handle, [&](Engine& engine) {
+  return submit_call("dtrain_allgather", stream, handle, [&](Engine& engine) {
     Operation o{checked_request(name, OpKind::kAllGather, count, dtype, device, engine), send, recv, recv_counts, {}};
     if (recv_capacity < count)
       bad("recv_capacity: " + std::to_string(recv_capacity) + " is below this rank's own count " +
           std::to_string(count));
-    check_buffer("send", send, count, dtype);
-    check_buffer("recv", recv, recv_capacity, dtype);
+    check_buffer("send", send, count, o.request, engine);
+    check_buffer("recv", recv, recv_capacity, o.request, engine);
     o.request.recv_capacity = recv_capacity;
     return o;
   });
@@ -145,12 +149,11 @@ int dtrain_allgather(const char* name, const void* send, int64_t count, void* re
 
 int dtrain_reducescatter(const char* name, const void* send, void* recv, int64_t count, int dtype, int op, int device,
                          void* stream, dtrain_handle* handle) {
-  (void)stream;
-  return submit_call("dtrain_reducescatter", handle, [&](Engine& engine) {
+  return submit_call("dtrain_reducescatter", stream, handle, [&](Engine& engine) {
     Operation o{checked_request(name, OpKind::kReduceScatter, count, dtype, device, engine), send, recv, nullptr, {}};
     check_op(op, dtype);
-    check_buffer("send", send, times_world(count, engine.topology().world_size, "count"), dtype);
-    check_buffer("recv", recv, count, dtype);
+    check_buffer("send", send, times_world(count, engine.topology().world_size, "count"), o.request, engine);
+    check_buffer("recv", recv, count, o.request, engine);
     o.request.op = static_cast<uint8_t>(op);
     return o;
   });
@@ -158,19 +161,18 @@ int dtrain_reducescatter(const char* name, const void* send, void* recv, int64_t
 
 int dtrain_alltoall(const char* name, const void* send, void* recv, int64_t count, int dtype, int device, void* stream,
                     dtrain_handle* handle) {
-  (void)stream;
-  return submit_call("dtrain_alltoall", handle, [&](Engine& engine) {
+  return submit_call("dtrain_alltoall", stream, handle, [&](Engine& engine) {
     Operation o{checked_request(name, OpKind::kAllToAll, count, dtype, device, engine), send, recv, nullptr, {}};
     const int64_t total = times_world(count, engine.topology().world_size, "count");
-    check_buffer("send", send, total, dtype);
-    check_buffer("recv", recv, total, dtype);
+    check_buffer("send", send, total, o.request, engine);
+    check_buffer("recv", recv, total, o.request, engine);
     if (send == recv && total > 0) bad("recv: the same buffer as send; alltoall works out of place only");
     return o;
   });
 }
 
 int dtrain_barrier(const char* name, dtrain_handle* handle) {
-  return submit_call("dtrain_barrier", handle, [&](Engine& engine) {
+  return submit_call("dtrain_barrier", nullptr, handle, [&](Engine& engine) {
     return Operation{
         checked_request(name, OpKind::kBarrier, 0, DTRAIN_UINT8, DTRAIN_HOST, engine), nullptr, nullptr, nullptr, {}};
   });

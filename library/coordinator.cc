@@ -7,11 +7,13 @@
 #include "include/dtrain/dtrain.h"
 #include "library/element_types.h"
 #include "runtime/base/log.h"
+#include "runtime/io/json.h"
 
 namespace dtrain::library {
 
-Coordinator::Coordinator(int world_size, int64_t fusion_threshold_bytes)
-    : world_size_(world_size), fusion_threshold_(fusion_threshold_bytes), shutdown_(world_size, false) {}
+Coordinator::Coordinator(int world_size, int64_t fusion_threshold_bytes, Timeline& timeline)
+    : world_size_(world_size), fusion_threshold_(fusion_threshold_bytes), timeline_(timeline),
+      shutdown_(world_size, false) {}
 
 void Coordinator::add(int rank, std::vector<Request> requests, bool shutdown) {
   for (Request& request : requests) add_one(rank, std::move(request));
@@ -25,11 +27,15 @@ void Coordinator::add_one(int rank, Request request) {
     pending.by_rank.resize(static_cast<size_t>(world_size_));
     pending.arrival = arrivals_++;
     pending.first_seen = pending.last_warned = Clock::now();
+    timeline_.begin(request.name, "NEGOTIATE_" + upper(op_kind_name(request.kind)));
   }
+  if (timeline_.active()) timeline_.instant(request.name, "rank " + std::to_string(rank) + " ready");
   pending.by_rank[static_cast<size_t>(rank)] = std::move(request);
   if (++pending.submitted < world_size_) return;
   const std::string problem = mismatch(pending.by_rank);
+  timeline_.end(it->first);
   if (problem.empty()) {
+    timeline_.begin(it->first, "QUEUE");
     ready_.push_back(pending.by_rank[0]);
     // Each rank's count of an all-gather goes out with its response.
     if (ready_.back().kind == OpKind::kAllGather) {
@@ -37,6 +43,7 @@ void Coordinator::add_one(int rank, Request request) {
       for (const Request& r : pending.by_rank) counts.push_back(r.count);
     }
   } else {
+    timeline_.instant(it->first, "MISMATCH", runtime::JsonObject().text("error", problem).str());
     errors_.push_back({ResponseType::kError, {it->first}, DTRAIN_ERR_MISMATCH, "mismatched " + problem, {}});
   }
   pending_.erase(it);
@@ -49,6 +56,7 @@ std::vector<Response> Coordinator::take_responses() {
   check_stalls(&out);
   if (std::all_of(shutdown_.begin(), shutdown_.end(), [](bool b) { return b; })) {
     for (auto& [name, pending] : pending_) {
+      timeline_.end(name);
       out.push_back({ResponseType::kError,
                      {name},
                      DTRAIN_ERR_SHUT_DOWN,
@@ -124,6 +132,8 @@ void Coordinator::check_stalls(std::vector<Response>* out) {
     if (abort) {
       DTRAIN_LOG(kError) << "stall: " << report.str() << "; failing it on every rank (DTRAIN_STALL_ABORT_SECONDS "
                          << settings.abort_seconds << ")";
+      timeline_.end(it->first);
+      timeline_.instant(it->first, "STALLED", runtime::JsonObject().text("error", report.str()).str());
       out->push_back({ResponseType::kError, {it->first}, DTRAIN_ERR_STALLED, "stalled: " + report.str(), {}});
       it = pending_.erase(it);
       continue;

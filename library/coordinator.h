@@ -10,6 +10,8 @@
 // every warning period); past the abort time the name becomes an error response, so every rank
 // gets DTRAIN_ERR_STALLED instead of waiting forever.
 //
+// The negotiation phases of each name go to the timeline (timeline.h) while it is active.
+//
 // Single-threaded: only rank 0's background thread calls it.
 #include <chrono>
 #include <cstdint>
@@ -18,12 +20,14 @@
 #include <vector>
 
 #include "library/request.h"
+#include "library/timeline.h"
 
 namespace dtrain::library {
 
 class Coordinator {
  public:
-  Coordinator(int world_size, int64_t fusion_threshold_bytes);
+  // `timeline` outlives the coordinator.
+  Coordinator(int world_size, int64_t fusion_threshold_bytes, Timeline& timeline);
 
   // `rank`'s requests of this cycle and whether it asks to shut down.
   void add(int rank, std::vector<Request> requests, bool shutdown);
@@ -47,6 +51,7 @@ class Coordinator {
 
   int world_size_;
   int64_t fusion_threshold_;
+  Timeline& timeline_;
   uint64_t arrivals_ = 0;
   std::map<std::string, Pending> pending_;
   std::vector<Request> ready_;                                // every rank agrees; in the order they became ready

@@ -45,6 +45,10 @@ std::optional<runtime::DType> communicator_dtype(int dtype) {
   }
 }
 
+bool communicator_reduces(int dtype, int op) {
+  return communicator_dtype(dtype).has_value() && (op == DTRAIN_SUM || op == DTRAIN_AVERAGE);
+}
+
 MPI_Datatype mpi_type(int dtype) {
   switch (dtype) {
     case DTRAIN_UINT8: return MPI_UINT8_T;

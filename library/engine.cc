@@ -4,10 +4,12 @@
 
 #include "comm/backends/factory.h"
 #include "include/dtrain/dtrain.h"
+#include "library/element_types.h"
 #include "runtime/base/env.h"
 #include "runtime/base/error.h"
 #include "runtime/base/log.h"
 #include "runtime/base/process_identity.h"
+#include "runtime/io/json.h"
 #include "runtime/mpi/mpi_check.h"
 #include "runtime/rank/gpu_binding.h"
 
@@ -54,10 +56,37 @@ Engine::Engine(MPI_Comm world) {
   // Name matching has already compared every rank's call; the per-call check would only repeat it.
   communicator_->set_consistency_check(false);
   executor_ = std::make_unique<Executor>(data_.get(), *communicator_);
-  if (t.world_rank == 0) coordinator_ = std::make_unique<Coordinator>(t.world_size, threshold);
+  if (t.world_rank == 0) coordinator_ = std::make_unique<Coordinator>(t.world_size, threshold, timeline_);
+  agree_on_gpus();
+  thread_ = std::thread([this] { loop(); });
+}
+
+// Device buffers need a real GPU on every rank (NCCL and the staged path run on all ranks alike),
+// so the ranks agree here, once, and a rank without one is named on every rank.
+void Engine::agree_on_gpus() {
+  const runtime::Topology& t = ctx_->topology();
   const auto gpus = runtime::visible_gpus();
   gpu_ = gpus.empty() ? -1 : runtime::device_index_for_local_rank(t.host_local_rank, static_cast<int>(gpus.size()));
-  thread_ = std::thread([this] { loop(); });
+  const bool real = built_with_cuda() && gpu_ >= 0 && !gpus[static_cast<size_t>(gpu_)].simulated;
+  int first_without = real ? t.world_size : t.world_rank;
+  DTRAIN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &first_without, 1, MPI_INT, MPI_MIN, ctx_->world()));
+  if (!built_with_cuda()) {
+    device_problem_ = "device: DTRAIN_CUDA, but this libdtrain was built without CUDA; pass host buffers";
+  } else if (!real) {
+    device_problem_ = gpu_ >= 0 ? "device: DTRAIN_CUDA, but this rank has no GPU (only simulated ones)"
+                                : "device: DTRAIN_CUDA, but this rank has no GPU";
+  } else if (first_without < t.world_size) {
+    device_problem_ = "device: DTRAIN_CUDA, but rank " + std::to_string(first_without) +
+                      " has no GPU; device buffers need a GPU on every rank";
+  }
+}
+
+void Engine::start_timeline(const std::string& path) {
+  if (ctx_->topology().world_rank == 0) timeline_.start(path);
+}
+
+void Engine::stop_timeline() {
+  timeline_.stop();
 }
 
 Engine::~Engine() {
@@ -192,14 +221,36 @@ void Engine::execute(const Response& response) {
     DTRAIN_CHECK(it != local_.end()) << "rank 0 scheduled '" << name << "', which this rank has not submitted";
     ops.push_back(&it->second);
   }
+  const Request& head = ops.front()->request;
+  if (timeline_.active()) {
+    int64_t bytes = 0;
+    for (const Operation* op : ops) bytes += op->request.count * static_cast<int64_t>(element_size(head.dtype));
+    const std::string args = runtime::JsonObject()
+                                 .integer("fused", static_cast<int64_t>(ops.size()))
+                                 .integer("collective", static_cast<int64_t>(collectives_run_))
+                                 .integer("bytes", bytes)
+                                 .text("dtype", dtype_label(head.dtype))
+                                 .text("device", head.device == DTRAIN_CUDA ? "cuda" : "host")
+                                 .str();
+    for (const std::string& name : response.names) {
+      timeline_.end(name);  // QUEUE
+      timeline_.begin(name, upper(op_kind_name(head.kind)), args);
+    }
+  }
   int status = DTRAIN_OK;
   std::string error;
   try {
-    executor_->run(response, ops);
+    if (head.device == DTRAIN_CUDA) {
+      if (!device_) device_ = DeviceExecutor::create(*ctx_, gpu_, *executor_);
+      device_->run(response, ops);
+    } else {
+      executor_->run(response, ops);
+    }
   } catch (const std::exception& e) {
     status = status_of_exception(e);
-    error = describe(ops.front()->request) + " failed: " + e.what();
+    error = describe(head) + " failed: " + e.what();
   }
+  for (const std::string& name : response.names) timeline_.end(name);
   for (const std::string& name : response.names) {
     auto it = local_.find(name);
     finish(it->second, status, error);
@@ -213,7 +264,9 @@ void Engine::finish(Operation& op, int status, const std::string& error) {
     std::lock_guard lock(mutex_);
     names_.erase(op.request.name);
   }
-  op.completion->finish(status, error);
+  if (timeline_.active())
+    timeline_.instant(op.request.name, "DONE", runtime::JsonObject().text("status", dtrain_status_name(status)).str());
+  op.completion->finish(status, error, op.done);
 }
 
 void Engine::fail_all(int status, const std::string& error) {
@@ -238,6 +291,8 @@ void Engine::shutdown() {
   fail_all(DTRAIN_ERR_SHUT_DOWN, "dtrain shut down before this operation ran");
   DTRAIN_LOG0(kDebug) << "dtrain library: " << operations_run_ << " named operations ran as " << collectives_run_
                       << " collectives (fused all-reduces count once)";
+  device_.reset();  // waits for its stream
+  timeline_.stop();
   executor_.reset();
   communicator_.reset();
   data_ = runtime::MpiComm();

@@ -10,10 +10,15 @@
 // executes it in that order (Executor). So ranks may submit names in any order, and all MPI traffic
 // of the library happens on this one thread, apart from the caller's.
 //
+// Device operations (DTRAIN_CUDA) go to a DeviceExecutor (device.h), made on the background thread
+// at the first device operation the ranks agree on (so a job that never uses device buffers
+// makes no NCCL communicator and no CUDA context).
+//
 // submit() and the handle functions may be called from any thread; the constructor and shutdown()
 // from one thread, on every rank (collective).
 #include <mpi.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -29,8 +34,10 @@
 
 #include "comm/communicator.h"
 #include "library/coordinator.h"
+#include "library/device.h"
 #include "library/executor.h"
 #include "library/operation.h"
+#include "library/timeline.h"
 #include "runtime/mpi/mpi_scope.h"
 #include "runtime/rank/rank_context.h"
 
@@ -61,6 +68,16 @@ class Engine {
 
   const runtime::Topology& topology() const { return ctx_->topology(); }
   int gpu() const { return gpu_; }
+  // Why this rank cannot take device buffers ("" when it can): a build without CUDA, or a rank of
+  // the job without a GPU (every rank gets the same answer).
+  const std::string& device_problem() const { return device_problem_; }
+  // Device buffers were submitted on this rank: host buffers are then checked not to be device
+  // memory (before, that check would make a CUDA context just to look).
+  bool device_in_use() const { return device_in_use_.load(std::memory_order_relaxed); }
+  void note_device_use() { device_in_use_ = true; }
+  // Rank 0 writes the timeline; the other ranks' calls change nothing (timeline.h).
+  void start_timeline(const std::string& path);
+  void stop_timeline();
 
   // Queues `op` (buffers already checked) and returns its handle. AbiError when its name is in
   // flight on this rank, or the background thread has failed.
@@ -80,16 +97,21 @@ class Engine {
   void execute(const Response& response);
   void finish(Operation& op, int status, const std::string& error);
   void fail_all(int status, const std::string& error);
+  void agree_on_gpus();
 
   std::optional<runtime::MpiScope> mpi_;
   std::optional<runtime::RankContext> ctx_;
   runtime::MpiComm control_;
   runtime::MpiComm data_;
+  Timeline timeline_;  // declared before coordinator_, which writes to it
   std::unique_ptr<comm::Communicator> communicator_;
   std::unique_ptr<Executor> executor_;
+  std::unique_ptr<DeviceExecutor> device_;  // the background thread's, from the first device operation
   std::unique_ptr<Coordinator> coordinator_;  // rank 0 only
   std::chrono::microseconds cycle_time_{1000};
   int gpu_ = -1;
+  std::string device_problem_;
+  std::atomic<bool> device_in_use_{false};
 
   std::mutex mutex_;  // guards everything below but local_
   std::condition_variable wake_;

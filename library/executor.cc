@@ -67,10 +67,6 @@ void narrow(const std::vector<float>& in, void* data, int dtype) {
 comm::ReduceOp communicator_op(int op) {
   return op == DTRAIN_AVERAGE ? comm::ReduceOp::kAverage : comm::ReduceOp::kSum;
 }
-// The Communicator adds and averages fp32, fp16 and bf16; everything else goes to MPI.
-bool communicator_reduces(int dtype, int op) {
-  return communicator_dtype(dtype).has_value() && (op == DTRAIN_SUM || op == DTRAIN_AVERAGE);
-}
 
 }  // namespace
 

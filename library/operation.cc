@@ -2,11 +2,12 @@
 
 namespace dtrain::library {
 
-void Completion::finish(int status, std::string error) {
+void Completion::finish(int status, std::string error, std::shared_ptr<StreamEvent> on_stream) {
   {
     std::lock_guard lock(mutex_);
     status_ = status;
     error_ = std::move(error);
+    on_stream_ = std::move(on_stream);
     done_ = true;
   }
   cv_.notify_all();
@@ -25,6 +26,11 @@ bool Completion::done() {
 int Completion::status() {
   std::lock_guard lock(mutex_);
   return status_;
+}
+
+std::shared_ptr<StreamEvent> Completion::on_stream() {
+  std::lock_guard lock(mutex_);
+  return on_stream_;
 }
 
 const std::string& Completion::error() {

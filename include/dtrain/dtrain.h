@@ -26,9 +26,19 @@
  * root or scale factors all get DTRAIN_ERR_MISMATCH naming the operation, the ranks and what
  * differs.
  *
- * Buffers: `device` is DTRAIN_HOST for host memory; DTRAIN_CUDA (device memory ordered on the
- * caller's cudaStream_t `stream`) is reserved: this version answers DTRAIN_ERR_UNSUPPORTED.
- * Buffers are aligned to their element size; counts are elements, >= 0.
+ * Buffers: `device` is DTRAIN_HOST for host memory (`stream` is ignored) or DTRAIN_CUDA for device
+ * memory of this rank's GPU (dtrain_gpu()), ordered on the caller's cudaStream_t `stream` (NULL:
+ * the legacy default stream). Buffers are aligned to their element size; counts are elements, >= 0.
+ *
+ * Streams: a DTRAIN_CUDA call records an event on `stream` and returns; the library's own stream
+ * waits for that event (the host never does), runs the collective and records a completion event.
+ * Work queued on `stream` before the call is what the operation reads. Then either
+ * dtrain_wait / dtrain_poll wait for the completion on the host, or dtrain_wait_stream makes a
+ * stream of yours wait for it without blocking the host (only until the library has queued the
+ * work). Device buffers need a CUDA build and a GPU on every rank (DTRAIN_ERR_UNSUPPORTED names
+ * what is missing); a host pointer passed as DTRAIN_CUDA, or a device pointer as DTRAIN_HOST, is
+ * DTRAIN_ERR_INVALID_ARGUMENT naming the argument (host buffers are checked once this rank has
+ * used device buffers).
  */
 #ifndef DTRAIN_DTRAIN_H_
 #define DTRAIN_DTRAIN_H_
@@ -143,12 +153,28 @@ DTRAIN_API int dtrain_barrier(const char* name, dtrain_handle* handle);
 /* --- completion -------------------------------------------------------------------------------- */
 /* *done = 1 once the operation has finished (well or not); the handle stays valid. */
 DTRAIN_API int dtrain_poll(dtrain_handle handle, int* done);
-/* Blocks until the operation has finished, returns its status (its text in dtrain_last_error())
- * and releases the handle: a second wait is DTRAIN_ERR_UNKNOWN_HANDLE. */
+/* Blocks until the operation has finished (device buffers: on the GPU too), returns its status
+ * (its text in dtrain_last_error()) and releases the handle: a second wait is
+ * DTRAIN_ERR_UNKNOWN_HANDLE. */
 DTRAIN_API int dtrain_wait(dtrain_handle handle);
+/* For device buffers: makes `stream` (a cudaStream_t; NULL: the legacy default stream) wait for
+ * the operation without waiting for it on the host. Blocks only until the operation has been
+ * queued on the library's stream (every rank has submitted it), then releases the handle and
+ * returns its status. For a host operation it is dtrain_wait. */
+DTRAIN_API int dtrain_wait_stream(dtrain_handle handle, void* stream);
 /* The finished operation's error text ("" when it succeeded or is still running), without
  * releasing it. Valid until the handle is waited. */
 DTRAIN_API const char* dtrain_handle_error(dtrain_handle handle);
+
+/* --- timeline ------------------------------------------------------------------------------- */
+/* A Chrome trace (chrome://tracing, ui.perfetto.dev) of the named operations as rank 0 sees them:
+ * per name, NEGOTIATE_<KIND> (first to last rank's submission), QUEUE, the collective (<KIND>,
+ * with its fused group) and DONE. Written by rank 0 only (on the other ranks both calls do
+ * nothing and succeed); `path` is created or truncated, and holds valid JSON once
+ * dtrain_timeline_stop or dtrain_shutdown has closed it. DTRAIN_ERR_INVALID_ARGUMENT naming the
+ * path when rank 0 cannot write it, or when a timeline is already being written. */
+DTRAIN_API int dtrain_timeline_start(const char* path);
+DTRAIN_API int dtrain_timeline_stop(void);
 
 #ifdef __cplusplus
 }
