@@ -12,7 +12,9 @@
 namespace dtrain::library {
 
 Coordinator::Coordinator(int world_size, int64_t fusion_threshold_bytes, Timeline& timeline)
-    : world_size_(world_size), fusion_threshold_(fusion_threshold_bytes), timeline_(timeline),
+    : world_size_(world_size),
+      fusion_threshold_(fusion_threshold_bytes),
+      timeline_(timeline),
       shutdown_(world_size, false) {}
 
 void Coordinator::add(int rank, std::vector<Request> requests, bool shutdown) {

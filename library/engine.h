@@ -106,7 +106,7 @@ class Engine {
   Timeline timeline_;  // declared before coordinator_, which writes to it
   std::unique_ptr<comm::Communicator> communicator_;
   std::unique_ptr<Executor> executor_;
-  std::unique_ptr<DeviceExecutor> device_;  // the background thread's, from the first device operation
+  std::unique_ptr<DeviceExecutor> device_;    // the background thread's, from the first device operation
   std::unique_ptr<Coordinator> coordinator_;  // rank 0 only
   std::chrono::microseconds cycle_time_{1000};
   int gpu_ = -1;

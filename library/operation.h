@@ -23,8 +23,8 @@ class Completion {
   // Until finish(): a device operation is then queued, not necessarily done (on_stream()).
   void wait();
   bool done();
-  int status();                // after done()
-  const std::string& error();  // after done(); stable from then on
+  int status();                              // after done()
+  const std::string& error();                // after done(); stable from then on
   std::shared_ptr<StreamEvent> on_stream();  // after done()
 
  private:

@@ -45,7 +45,7 @@ class Timeline {
   void instant(const std::string& name, const std::string& what, const std::string& args = "");
 
  private:
-  int track(const std::string& name);  // under mutex_
+  int track(const std::string& name);   // under mutex_
   void emit(const std::string& event);  // under mutex_
   double now_us() const;
 

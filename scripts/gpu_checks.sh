@@ -11,7 +11,9 @@ TESTS=$BIN/tests
 DATA=${1:-/usr/share/datasets/fashion-mnist}
 mkdir -p "$OUT"
 SP=/opt/torch/.venv/lib/python3.12/site-packages
-export LD_LIBRARY_PATH=$SP/nvidia/cudnn/lib:$SP/nvidia/nccl/lib:$SP/nvidia/cu13/lib:${LD_LIBRARY_PATH:-}
+# libdtrain.so: build/lib beside build/bin in a build tree, or beside the binaries carried flat.
+LIBDTRAIN=$(cd "$BIN/../lib" 2> /dev/null && pwd):$(cd "$BIN" && pwd)
+export LD_LIBRARY_PATH=$LIBDTRAIN:$SP/nvidia/cudnn/lib:$SP/nvidia/nccl/lib:$SP/nvidia/cu13/lib:${LD_LIBRARY_PATH:-}
 export NCCL_NVLS_ENABLE=0
 # On a GPU machine a test skipped for want of a GPU is a failure (a driver too old for the toolkit
 # must not pass the GPU suites by skipping them); a suite whose tests all skipped for another
@@ -90,6 +92,18 @@ fi
 if [ -x $TESTS/dtrain-comm-robustness-mpi-tests ] && [ "$GPUS" -ge 2 ]; then
   check_within 240 comm_robustness_np2 $MPI -np 2 $TESTS/dtrain-comm-robustness-mpi-tests
   check_within 300 comm_gpu_collectives_np2 $MPI -np 2 $TESTS/dtrain-comm-gpu-mpi-tests
+fi
+# libdtrain.so's C ABI on device buffers (DTRAIN_CUDA): every collective, dtype and awkward count
+# against exact references, the stream rules (dtrain_wait_stream), wrong memory; one rank per GPU
+# on 1, 2 and 4 GPUs where there are that many (NCCL), then 2 ranks as 2 simulated nodes (the
+# hierarchical backend: NCCL inside each node, the staged ring across).
+if [ -x $TESTS/dtrain-library-device-test ]; then
+  for np in 1 2 4; do
+    [ "$GPUS" -ge $np ] && check library_device_np$np $MPI -np $np $TESTS/dtrain-library-device-test
+  done
+  [ "$GPUS" -ge 2 ] && check library_device_hierarchical_np2 $MPI -np 2 -x DTRAIN_RANKS_PER_NODE=1 \
+    -x DTRAIN_MPI_DEVICE_POINTERS=stage $TESTS/dtrain-library-device-test
+  grep -h "^seed\|communicator:" "$OUT"/library_device_*.log
 fi
 if [ -x $BIN/dtrain-train ]; then
   # e2e.fashion_mnist.gpu: the CPU run's config and global batch on one GPU, top-1 >= 88% at epoch 2.

@@ -46,8 +46,7 @@ void check_buffer_location(const char* argument, const void* p, bool device, int
                                                     ", but this rank's GPU is " + std::to_string(gpu) +
                                                     " (dtrain_gpu())");
   if (!device && attributes.type == cudaMemoryTypeDevice)
-    throw AbiError(DTRAIN_ERR_INVALID_ARGUMENT, what + " is device memory of GPU " +
-                                                    std::to_string(attributes.device) +
+    throw AbiError(DTRAIN_ERR_INVALID_ARGUMENT, what + " is device memory of GPU " + std::to_string(attributes.device) +
                                                     ", but device is DTRAIN_HOST; pass DTRAIN_CUDA and its stream");
 }
 

@@ -190,7 +190,8 @@ class CudaDeviceExecutor final : public DeviceExecutor {
     // The host path's fp32 average: the sum, times 1/size in fp32 (NCCL's own average scales
     // before it adds, which rounds differently).
     const bool sum_then_scale = dtype == DTRAIN_FLOAT32 && op == DTRAIN_AVERAGE;
-    const comm::ReduceOp how = op == DTRAIN_AVERAGE && !sum_then_scale ? comm::ReduceOp::kAverage : comm::ReduceOp::kSum;
+    const comm::ReduceOp how =
+        op == DTRAIN_AVERAGE && !sum_then_scale ? comm::ReduceOp::kAverage : comm::ReduceOp::kSum;
     const auto n = static_cast<size_t>(count);
     if (scatter) {
       communicator_->reduce_scatter(send, recv, n, type, how, on(stream_));
@@ -259,8 +260,8 @@ StagedOp plan(const Operation& op, int size, const std::vector<int64_t>& counts,
   }
   StagedOp s{op, 0, 0, send, 0, send_bytes, static_cast<size_t>(written * esize)};
   s.host.ready = nullptr;
-  const bool overlap = send == recv || (send != nullptr && recv != nullptr && send < recv + recv_bytes &&
-                                        recv < send + send_bytes);
+  const bool overlap =
+      send == recv || (send != nullptr && recv != nullptr && send < recv + recv_bytes && recv < send + send_bytes);
   if (overlap) {
     const char* low = std::min(send, recv);
     const char* high = std::max(send + send_bytes, recv + recv_bytes);

@@ -208,6 +208,21 @@ TEST(AbiBarrier, Completes) {
   wait_ok(h);
 }
 
+// On a host operation dtrain_wait_stream is dtrain_wait: the result is there, the handle released.
+TEST(AbiCompletion, WaitStreamOnAHostOperationIsWait) {
+  int64_t value = rank() + 1;
+  dtrain_handle h = 0;
+  ASSERT_EQ(
+      dtrain_allreduce("wait-stream", &value, &value, 1, DTRAIN_INT64, DTRAIN_SUM, 1, 1, DTRAIN_HOST, nullptr, &h),
+      DTRAIN_OK)
+      << dtrain_last_error();
+  ASSERT_EQ(dtrain_wait_stream(h, nullptr), DTRAIN_OK) << dtrain_last_error();
+  EXPECT_EQ(value, int64_t{size()} * (size() + 1) / 2);
+  EXPECT_EQ(dtrain_wait_stream(h, nullptr), DTRAIN_ERR_UNKNOWN_HANDLE);
+  EXPECT_NE(std::string(dtrain_last_error()).find("dtrain_wait_stream: handle: "), std::string::npos)
+      << dtrain_last_error();
+}
+
 // Rank 0 submits A, B, C; rank 1 C, A, B; the others B, C, A. Each gets the right sums.
 TEST(AbiNameMatching, AnySubmissionOrder) {
   const char* names[] = {"order/A", "order/B", "order/C"};

@@ -163,8 +163,8 @@ void check_allreduce(int dtype, int op, double prescale, double postscale) {
   std::vector<Case> cases;
   for (int64_t count : kCounts)
     for (bool in_place : {false, true})
-      cases.push_back({count, in_place, std::make_unique<DeviceArray>(dtype, count),
-                       std::make_unique<DeviceArray>(dtype, count)});
+      cases.push_back(
+          {count, in_place, std::make_unique<DeviceArray>(dtype, count), std::make_unique<DeviceArray>(dtype, count)});
   for (Case& c : cases) {
     c.send->upload(inputs(rank(), dtype, c.count), g_stream, c.count == 7919);
     void* recv = c.in_place ? c.send->data() : c.recv->data();
@@ -354,9 +354,9 @@ TEST(DeviceCompletion, PollWaitAndWaitStream) {
   DeviceArray a(DTRAIN_FLOAT32, count);
   a.upload(inputs(rank(), DTRAIN_FLOAT32, count), g_stream, true);
   dtrain_handle h = 0;
-  ASSERT_EQ(dtrain_allreduce("dpoll", a.data(), a.data(), count, DTRAIN_FLOAT32, DTRAIN_SUM, 1, 1, DTRAIN_CUDA,
-                             g_stream, &h),
-            DTRAIN_OK);
+  ASSERT_EQ(
+      dtrain_allreduce("dpoll", a.data(), a.data(), count, DTRAIN_FLOAT32, DTRAIN_SUM, 1, 1, DTRAIN_CUDA, g_stream, &h),
+      DTRAIN_OK);
   int done = 0;
   while (!done) ASSERT_EQ(dtrain_poll(h, &done), DTRAIN_OK) << dtrain_last_error();
   ASSERT_EQ(dtrain_wait_stream(h, g_stream), DTRAIN_OK);
@@ -387,9 +387,8 @@ TEST(DeviceErrors, WrongMemoryAndDisagreeingDevices) {
   device.upload(inputs(rank(), DTRAIN_FLOAT32, 4), g_stream, false);
   ASSERT_EQ(cudaStreamSynchronize(g_stream), cudaSuccess);
   const bool on_device = rank() == 0;
-  ASSERT_EQ(dtrain_allreduce("dmixed", on_device ? device.data() : host.data(),
-                             on_device ? device.data() : host.data(), 4, DTRAIN_FLOAT32, DTRAIN_SUM, 1, 1,
-                             on_device ? DTRAIN_CUDA : DTRAIN_HOST, g_stream, &h),
+  ASSERT_EQ(dtrain_allreduce("dmixed", on_device ? device.data() : host.data(), on_device ? device.data() : host.data(),
+                             4, DTRAIN_FLOAT32, DTRAIN_SUM, 1, 1, on_device ? DTRAIN_CUDA : DTRAIN_HOST, g_stream, &h),
             DTRAIN_OK)
       << dtrain_last_error();
   EXPECT_EQ(dtrain_wait(h), DTRAIN_ERR_MISMATCH);

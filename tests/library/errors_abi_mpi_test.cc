@@ -65,7 +65,8 @@ TEST(AbiBadInput, ArgumentsAreNamed) {
     const Outcome o = run([&] {
       return dtrain_allreduce("x", data, data, 4, DTRAIN_FLOAT32, DTRAIN_SUM, 1.0, 1.0, DTRAIN_CUDA, nullptr, &h);
     });
-    const bool unsupported = o.status == DTRAIN_ERR_UNSUPPORTED && o.text.find("device: DTRAIN_CUDA") != std::string::npos;
+    const bool unsupported =
+        o.status == DTRAIN_ERR_UNSUPPORTED && o.text.find("device: DTRAIN_CUDA") != std::string::npos;
     const bool host_memory = o.status == DTRAIN_ERR_INVALID_ARGUMENT && o.text.find("send: ") != std::string::npos &&
                              o.text.find("is host memory") != std::string::npos;
     EXPECT_TRUE(unsupported || host_memory) << o.status << ": " << o.text;
