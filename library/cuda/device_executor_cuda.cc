@@ -91,6 +91,8 @@ int64_t recv_elements(const Request& r, int size) {
 class CudaDeviceExecutor final : public DeviceExecutor {
  public:
   CudaDeviceExecutor(const runtime::RankContext& ctx, int gpu, Executor& host) : host_(host), stream_(bind(gpu)) {
+    // Loaded now, not at a first launch that CUDA's lazy loading could hold until the GPU is idle.
+    comm::cuda::load_kernels();
     communicator_ = comm::make_communicator(comm::Backend::kAuto, ctx, /*gpus=*/true);
     // Name matching has already compared every rank's call.
     communicator_->set_consistency_check(false);
@@ -205,7 +207,7 @@ class CudaDeviceExecutor final : public DeviceExecutor {
   void scale(void* buffer, int64_t count, int dtype, double factor) {
     if (factor == 1.0 || count == 0) return;
     const auto n = static_cast<size_t>(count);
-    const auto f = static_cast<float>(factor);  // 1/size: as 1.0f / size for the sizes MPI runs
+    const auto f = static_cast<float>(factor);  // as the host path: the factor in fp32
     if (dtype == DTRAIN_FLOAT32) {
       comm::cuda::launch_scale(static_cast<float*>(buffer), f, static_cast<float*>(buffer), n, stream_.get());
       return;
