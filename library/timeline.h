@@ -12,7 +12,8 @@
 //   <KIND>            the collective (ALLREDUCE, BROADCAST, ...), with its args: the fused
 //                     group's size and index, bytes, dtype, device. On device buffers it spans
 //                     queueing the work on the library's stream (the GPU runs it later);
-//   DONE              an instant event with the status, when the handle completes.
+//   DONE              an instant event with the status, when the operation has finished (device
+//                     buffers: when its work is queued on the library's stream).
 // Events are written as they happen (buffered), so a long run costs no memory; stop (or
 // dtrain_shutdown) closes the JSON array, and the file is valid JSON from then on.
 //

@@ -151,7 +151,8 @@ DTRAIN_API int dtrain_alltoall(const char* name, const void* send, void* recv, i
 DTRAIN_API int dtrain_barrier(const char* name, dtrain_handle* handle);
 
 /* --- completion -------------------------------------------------------------------------------- */
-/* *done = 1 once the operation has finished (well or not); the handle stays valid. */
+/* *done = 1 once the operation has finished (well or not; device buffers: on the GPU too); the
+ * handle stays valid. */
 DTRAIN_API int dtrain_poll(dtrain_handle handle, int* done);
 /* Blocks until the operation has finished (device buffers: on the GPU too), returns its status
  * (its text in dtrain_last_error()) and releases the handle: a second wait is
