@@ -140,11 +140,13 @@ class CudaDeviceExecutor final : public DeviceExecutor {
     switch (r.kind) {
       case OpKind::kAllReduce: all_reduce(ops); break;
       case OpKind::kBroadcast:
-        if (r.count > 0) communicator_->broadcast(op.recv, static_cast<size_t>(r.count), type, r.root, on(stream_));
+        if (r.count > 0)
+          checked(communicator_->broadcast(op.recv, static_cast<size_t>(r.count), type, r.root, on(stream_)));
         break;
       case OpKind::kAllGather:
         if (op.recv_counts != nullptr) std::copy(response.counts.begin(), response.counts.end(), op.recv_counts);
-        if (r.count > 0) communicator_->all_gather(op.send, op.recv, static_cast<size_t>(r.count), type, on(stream_));
+        if (r.count > 0)
+          checked(communicator_->all_gather(op.send, op.recv, static_cast<size_t>(r.count), type, on(stream_)));
         break;
       case OpKind::kReduceScatter:
         if (r.count > 0) reduce(op.send, op.recv, r.count, r.dtype, r.op, /*scatter=*/true);
@@ -196,9 +198,9 @@ class CudaDeviceExecutor final : public DeviceExecutor {
         op == DTRAIN_AVERAGE && !sum_then_scale ? comm::ReduceOp::kAverage : comm::ReduceOp::kSum;
     const auto n = static_cast<size_t>(count);
     if (scatter) {
-      communicator_->reduce_scatter(send, recv, n, type, how, on(stream_));
+      checked(communicator_->reduce_scatter(send, recv, n, type, how, on(stream_)));
     } else {
-      communicator_->all_reduce(send, recv, n, type, how, on(stream_));
+      checked(communicator_->all_reduce(send, recv, n, type, how, on(stream_)));
     }
     if (sum_then_scale) scale(recv, count, dtype, 1.0 / size_);
   }
@@ -218,6 +220,11 @@ class CudaDeviceExecutor final : public DeviceExecutor {
     comm::cuda::launch_widen(buffer, half, wide, n, stream_.get());
     comm::cuda::launch_narrow(wide, f, buffer, half, n, stream_.get());
   }
+
+  // A device call's Work is done at once on NCCL; on hierarchical it is the cross-node step staged
+  // through the host, whose failure it carries: waited here, on the background thread, so the
+  // failure reaches the operation's handle (the caller's threads never wait for it).
+  static void checked(const comm::Work& work) { work.wait(); }
 
   void copy(void* to, const void* from, size_t bytes) {
     if (bytes == 0 || to == from) return;
