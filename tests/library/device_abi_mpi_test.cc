@@ -373,6 +373,13 @@ TEST(DeviceErrors, WrongMemoryAndDisagreeingDevices) {
   DeviceArray device(DTRAIN_FLOAT32, 4);
   std::vector<float> host(4, 1.0f);
   dtrain_handle h = 0;
+  // Host buffers are checked once this rank has used device buffers (also when this test runs alone).
+  device.upload(inputs(rank(), DTRAIN_FLOAT32, 4), g_stream, false);
+  ASSERT_EQ(dtrain_allreduce("dfirst", device.data(), device.data(), 4, DTRAIN_FLOAT32, DTRAIN_SUM, 1, 1, DTRAIN_CUDA,
+                             g_stream, &h),
+            DTRAIN_OK)
+      << dtrain_last_error();
+  ASSERT_EQ(dtrain_wait(h), DTRAIN_OK) << dtrain_last_error();
   EXPECT_EQ(dtrain_allreduce("dbad", host.data(), device.data(), 4, DTRAIN_FLOAT32, DTRAIN_SUM, 1, 1, DTRAIN_CUDA,
                              g_stream, &h),
             DTRAIN_ERR_INVALID_ARGUMENT);
