@@ -150,6 +150,14 @@ DTRAIN_API int dtrain_wait(dtrain_handle handle);
  * releasing it. Valid until the handle is waited. */
 DTRAIN_API const char* dtrain_handle_error(dtrain_handle handle);
 
+/* --- the job, for framework bindings ------------------------------------------------------- */
+/* Ends every rank of the job now (MPI_Abort on MPI_COMM_WORLD with `exit_code`): what a binding
+ * calls when its process fails while the other ranks may be waiting in a collective. Returns only
+ * when MPI is not running (then DTRAIN_ERR_NOT_INITIALIZED; the caller exits by itself). */
+DTRAIN_API int dtrain_abort(int exit_code);
+/* 1 when this libdtrain.so was built with CUDA and NCCL (device buffers may be supported), else 0. */
+DTRAIN_API int dtrain_cuda_built(void);
+
 #ifdef __cplusplus
 }
 #endif

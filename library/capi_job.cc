@@ -1,0 +1,28 @@
+// The C ABI's job-level functions for framework bindings (include/dtrain/dtrain.h): ending the
+// whole job from a failing rank, and what this build holds.
+#include <mpi.h>
+
+#include "library/abi_support.h"
+
+using namespace dtrain::library;  // NOLINT: the C functions below are thin
+
+extern "C" {
+
+int dtrain_abort(int exit_code) {
+  int initialized = 0;
+  int finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (!initialized || finalized)
+    return fail(DTRAIN_ERR_NOT_INITIALIZED, "dtrain_abort", "MPI is not running; exit the process instead");
+  // A rank that fails while the others wait in a collective would leave them waiting: only ending
+  // every rank through the launcher stops the job.
+  MPI_Abort(MPI_COMM_WORLD, exit_code);
+  return DTRAIN_ERR_INTERNAL;  // MPI_Abort does not return
+}
+
+int dtrain_cuda_built(void) {
+  return DTRAIN_LIBRARY_CUDA_BUILT;
+}
+
+}  // extern "C"
