@@ -21,6 +21,19 @@ int dtrain_abort(int exit_code) {
   return DTRAIN_ERR_INTERNAL;  // MPI_Abort does not return
 }
 
+int dtrain_join(int* last_rank, dtrain_handle* handle) {
+  return guarded("dtrain_join", [&] {
+    if (handle == nullptr) throw AbiError(DTRAIN_ERR_INVALID_ARGUMENT, "handle: NULL");
+    *handle = 0;
+    auto engine = running_engine();
+    Request request;
+    request.name = "dtrain.join";  // one join per rank at a time: a second one is "in flight"
+    request.kind = OpKind::kJoin;
+    *handle = engine->submit(Operation{request, nullptr, last_rank, nullptr, {}});
+    return DTRAIN_OK;
+  });
+}
+
 int dtrain_cuda_built(void) {
   return DTRAIN_LIBRARY_CUDA_BUILT;
 }

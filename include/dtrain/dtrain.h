@@ -155,6 +155,12 @@ DTRAIN_API const char* dtrain_handle_error(dtrain_handle handle);
  * calls when its process fails while the other ranks may be waiting in a collective. Returns only
  * when MPI is not running (then DTRAIN_ERR_NOT_INITIALIZED; the caller exits by itself). */
 DTRAIN_API int dtrain_abort(int exit_code);
+/* This rank has no more work (Horovod's join): until every rank has joined, it adds zeros to the
+ * all-reduces of host buffers that the other ranks submit (an average still divides by the world
+ * size); any other operation submitted meanwhile fails, naming the joined ranks. Done when every rank
+ * has joined; `last_rank` (may be NULL) then holds the rank that joined last. One join per rank may be
+ * in flight. */
+DTRAIN_API int dtrain_join(int* last_rank, dtrain_handle* handle);
 /* 1 when this libdtrain.so was built with CUDA and NCCL (device buffers may be supported), else 0. */
 DTRAIN_API int dtrain_cuda_built(void);
 
