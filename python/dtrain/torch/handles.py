@@ -137,10 +137,9 @@ class _Pending:
             try:
                 for op in self.waiting:
                     _finish(op, self.what)
-            except BaseException as e:
-                for op in self.waiting:  # release the rest; their errors say the same
-                    if _c.lib.dtrain_is_initialized():
-                        _c.lib.dtrain_wait(op.handle)
+            except Exception as e:  # noqa: BLE001 (KeyboardInterrupt and the like propagate at once)
+                # The operation failed; its other library operations finish (or fail) on their own
+                # and are released at shutdown: waiting for them here could wait forever.
                 self.steps, self.waiting, self.error = None, [], e
                 return
             self._advance(None)
@@ -166,7 +165,7 @@ def poll(handle):
         raise ValueError(f"poll: handle {handle} is unknown or already synchronized")
     try:
         pending.step(block=False)
-    except BaseException as e:
+    except Exception as e:  # noqa: BLE001 (reported by synchronize)
         pending.steps, pending.error = None, e
     return pending.finished()
 
