@@ -24,7 +24,7 @@ print(f"installed: rank {hvd.rank()} loaded {c.path}")'
 cmake --install "$build" --prefix "$scratch/prefix" > "$scratch/install.log"
 mv "$scratch/prefix" "$scratch/moved"
 PYTHONPATH="$scratch/moved/lib/python" "$@" -np 2 /usr/bin/python3 -c "$probe" 2>&1 | tee "$scratch/prefix.log"
-grep -q "installed: rank 1 loaded .*moved/lib/python/dtrain/\.\./\.\./libdtrain.so.1\|installed: rank 1 loaded .*moved/lib/libdtrain.so.1" \
+grep -q "installed: rank 1 loaded .*moved/lib/libdtrain.so.1" \
   "$scratch/prefix.log" || { echo "installed_test: the moved prefix's library was not the one loaded"; exit 1; }
 
 if /usr/bin/python3 -m pip --version > /dev/null 2>&1; then
