@@ -5,7 +5,7 @@ Integer-valued inputs keep sums exact in every dtype; scale factors are powers o
 import zlib
 
 import harness
-from harness import check, equal, hvd, raises, torch
+from harness import check, equal, hvd, on_device, raises, torch
 
 DTYPES = [torch.uint8, torch.int8, torch.int32, torch.int64, torch.float16, torch.bfloat16, torch.float32,
           torch.float64]
@@ -54,7 +54,7 @@ def test_allreduce():
                 case = f"allreduce/{dtype}/{shape}/{op}"
                 inputs = everyone(case, shape, dtype, small=op == hvd.Product)
                 expected = reference(op, inputs, dtype)
-                mine = inputs[me].clone()
+                mine = on_device(inputs[me].clone())
                 out = hvd.allreduce(mine, op=op, name=case)
                 equal(out, expected, case)
                 equal(mine, inputs[me], case + ": the input is untouched")
@@ -63,17 +63,17 @@ def test_allreduce():
         if dtype in FLOATING:  # powers of two: the scaled sums stay exact
             case = f"allreduce/scaled/{dtype}"
             inputs = everyone(case, (129,), dtype)
-            out = hvd.allreduce(inputs[me], op=hvd.Sum, prescale_factor=0.5, postscale_factor=4.0, name=case)
+            out = hvd.allreduce(on_device(inputs[me]), op=hvd.Sum, prescale_factor=0.5, postscale_factor=4.0, name=case)
             equal(out, reference(hvd.Sum, inputs, dtype, 0.5, 4.0), case)
     inputs = everyone("allreduce/large", (2**20 + 3,), torch.float32)
-    equal(hvd.allreduce(inputs[me], op=hvd.Sum, name="large"), reference(hvd.Sum, inputs, torch.float32),
+    equal(hvd.allreduce(on_device(inputs[me]), op=hvd.Sum, name="large"), reference(hvd.Sum, inputs, torch.float32),
           "allreduce of 2^20+3 float32")
     # Horovod's default op is Average; the deprecated average= still works.
     inputs = everyone("default", (33,), torch.float64)
     equal(hvd.allreduce(inputs[me]), reference(hvd.Average, inputs, torch.float64), "allreduce's default op")
     equal(hvd.allreduce(inputs[me], average=False), reference(hvd.Sum, inputs, torch.float64), "average=False")
     for compression in (hvd.Compression.fp16, hvd.Compression.bf16):
-        out = hvd.allreduce(inputs[me], op=hvd.Sum, compression=compression, name=f"compressed/{compression.__name__}")
+        out = hvd.allreduce(on_device(inputs[me]), op=hvd.Sum, compression=compression, name=f"compressed/{compression.__name__}")
         equal(out, reference(hvd.Sum, inputs, torch.float64), f"allreduce with {compression.__name__}")
 
 
@@ -89,7 +89,7 @@ def test_async_any_order():
     for i in order:
         name, dtype, shape = cases[i]
         inputs = everyone(name, shape, dtype)
-        tensor = inputs[me].clone()
+        tensor = on_device(inputs[me].clone())
         handle = hvd.allreduce_async_(tensor, op=hvd.Sum, name=name) if i % 2 else \
             hvd.allreduce_async(tensor, op=hvd.Max, name=name)
         started[i] = (handle, tensor, inputs, hvd.Sum if i % 2 else hvd.Max)
@@ -101,10 +101,10 @@ def test_async_any_order():
         equal(out, reference(op, inputs, inputs[0].dtype), f"{cases[i][0]} (async, after {polls} polls)")
         check(op != hvd.Sum or out is tensor, f"{cases[i][0]}: allreduce_async_ returns its own tensor")
     groups = [everyone(f"grouped/{k}", (5 + k, 3), torch.float32) for k in range(3)]
-    outs = hvd.grouped_allreduce([g[me] for g in groups], op=hvd.Sum, name="grouped")
+    outs = hvd.grouped_allreduce([on_device(g[me]) for g in groups], op=hvd.Sum, name="grouped")
     for k, out in enumerate(outs):
         equal(out, reference(hvd.Sum, groups[k], torch.float32), f"grouped_allreduce {k}")
-    tensors = [g[me].clone() for g in groups]
+    tensors = [on_device(g[me].clone()) for g in groups]
     handle = hvd.grouped_allreduce_async_(tensors, op=hvd.Max, name="grouped_")
     outs = hvd.synchronize(handle)
     for k, t in enumerate(tensors):
@@ -118,13 +118,13 @@ def test_allgather_broadcast():
             case = f"allgather/{dtype}/{trailing}"
             # rank r contributes r rows (rank 0 none), the first dimension differs between ranks
             inputs = [data(case, r, (r,) + trailing, dtype) for r in range(n)]
-            out = hvd.allgather(inputs[me], name=case)
+            out = hvd.allgather(on_device(inputs[me]), name=case)
             equal(out, torch.cat(inputs), case)
         for root in range(n):
             case = f"broadcast/{dtype}/{root}"
             inputs = everyone(case, (7919,), dtype)
-            equal(hvd.broadcast(inputs[me], root, name=case), inputs[root], case)
-            mine = inputs[me].clone()
+            equal(hvd.broadcast(on_device(inputs[me]), root, name=case), inputs[root], case)
+            mine = on_device(inputs[me].clone())
             hvd.broadcast_(mine, root_rank=root, name=case + "/inplace")
             equal(mine, inputs[root], case + " in place")
     handle = hvd.allgather_async(torch.full((2,), me), name="allgather_async")
@@ -136,12 +136,12 @@ def test_alltoall_reducescatter():
     for dtype in (torch.int32, torch.float16, torch.float64):
         case = f"alltoall/{dtype}"
         inputs = everyone(case, (3 * n, 2), dtype)
-        out = hvd.alltoall(inputs[me], name=case)
+        out = hvd.alltoall(on_device(inputs[me]), name=case)
         equal(out, torch.cat([inputs[r][3 * me:3 * me + 3] for r in range(n)]), case)
         # splits: rank r sends (r + j) % 3 rows to rank j
         splits = [[(r + j) % 3 for j in range(n)] for r in range(n)]
         inputs = [data(case + "/splits", r, (sum(splits[r]), 4), dtype) for r in range(n)]
-        out, received = hvd.alltoall(inputs[me], splits=splits[me], name=case + "/splits")
+        out, received = hvd.alltoall(on_device(inputs[me]), splits=splits[me], name=case + "/splits")
         pieces = [torch.split(inputs[r], splits[r])[me] for r in range(n)]
         equal(out, torch.cat(pieces), case + " with splits")
         equal(received, torch.tensor([splits[r][me] for r in range(n)], dtype=torch.int32), case + " received splits")
@@ -152,7 +152,7 @@ def test_alltoall_reducescatter():
                 whole = reference(op, inputs, dtype)
                 counts = [rows // n + (1 if r < rows % n else 0) for r in range(n)]
                 begin = sum(counts[:me])
-                equal(hvd.reducescatter(inputs[me], op=op, name=name), whole[begin:begin + counts[me]], name)
+                equal(hvd.reducescatter(on_device(inputs[me]), op=op, name=name), whole[begin:begin + counts[me]], name)
 
 
 def test_autograd():

@@ -42,6 +42,11 @@ if n > 1:
     raises(hvd.HorovodInternalError, "dtype differs",
            lambda: hvd.allreduce(torch.ones(4, dtype=torch.float32 if me else torch.float64), name="dtype"),
            "a name with another dtype on another rank")
+# A CUDA tensor on another GPU than this rank's.
+if harness.DEVICE.type == "cuda" and torch.cuda.device_count() > 1:
+    other = (harness.DEVICE.index + 1) % torch.cuda.device_count()
+    raises(ValueError, f"is on cuda:{other}, but rank {me} uses", lambda: hvd.allreduce(
+        torch.ones(3, device=f"cuda:{other}"), name="other gpu"), "a tensor on another GPU")
 # Still usable afterwards.
 out = hvd.allreduce(torch.full((3,), float(me)), op=hvd.Sum, name="after errors")
 check(out.tolist() == [float(sum(range(n)))] * 3, "an allreduce after the errors")

@@ -15,15 +15,25 @@ except ImportError:
 import dtrain.torch as hvd
 
 failures = []
+# DTRAIN_TEST_DEVICE=cuda runs the tests on CUDA tensors, each rank on cuda:<local rank> (GPU machines:
+# scripts/gpu_checks.sh). References stay on the CPU.
+DEVICE = torch.device("cpu")
 
 
 def start():
     """hvd.init(), then the seed, chosen by rank 0 (printed) and broadcast."""
+    global DEVICE
     hvd.init()
+    if os.environ.get("DTRAIN_TEST_DEVICE", "cpu") == "cuda":
+        if not torch.cuda.is_available():
+            print("skipped: DTRAIN_TEST_DEVICE=cuda, but torch sees no GPU")
+            sys.exit(77)
+        torch.cuda.set_device(hvd.local_rank() % torch.cuda.device_count())
+        DEVICE = torch.device("cuda", torch.cuda.current_device())
     seed = int(os.environ.get("DTRAIN_TEST_SEED", random.randrange(1 << 30)))
     seed = hvd.broadcast_object(seed, root_rank=0, name="test.seed")
     if hvd.rank() == 0:
-        print(f"{os.path.basename(sys.argv[0])}: {hvd.size()} rank(s), seed {seed} (DTRAIN_TEST_SEED={seed} replays it)",
+        print(f"{os.path.basename(sys.argv[0])}: {hvd.size()} rank(s) on {DEVICE.type}, seed {seed} (DTRAIN_TEST_SEED={seed} replays it)",
               flush=True)
     return seed
 
@@ -41,7 +51,7 @@ def equal(actual, expected, what, atol=0.0):
     if actual.dtype != expected.dtype or actual.shape != expected.shape:
         return check(False, f"{what}: got {actual.dtype} {tuple(actual.shape)}, expected {expected.dtype} "
                             f"{tuple(expected.shape)}")
-    a, e = actual.double(), expected.double()
+    a, e = actual.detach().cpu().double(), expected.detach().cpu().double()
     worst = float((a - e).abs().max()) if a.numel() else 0.0
     check(worst <= atol, f"{what}: largest difference {worst:g} > {atol:g}")
 
@@ -57,6 +67,10 @@ def raises(kind, text, function, what):
         check(False, f"{what}: raised {type(e).__name__} ({e}), expected {kind.__name__}")
         return
     check(False, f"{what}: no {kind.__name__} raised")
+
+
+def on_device(tensor):
+    return tensor.to(DEVICE)
 
 
 def finish(label):

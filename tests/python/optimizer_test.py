@@ -10,7 +10,7 @@ import copy
 import zlib
 
 import harness
-from harness import check, equal, hvd, raises, torch
+from harness import check, equal, hvd, on_device, raises, torch
 
 seed = harness.start()
 n, me = hvd.size(), hvd.rank()
@@ -23,13 +23,13 @@ def generator(tag):
 
 def make_model(dtype):
     torch.manual_seed(seed % 1000)  # the same weights on every rank (broadcast_parameters is tested apart)
-    return torch.nn.Sequential(torch.nn.Linear(5, 16), torch.nn.Tanh(), torch.nn.Linear(16, 3)).to(dtype)
+    return on_device(torch.nn.Sequential(torch.nn.Linear(5, 16), torch.nn.Tanh(), torch.nn.Linear(16, 3)).to(dtype))
 
 
 def batches(dtype):
     g = generator("data")
-    return [(torch.randn(n * BATCH, 5, generator=g, dtype=torch.float64).to(dtype),
-             torch.randn(n * BATCH, 3, generator=g, dtype=torch.float64).to(dtype)) for _ in range(STEPS)]
+    return [(on_device(torch.randn(n * BATCH, 5, generator=g, dtype=torch.float64).to(dtype)),
+             on_device(torch.randn(n * BATCH, 3, generator=g, dtype=torch.float64).to(dtype))) for _ in range(STEPS)]
 
 
 def loss_of(model, x, y):
@@ -84,7 +84,7 @@ def test_zero_grad_in_flight():
     model = make_model(torch.float32)
     optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
                                          named_parameters=model.named_parameters())
-    loss_of(model, torch.ones(2, 5), torch.zeros(2, 3)).backward()
+    loss_of(model, on_device(torch.ones(2, 5)), on_device(torch.zeros(2, 3))).backward()
     if n > 1:
         raises(AssertionError, "optimizer.zero_grad() was called after loss.backward() but before optimizer.step()",
                optimizer.zero_grad, "zero_grad with reductions in flight")
@@ -96,7 +96,7 @@ def test_zero_grad_in_flight():
 
 
 def test_broadcast_parameters_and_state():
-    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4)).double()
+    model = on_device(torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4)).double())
     with torch.no_grad():
         for p in model.parameters():
             p.fill_(me + 1.5)
@@ -113,7 +113,7 @@ def test_broadcast_parameters_and_state():
     with torch.no_grad():
         model[0].weight.fill_(me + 1.5)
     hvd.broadcast_parameters(model.named_parameters(), root_rank=0)
-    equal(model[0].weight.detach(), torch.full((4, 3), 1.5, dtype=torch.float64), "broadcast of named_parameters")
+    equal(model[0].weight, torch.full((4, 3), 1.5, dtype=torch.float64), "broadcast of named_parameters")
 
     # Momentum: rank 0 has stepped (rank-specific gradients), the others have not.
     model = make_model(torch.float64)
@@ -121,7 +121,8 @@ def test_broadcast_parameters_and_state():
     if me == 0:
         for _ in range(2):
             optimizer.zero_grad()
-            loss_of(model, torch.ones(2, 5, dtype=torch.float64), torch.zeros(2, 3, dtype=torch.float64)).backward()
+            loss_of(model, on_device(torch.ones(2, 5, dtype=torch.float64)),
+                    on_device(torch.zeros(2, 3, dtype=torch.float64))).backward()
             optimizer.step()
     root_state = hvd.broadcast_object([optimizer.state[p]["momentum_buffer"] for p in model.parameters()]
                                       if me == 0 else None, root_rank=0)
@@ -137,14 +138,14 @@ def test_broadcast_parameters_and_state():
 def test_sync_batch_norm():
     for shape in ((BATCH, 6), (BATCH, 6, 5, 3)):
         g = generator(f"bn/{shape}")
-        x_all = torch.randn((n,) + shape, generator=g, dtype=torch.float64)
-        dy_all = torch.randn((n,) + shape, generator=g, dtype=torch.float64)
+        x_all = on_device(torch.randn((n,) + shape, generator=g, dtype=torch.float64))
+        dy_all = on_device(torch.randn((n,) + shape, generator=g, dtype=torch.float64))
         bn = torch.nn.BatchNorm1d(6) if len(shape) == 2 else torch.nn.BatchNorm2d(6)
-        bn = bn.double()
+        bn = on_device(bn.double())
         with torch.no_grad():
             bn.weight.copy_(torch.linspace(0.5, 2, 6))
             bn.bias.copy_(torch.linspace(-1, 1, 6))
-        sync = hvd.SyncBatchNorm(6).double()
+        sync = on_device(hvd.SyncBatchNorm(6).double())
         sync.load_state_dict(bn.state_dict())
         x_ref = x_all.reshape((n * BATCH,) + shape[1:]).clone().requires_grad_()
         y_ref = bn(x_ref)
