@@ -190,6 +190,12 @@ def test_join():
     check(hvd.join() == n - 1, "join returns the rank that joined last")
     equal(hvd.allreduce(torch.ones(3), op=hvd.Sum, name="after join"), torch.full((3,), float(n)),
           "an allreduce after every rank has joined")
+    if n > 1:  # while rank 0 has joined, only all-reduces run: a broadcast fails, naming rank 0
+        if me != 0:
+            raises(ValueError, "rank(s) 0 have joined", lambda: hvd.broadcast(torch.ones(2), 1, name="while joined"),
+                   "a broadcast while a rank has joined")
+        last = hvd.join()
+        check(last != 0, f"join: rank 0 joined first, not last (got {last})")
 
 
 def test_topology():
