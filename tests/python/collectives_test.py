@@ -168,6 +168,12 @@ def test_autograd():
     (hvd.broadcast(x, 0, name="grad/broadcast") * (me + 1)).sum().backward()
     expected = torch.full((4, 3), mean_scale if me == 0 else 0.0, dtype=torch.float64)
     equal(x.grad, expected, "gradient through broadcast")
+    # alltoall: block j of x goes to rank j, which weighs it by j + 1; the gradient comes back in place.
+    y = data("autograd/alltoall", me, (2 * n, 3), torch.float64).requires_grad_()
+    out = hvd.alltoall(y, name="grad/alltoall")
+    (out * (me + 1)).sum().backward()
+    expected = torch.arange(1, n + 1, dtype=torch.float64).repeat_interleave(2).view(-1, 1).expand(2 * n, 3)
+    equal(y.grad, expected.contiguous(), "gradient through alltoall")
 
 
 def test_barrier_and_objects():
