@@ -34,6 +34,19 @@ int dtrain_join(int* last_rank, dtrain_handle* handle) {
   });
 }
 
+int dtrain_wait_for(dtrain_handle handle, double timeout_seconds, int* done) {
+  return guarded("dtrain_wait_for", [&] {
+    if (done == nullptr) throw AbiError(DTRAIN_ERR_INVALID_ARGUMENT, "done: NULL");
+    if (!(timeout_seconds >= 0 && timeout_seconds <= 1e6))
+      throw AbiError(DTRAIN_ERR_INVALID_ARGUMENT, "timeout_seconds: must be 0 to 1e6 seconds");
+    auto completion = running_engine()->find(handle);
+    if (!completion)
+      throw AbiError(DTRAIN_ERR_UNKNOWN_HANDLE, "handle: " + std::to_string(handle) + " is unknown or already waited");
+    *done = completion->wait_for(timeout_seconds) ? 1 : 0;
+    return DTRAIN_OK;
+  });
+}
+
 int dtrain_cuda_built(void) {
   return DTRAIN_LIBRARY_CUDA_BUILT;
 }

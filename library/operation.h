@@ -1,6 +1,7 @@
 #pragma once
 // One rank's named operation in flight: the request, the caller's buffers, and its completion,
 // which the C ABI's handle refers to.
+#include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -15,6 +16,7 @@ class Completion {
  public:
   void finish(int status, std::string error);
   void wait();
+  bool wait_for(double seconds);  // true once done, false when the time ran out first
   bool done();
   int status();                // after done()
   const std::string& error();  // after done(); stable from then on

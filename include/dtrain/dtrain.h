@@ -161,6 +161,10 @@ DTRAIN_API int dtrain_abort(int exit_code);
  * has joined; `last_rank` (may be NULL) then holds the rank that joined last. One join per rank may be
  * in flight. */
 DTRAIN_API int dtrain_join(int* last_rank, dtrain_handle* handle);
+/* Blocks until the operation has finished or `timeout_seconds` (>= 0) have passed; *done says which.
+ * The handle stays valid (dtrain_wait releases it). For callers that must regain control now and
+ * then while they wait (an interpreter that handles signals between calls). */
+DTRAIN_API int dtrain_wait_for(dtrain_handle handle, double timeout_seconds, int* done);
 /* 1 when this libdtrain.so was built with CUDA and NCCL (device buffers may be supported), else 0. */
 DTRAIN_API int dtrain_cuda_built(void);
 

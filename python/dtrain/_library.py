@@ -96,6 +96,7 @@ def _declare(lib):
         "dtrain_timeline_stop": (c_int, []),
         "dtrain_fusion_stats": (c_int, [ctypes.POINTER(c_int64), ctypes.POINTER(c_int64)]),
         "dtrain_abort": (c_int, [c_int]),
+        "dtrain_wait_for": (c_int, [c_int64, c_double, ctypes.POINTER(c_int)]),
         "dtrain_join": (c_int, [ctypes.POINTER(c_int), handle_p]),
     }
     for name, (restype, argtypes) in signatures.items():

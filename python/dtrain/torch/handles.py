@@ -94,19 +94,31 @@ def _done(op):
     return status != _c.OK or done.value != 0
 
 
+_SIGNAL_CHECK_S = 0.05
+
+
+def _block_until_done(op):
+    """Host waits block in C (no CPU spent, woken at once when done) but return to the interpreter
+    every 50 ms, so it still sees signals (Ctrl-C) while a rank waits for others."""
+    if not _c.has("dtrain_wait_for"):
+        pause = 20e-6
+        while not _done(op):
+            time.sleep(pause)
+            pause = min(pause * 2, 1e-3)
+        return
+    done = ctypes.c_int(0)
+    while not done.value:
+        if _c.lib.dtrain_wait_for(op.handle, _SIGNAL_CHECK_S, ctypes.byref(done)) != _c.OK:
+            return  # the handle is gone or dtrain stopped: dtrain_wait reports it
+
+
 def _finish(op, what):
-    """Waits for `op` and releases it. Host waits poll with a growing sleep rather than block in C, so
-    the interpreter still sees signals (Ctrl-C) while a rank waits for others."""
+    """Waits for `op` and releases it."""
     if op.device == _c.CUDA:
         stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
         status = _c.lib.dtrain_wait_stream(op.handle, stream)
     else:
-        spins, pause = 0, 20e-6
-        while not _done(op):
-            spins += 1
-            if spins > 200:  # about 0.1-0.2 ms of polling first: short operations finish within it
-                time.sleep(pause)
-                pause = min(pause * 2, 1e-3)
+        _block_until_done(op)
         status = _c.lib.dtrain_wait(op.handle)
     if status != _c.OK:
         basics.raise_status(status, what)
