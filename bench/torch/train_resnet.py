@@ -39,9 +39,12 @@ else:
     local_rank = int(os.environ["OMPI_COMM_WORLD_LOCAL_RANK"])
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ.setdefault("MASTER_PORT", "29531")
-torch.cuda.set_device(local_rank)
+# The GPU: the rank's index on its host. (With DTRAIN_RANKS_PER_NODE the simulated nodes share one
+# host, and hvd.local_rank() counts within a simulated node.)
+gpu = int(os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK", local_rank))
+torch.cuda.set_device(gpu)
 if not args.mode.startswith("dtrain"):
-    dist.init_process_group("nccl", rank=rank, world_size=size, device_id=torch.device("cuda", local_rank))
+    dist.init_process_group("nccl", rank=rank, world_size=size, device_id=torch.device("cuda", gpu))
 torch.backends.cudnn.benchmark = True
 torch.manual_seed(0)
 
@@ -52,7 +55,7 @@ if args.mode.startswith("dtrain"):
     optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
     step_model = torch.compile(model) if args.mode == "dtrain-compile" else model
 else:
-    step_model = DistributedDataParallel(model, device_ids=[local_rank])
+    step_model = DistributedDataParallel(model, device_ids=[gpu])
     if args.mode == "ddp-compile":
         step_model = torch.compile(step_model)
 
