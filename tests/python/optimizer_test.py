@@ -134,6 +134,23 @@ def test_broadcast_parameters_and_state():
             equal(buffer, root_state[i], f"broadcast_optimizer_state: momentum of parameter {i}")
     check(optimizer.param_groups[0]["lr"] == 0.01, "broadcast_optimizer_state: the root's learning rate")
 
+    # Adam: per-parameter step counts and both moments, wrapped in DistributedOptimizer.
+    model = make_model(torch.float64)
+    adam = torch.optim.Adam(model.parameters(), lr=1e-3 * (me + 1))
+    if me == 0:
+        loss_of(model, on_device(torch.ones(2, 5, dtype=torch.float64)),
+                on_device(torch.zeros(2, 3, dtype=torch.float64))).backward()
+        adam.step()
+    root_state = hvd.broadcast_object(adam.state_dict()["state"] if me == 0 else None, root_rank=0)
+    wrapped = hvd.DistributedOptimizer(adam, named_parameters=model.named_parameters())
+    hvd.broadcast_optimizer_state(wrapped, root_rank=0)
+    state = wrapped.state_dict()["state"]
+    for index, entries in root_state.items():
+        for key in ("exp_avg", "exp_avg_sq"):
+            equal(state[index][key], entries[key], f"broadcast_optimizer_state: Adam {key} of parameter {index}")
+        check(float(state[index]["step"]) == float(entries["step"]), f"Adam step of parameter {index}")
+    check(wrapped.param_groups[0]["lr"] == 1e-3, "broadcast_optimizer_state: Adam's learning rate from the root")
+
 
 def test_sync_batch_norm():
     for shape in ((BATCH, 6), (BATCH, 6, 5, 3)):

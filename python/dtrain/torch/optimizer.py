@@ -199,5 +199,8 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     if num_groups and groups is not None:
         raise ValueError("pass num_groups or groups, not both")
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,), dict(_DistributedOptimizer.__dict__))
-    return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step, op,
-               gradient_predivide_factor, groups if groups is not None else (num_groups or None), sparse_as_dense)
+    wrapped = cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step, op,
+                  gradient_predivide_factor, groups if groups is not None else (num_groups or None), sparse_as_dense)
+    # The state the optimizer already has (momentum, Adam's moments) carries over; Horovod's starts empty.
+    wrapped.state.update(optimizer.state)
+    return wrapped
