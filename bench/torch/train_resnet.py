@@ -90,7 +90,13 @@ result = {"mode": args.mode, "model": args.model, "gpus": size, "batch_per_gpu":
           "last_loss": losses[-1], "torch": torch.__version__,
           "env": {k: os.environ[k] for k in ("DTRAIN_RANKS_PER_NODE", "NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE")
                   if k in os.environ}}
+if args.mode.startswith("dtrain") and hvd.fusion_stats() is not None:
+    operations, collectives = hvd.fusion_stats()
+    result["fusion"] = {"operations": operations, "collectives": collectives}
 if rank == 0:
+    if "fusion" in result:
+        print(f"dtrain fused {result['fusion']['operations']} named all-reduces into "
+              f"{result['fusion']['collectives']} collectives")
     print(f"{args.mode:>14} {args.model} x{size} b{args.batch}: {per_gpu:,.0f} images/s per GPU "
           f"({per_gpu * size:,.0f} total), median step {median * 1e3:.1f} ms, loss {losses[0]:.3f} -> {losses[-1]:.3f}")
     if args.json:

@@ -210,6 +210,10 @@ def test_topology():
     check(hvd.is_initialized() and hvd.mpi_threads_supported() and hvd.mpi_built() and not hvd.gloo_built(),
           "is_initialized, mpi_threads_supported, mpi_built, gloo_built")
     raises(NotImplementedError, "Adasum", lambda: hvd.allreduce(torch.ones(2), op=hvd.Adasum), "Adasum")
+    # libdtrain.so was opened RTLD_GLOBAL, so libmpi's symbols are global, as Open MPI's components
+    # (shared objects it opens itself) expect.
+    import ctypes
+    check(hasattr(ctypes.CDLL(None), "MPI_Comm_rank"), "libmpi's symbols are in the global namespace")
 
 
 for test in (test_topology, test_allreduce, test_async_any_order, test_allgather_broadcast,

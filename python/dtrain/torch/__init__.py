@@ -1,7 +1,7 @@
 """Horovod's PyTorch API on dtrain: `import dtrain.torch as hvd` in place of `import horovod.torch as
 hvd`. docs/python.md lists what is supported, what differs and what is new."""
 from dtrain.torch.basics import (HorovodInternalError, DtrainInternalError, ProcessSet, ccl_built, cross_rank,
-                                 cross_size, cuda_built, ddl_built, global_process_set, gloo_built, gloo_enabled,
+                                 cross_size, cuda_built, ddl_built, fusion_stats, global_process_set, gloo_built, gloo_enabled,
                                  init, is_homogeneous, is_initialized, local_rank, local_size, mpi_built,
                                  mpi_enabled, mpi_threads_supported, nccl_built, rank, rocm_built, shutdown, size,
                                  start_timeline, stop_timeline)

@@ -186,6 +186,17 @@ def stop_timeline():
     check(_c.lib.dtrain_timeline_stop(), "stop_timeline")
 
 
+def fusion_stats():
+    """(named operations run, collectives they ran as) since init: how much the library fused. Not in
+    Horovod; None where the library cannot say."""
+    if not _c.has("dtrain_fusion_stats"):
+        return None
+    import ctypes
+    operations, collectives = ctypes.c_int64(0), ctypes.c_int64(0)
+    check(_c.lib.dtrain_fusion_stats(ctypes.byref(operations), ctypes.byref(collectives)), "fusion_stats")
+    return operations.value, collectives.value
+
+
 def _abort_on_uncaught(exc_type, exc, tb):
     running = _c.lib.dtrain_is_initialized() and _c.lib.dtrain_size() > 1
     if running:
