@@ -168,6 +168,7 @@ if [ -x $TORCH_PY ] && [ -n "$DTRAIN_LIBRARY" ]; then
     check python_collectives_cuda_np$np $PYMPI -np $np $TORCH_PY tests/python/collectives_test.py
     check python_optimizer_cuda_np$np $PYMPI -np $np $TORCH_PY tests/python/optimizer_test.py
   done
+  [ "$GPUS" -ge 2 ] && check python_init_comm_np$GPUS $PYMPI -np $GPUS $TORCH_PY tests/python/init_comm_test.py
   check python_errors_cuda_np$GPUS $PYMPI -np $GPUS $TORCH_PY tests/python/errors_test.py
   check python_mnist_cuda_np$GPUS $PYMPI -np $GPUS $TORCH_PY examples/torch/mnist.py --epochs 3 --lr 0.05 \
     --momentum 0.9 --batch-size 32 --fp16-allreduce --use-mixed-precision --min-accuracy 0.9

@@ -78,6 +78,9 @@ def init(comm=None, process_sets=None):
         check(_c.lib.dtrain_init_comm(MPI._handleof(comm)), "init(comm)")
     _initialized_here = True
     _install_excepthook()
+    # Registered now, after the script's imports: exit handlers run last-registered first, so dtrain
+    # shuts down before mpi4py (imported earlier) finalizes MPI.
+    atexit.register(_shutdown_at_exit)
 
 
 def shutdown():
@@ -218,7 +221,6 @@ def _install_excepthook():
         sys.excepthook = _abort_on_uncaught
 
 
-@atexit.register
 def _shutdown_at_exit():
     if _c.lib.dtrain_is_initialized():
         _c.lib.dtrain_shutdown()
