@@ -46,11 +46,11 @@ def reference_weights(dtype, data):
     return [p.detach().clone() for p in model.parameters()]
 
 
-def distributed_weights(dtype, data, passes=1, predivide=1.0, amp=False):
+def distributed_weights(dtype, data, passes=1, predivide=1.0, amp=False, num_groups=0):
     model = make_model(dtype)
     optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9),
                                          named_parameters=model.named_parameters(), backward_passes_per_step=passes,
-                                         gradient_predivide_factor=predivide)
+                                         gradient_predivide_factor=predivide, num_groups=num_groups)
     scale = 1024.0
     for x, y in data:
         optimizer.zero_grad()
@@ -73,11 +73,28 @@ def test_equivalence():
     for dtype, tolerance in ((torch.float64, 1e-10), (torch.float32, 1e-5)):
         data = batches(dtype)
         expected = reference_weights(dtype, data)
-        for passes, predivide, amp in ((1, 1.0, False), (2, 1.0, False), (1, 2.0, False), (1, 1.0, True)):
-            got = distributed_weights(dtype, data, passes, predivide, amp)
+        for passes, predivide, amp, groups in ((1, 1.0, False, 0), (2, 1.0, False, 0), (1, 2.0, False, 0),
+                                               (1, 1.0, True, 0), (2, 1.0, False, 2)):
+            got = distributed_weights(dtype, data, passes, predivide, amp, groups)
             for i, (a, e) in enumerate(zip(got, expected)):
                 equal(a, e, f"{dtype} backward_passes_per_step={passes} gradient_predivide_factor={predivide} "
-                      f"amp={amp}: parameter {i} after {STEPS} steps", atol=tolerance)
+                      f"amp={amp} num_groups={groups}: parameter {i} after {STEPS} steps", atol=tolerance)
+
+
+def test_sparse_as_dense():
+    """A sparse embedding's gradient is averaged as a dense one (sparse_as_dense=True)."""
+    torch.manual_seed(seed % 1000)
+    embedding = on_device(torch.nn.Embedding(10, 4, sparse=True).double())
+    start = embedding.weight.detach().clone()
+    optimizer = hvd.DistributedOptimizer(torch.optim.SGD(embedding.parameters(), lr=1.0),
+                                         named_parameters=embedding.named_parameters(), sparse_as_dense=True)
+    embedding(on_device(torch.tensor([me % 10, 3]))).sum().backward()
+    optimizer.step()
+    expected = start.clone()
+    for r in range(n):  # every rank's rows, each row's gradient ones, averaged over the ranks
+        for row in (r % 10, 3):
+            expected[row] -= 1.0 / n
+    equal(embedding.weight, expected, "sparse_as_dense: the embedding after one step", atol=1e-12)
 
 
 def test_zero_grad_in_flight():
@@ -181,6 +198,6 @@ def test_sync_batch_norm():
         equal(sync(x_all[me]).detach(), bn.eval()(x_all[me]).detach(), f"SyncBatchNorm {shape}: eval", atol=1e-12)
 
 
-for test in (test_equivalence, test_zero_grad_in_flight, test_broadcast_parameters_and_state, test_sync_batch_norm):
+for test in (test_equivalence, test_sparse_as_dense, test_zero_grad_in_flight, test_broadcast_parameters_and_state, test_sync_batch_norm):
     test()
 harness.finish("optimizer")
