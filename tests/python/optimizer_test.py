@@ -6,7 +6,6 @@ backward_passes_per_step 1 and 2, a gradient_predivide_factor, and the AMP patte
 buffers, broadcast_optimizer_state restoring momentum, the zero_grad AssertionError, SyncBatchNorm
 against torch's BatchNorm over the union of the batches.
   mpirun -np N python3 optimizer_test.py"""
-import copy
 import zlib
 
 import harness
