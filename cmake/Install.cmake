@@ -26,3 +26,17 @@ if(TARGET dtrain-bench-train)
 endif()
 set_target_properties(${_dtrain_tools} dtrain PROPERTIES INSTALL_RPATH_USE_LINK_PATH ON)
 install(TARGETS ${_dtrain_tools} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+
+# The Python package dtrain (python/dtrain: dtrain.torch, Horovod's PyTorch API) under
+# <prefix>/lib/python: `PYTHONPATH=<prefix>/lib/python python3 -c "import dtrain.torch"`. It finds
+# the prefix's libdtrain.so through _install_location.py, a path relative to itself.
+set(DTRAIN_INSTALL_PYTHONDIR ${CMAKE_INSTALL_LIBDIR}/python CACHE STRING
+    "where cmake --install puts the Python package dtrain, relative to the prefix")
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/python/dtrain DESTINATION ${DTRAIN_INSTALL_PYTHONDIR}
+        FILES_MATCHING PATTERN "*.py" PATTERN "__pycache__" EXCLUDE PATTERN "_lib" EXCLUDE)
+file(RELATIVE_PATH _dtrain_library_from_package /prefix/${DTRAIN_INSTALL_PYTHONDIR}/dtrain
+     /prefix/${CMAKE_INSTALL_LIBDIR})
+file(WRITE ${PROJECT_BINARY_DIR}/package/_install_location.py
+     "\"\"\"Written by cmake --install: libdtrain.so's directory, relative to this package.\"\"\"\n"
+     "LIBRARY_DIR = \"${_dtrain_library_from_package}\"\n")
+install(FILES ${PROJECT_BINARY_DIR}/package/_install_location.py DESTINATION ${DTRAIN_INSTALL_PYTHONDIR}/dtrain)

@@ -15,7 +15,8 @@ Coordinator::Coordinator(int world_size, int64_t fusion_threshold_bytes, Timelin
     : world_size_(world_size),
       fusion_threshold_(fusion_threshold_bytes),
       timeline_(timeline),
-      shutdown_(world_size, false) {}
+      shutdown_(world_size, false),
+      joined_(world_size, false) {}
 
 void Coordinator::add(int rank, std::vector<Request> requests, bool shutdown) {
   for (Request& request : requests) add_one(rank, std::move(request));
@@ -32,8 +33,35 @@ void Coordinator::add_one(int rank, Request request) {
     timeline_.begin(request.name, "NEGOTIATE_" + upper(op_kind_name(request.kind)));
   }
   if (timeline_.active()) timeline_.instant(request.name, "rank " + std::to_string(rank) + " ready");
+  const bool joins = request.kind == OpKind::kJoin;
   pending.by_rank[static_cast<size_t>(rank)] = std::move(request);
-  if (++pending.submitted < world_size_) return;
+  ++pending.submitted;
+  if (joins) {
+    join(rank);  // settles this name too once every rank has joined
+    return;
+  }
+  if (pending.submitted + absent_joined(pending) == world_size_) settle(it);
+}
+
+void Coordinator::settle(std::map<std::string, Pending>::iterator it) {
+  Pending& pending = it->second;
+  const Request& some =
+      *std::find_if(pending.by_rank.begin(), pending.by_rank.end(), [](const Request& r) { return !r.name.empty(); });
+  if (pending.submitted < world_size_) {
+    if (some.kind != OpKind::kAllReduce || some.device != DTRAIN_HOST) {
+      errors_.push_back({ResponseType::kError,
+                         {it->first},
+                         DTRAIN_ERR_INVALID_ARGUMENT,
+                         describe(some) + ": rank(s) " + missing_ranks(pending) +
+                             " have joined; while ranks have joined, only all-reduces of host buffers can run",
+                         {}});
+      pending_.erase(it);
+      return;
+    }
+    stand_ins_[it->first] = some;
+    for (Request& r : pending.by_rank)
+      if (r.name.empty()) r = some;
+  }
   const std::string problem = mismatch(pending.by_rank);
   timeline_.end(it->first);
   if (problem.empty()) {
@@ -44,11 +72,35 @@ void Coordinator::add_one(int rank, Request request) {
       std::vector<int64_t>& counts = ready_counts_[it->first];
       for (const Request& r : pending.by_rank) counts.push_back(r.count);
     }
+    if (ready_.back().kind == OpKind::kJoin) ready_counts_[it->first] = {last_joined_};
   } else {
     timeline_.instant(it->first, "MISMATCH", runtime::JsonObject().text("error", problem).str());
+    stand_ins_.erase(it->first);
     errors_.push_back({ResponseType::kError, {it->first}, DTRAIN_ERR_MISMATCH, "mismatched " + problem, {}});
   }
   pending_.erase(it);
+}
+
+int Coordinator::absent_joined(const Pending& pending) const {
+  int absent = 0;
+  for (size_t r = 0; r < pending.by_rank.size(); ++r)
+    if (joined_[r] && pending.by_rank[r].name.empty()) ++absent;
+  return absent;
+}
+
+// A rank joined: names it has not submitted may now be ready. The join itself needs every rank.
+void Coordinator::join(int rank) {
+  joined_[static_cast<size_t>(rank)] = true;
+  last_joined_ = rank;
+  std::vector<std::string> ready;
+  for (const auto& [name, pending] : pending_) {
+    const bool is_join = std::any_of(pending.by_rank.begin(), pending.by_rank.end(),
+                                     [](const Request& r) { return r.kind == OpKind::kJoin && !r.name.empty(); });
+    const int counted = pending.submitted + (is_join ? 0 : absent_joined(pending));
+    if (counted == world_size_) ready.push_back(name);
+  }
+  for (const std::string& name : ready) settle(pending_.find(name));
+  if (std::all_of(joined_.begin(), joined_.end(), [](bool b) { return b; })) joined_.assign(joined_.size(), false);
 }
 
 std::vector<Response> Coordinator::take_responses() {
@@ -82,7 +134,7 @@ void Coordinator::fuse_ready(std::vector<Response>* out) {
     const Request& head = ready_[i];
     Response response{ResponseType::kRun, {head.name}, 0, "", {}};
     taken[i] = true;
-    if (head.kind == OpKind::kAllGather) {
+    if (head.kind == OpKind::kAllGather || head.kind == OpKind::kJoin) {
       response.counts = std::move(ready_counts_[head.name]);
       ready_counts_.erase(head.name);
     }
@@ -99,6 +151,12 @@ void Coordinator::fuse_ready(std::vector<Response>* out) {
         response.names.push_back(r.name);
         taken[j] = true;
       }
+    }
+    for (const std::string& name : response.names) {
+      auto stand_in = stand_ins_.find(name);
+      if (stand_in == stand_ins_.end()) continue;
+      response.stand_ins.push_back(stand_in->second);
+      stand_ins_.erase(stand_in);
     }
     out->push_back(std::move(response));
   }

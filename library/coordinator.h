@@ -12,6 +12,12 @@
 //
 // The negotiation phases of each name go to the timeline (timeline.h) while it is active.
 //
+// Join (Horovod's): a rank that submits the join has no more work. Until every rank has joined, a
+// name counts as submitted by the joined ranks too: an all-reduce of host buffers runs with the
+// joined ranks adding zeros (the response's stand_ins tell them what to reduce), anything else
+// fails naming the joined ranks. The join itself is done once every rank has submitted it, and
+// reports the rank that joined last.
+//
 // Single-threaded: only rank 0's background thread calls it.
 #include <chrono>
 #include <cstdint>
@@ -45,6 +51,10 @@ class Coordinator {
   using Clock = std::chrono::steady_clock;
 
   void add_one(int rank, Request request);
+  // Ready or mismatched: `it`'s name has every rank's request, submitted or (joined) stood in for.
+  void settle(std::map<std::string, Pending>::iterator it);
+  int absent_joined(const Pending& pending) const;
+  void join(int rank);
   void fuse_ready(std::vector<Response>* out);
   void check_stalls(std::vector<Response>* out);
   std::string missing_ranks(const Pending& pending) const;
@@ -58,6 +68,9 @@ class Coordinator {
   std::vector<Response> errors_;                              // mismatches found this cycle
   std::map<std::string, std::vector<int64_t>> ready_counts_;  // all-gathers in ready_: each rank's count
   std::vector<bool> shutdown_;
+  std::vector<bool> joined_;  // ranks whose join is in flight
+  int last_joined_ = -1;
+  std::map<std::string, Request> stand_ins_;  // names in ready_ that joined ranks did not submit
 };
 
 }  // namespace dtrain::library

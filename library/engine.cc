@@ -215,6 +215,8 @@ void Engine::execute(const Response& response) {
     }
     return;
   }
+  if (finish_join(response)) return;
+  adopt_stand_ins(response);
   std::vector<Operation*> ops;
   for (const std::string& name : response.names) {
     auto it = local_.find(name);
@@ -256,6 +258,7 @@ void Engine::execute(const Response& response) {
     finish(it->second, status, error);
     local_.erase(it);
   }
+  stand_in_zeros_.clear();
 }
 
 void Engine::finish(Operation& op, int status, const std::string& error) {

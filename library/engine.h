@@ -95,6 +95,10 @@ class Engine {
   bool cycle();
   std::vector<Response> exchange(const std::vector<char>& requests);
   void execute(const Response& response);
+  // Join (engine_join.cc): completes a join response; makes zero operations for the all-reduces
+  // this rank stands in for, having joined.
+  bool finish_join(const Response& response);
+  void adopt_stand_ins(const Response& response);
   void finish(Operation& op, int status, const std::string& error);
   void fail_all(int status, const std::string& error);
   void agree_on_gpus();
@@ -123,8 +127,9 @@ class Engine {
   bool stopping_ = false;
   std::string failure_;  // the background thread's, once it has failed
 
-  std::map<std::string, Operation> local_;  // sent to rank 0; the background thread's only
-  uint64_t operations_run_ = 0;             // what fusion achieved, for the log at shutdown
+  std::map<std::string, Operation> local_;                     // sent to rank 0; the background thread's only
+  std::map<std::string, std::vector<double>> stand_in_zeros_;  // adopt_stand_ins' buffers, one response long
+  uint64_t operations_run_ = 0;                                // what fusion achieved, for the log at shutdown
   uint64_t collectives_run_ = 0;
   std::thread thread_;
 };

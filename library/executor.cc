@@ -84,6 +84,7 @@ void Executor::run(const Response& response, const std::vector<Operation*>& ops)
     case OpKind::kReduceScatter: reduce_scatter(*ops.front()); break;
     case OpKind::kAllToAll: all_to_all(*ops.front()); break;
     case OpKind::kBarrier: break;  // every rank has submitted it: that was the barrier
+    case OpKind::kJoin: break;     // completed by the engine (engine_join.cc), never scheduled here
   }
 }
 

@@ -18,6 +18,11 @@ void Completion::wait() {
   cv_.wait(lock, [this] { return done_; });
 }
 
+bool Completion::wait_for(double seconds) {
+  std::unique_lock lock(mutex_);
+  return cv_.wait_for(lock, std::chrono::duration<double>(seconds), [this] { return done_; });
+}
+
 bool Completion::done() {
   std::lock_guard lock(mutex_);
   return done_;

@@ -3,6 +3,7 @@
 // which the C ABI's handle refers to. A device operation also carries its events (device.h): the
 // one recorded on the caller's stream at submission, and the one the library's stream records
 // once the collective is queued there.
+#include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -22,6 +23,7 @@ class Completion {
   void finish(int status, std::string error, std::shared_ptr<StreamEvent> on_stream = nullptr);
   // Until finish(): a device operation is then queued, not necessarily done (on_stream()).
   void wait();
+  bool wait_for(double seconds);  // true once done, false when the time ran out first
   bool done();
   int status();                              // after done()
   const std::string& error();                // after done(); stable from then on

@@ -81,6 +81,34 @@ std::string differing(const std::vector<Request>& by_rank, const char* field, Ge
   return text.str();
 }
 
+void put_request(Writer& out, const Request& r) {
+  out.put_string(r.name);
+  out.put(r.kind);
+  out.put(r.dtype);
+  out.put(r.op);
+  out.put(r.device);
+  out.put(r.root);
+  out.put(r.count);
+  out.put(r.recv_capacity);
+  out.put(r.prescale);
+  out.put(r.postscale);
+}
+
+Request get_request(Reader& in) {
+  Request r;
+  r.name = in.get_string();
+  r.kind = in.get<OpKind>();
+  r.dtype = in.get<uint8_t>();
+  r.op = in.get<uint8_t>();
+  r.device = in.get<uint8_t>();
+  r.root = in.get<int32_t>();
+  r.count = in.get<int64_t>();
+  r.recv_capacity = in.get<int64_t>();
+  r.prescale = in.get<double>();
+  r.postscale = in.get<double>();
+  return r;
+}
+
 }  // namespace
 
 const char* op_kind_name(OpKind kind) {
@@ -91,6 +119,7 @@ const char* op_kind_name(OpKind kind) {
     case OpKind::kReduceScatter: return "reducescatter";
     case OpKind::kAllToAll: return "alltoall";
     case OpKind::kBarrier: return "barrier";
+    case OpKind::kJoin: return "join";
   }
   return "?";
 }
@@ -98,7 +127,7 @@ const char* op_kind_name(OpKind kind) {
 std::string describe(const Request& r) {
   std::ostringstream text;
   text << op_kind_name(r.kind) << " '" << r.name << "'";
-  if (r.kind == OpKind::kBarrier) return text.str();
+  if (r.kind == OpKind::kBarrier || r.kind == OpKind::kJoin) return text.str();
   text << " (count " << r.count << ", " << dtype_label(r.dtype);
   if (r.kind == OpKind::kAllReduce || r.kind == OpKind::kReduceScatter) text << ", " << op_label(r.op);
   if (r.kind == OpKind::kBroadcast) text << ", root " << r.root;
@@ -152,16 +181,7 @@ std::vector<char> encode_requests(const std::vector<Request>& requests, bool shu
   out.put<uint8_t>(shutdown ? 1 : 0);
   out.put<uint32_t>(static_cast<uint32_t>(requests.size()));
   for (const Request& r : requests) {
-    out.put_string(r.name);
-    out.put(r.kind);
-    out.put(r.dtype);
-    out.put(r.op);
-    out.put(r.device);
-    out.put(r.root);
-    out.put(r.count);
-    out.put(r.recv_capacity);
-    out.put(r.prescale);
-    out.put(r.postscale);
+    put_request(out, r);
   }
   return out.take();
 }
@@ -171,16 +191,7 @@ std::vector<Request> decode_requests(const char* data, size_t size, bool* shutdo
   *shutdown = in.get<uint8_t>() != 0;
   std::vector<Request> requests(in.get<uint32_t>());
   for (Request& r : requests) {
-    r.name = in.get_string();
-    r.kind = in.get<OpKind>();
-    r.dtype = in.get<uint8_t>();
-    r.op = in.get<uint8_t>();
-    r.device = in.get<uint8_t>();
-    r.root = in.get<int32_t>();
-    r.count = in.get<int64_t>();
-    r.recv_capacity = in.get<int64_t>();
-    r.prescale = in.get<double>();
-    r.postscale = in.get<double>();
+    r = get_request(in);
   }
   if (!in.done()) throw std::runtime_error("dtrain request message too long");
   return requests;
@@ -197,6 +208,8 @@ std::vector<char> encode_responses(const std::vector<Response>& responses) {
     out.put_string(r.error);
     out.put<uint32_t>(static_cast<uint32_t>(r.counts.size()));
     for (int64_t c : r.counts) out.put(c);
+    out.put<uint32_t>(static_cast<uint32_t>(r.stand_ins.size()));
+    for (const Request& stand_in : r.stand_ins) put_request(out, stand_in);
   }
   return out.take();
 }
@@ -212,6 +225,8 @@ std::vector<Response> decode_responses(const char* data, size_t size) {
     r.error = in.get_string();
     r.counts.resize(in.get<uint32_t>());
     for (int64_t& c : r.counts) c = in.get<int64_t>();
+    r.stand_ins.resize(in.get<uint32_t>());
+    for (Request& stand_in : r.stand_ins) stand_in = get_request(in);
   }
   if (!in.done()) throw std::runtime_error("dtrain response message too long");
   return responses;

@@ -12,7 +12,9 @@
 
 namespace dtrain::library {
 
-enum class OpKind : uint8_t { kAllReduce, kBroadcast, kAllGather, kReduceScatter, kAllToAll, kBarrier };
+// kJoin: the rank has no more work; until every rank has joined, it stands in for the others'
+// all-reduces with zeros (Horovod's join).
+enum class OpKind : uint8_t { kAllReduce, kBroadcast, kAllGather, kReduceScatter, kAllToAll, kBarrier, kJoin };
 const char* op_kind_name(OpKind kind);
 
 struct Request {
@@ -43,7 +45,8 @@ struct Response {
   std::vector<std::string> names;  // kRun: one operation, or fused all-reduces; kError: one name
   int32_t status = 0;              // kError: the dtrain_status every rank reports
   std::string error;               // kError: the text
-  std::vector<int64_t> counts;     // kRun of an all-gather: each rank's count
+  std::vector<int64_t> counts;     // kRun of an all-gather: each rank's count; of a join: the last rank
+  std::vector<Request> stand_ins;  // kRun: all-reduces some ranks did not submit, having joined
 };
 
 // Flat bytes: what each rank sends rank 0 every cycle, and what rank 0 sends back.

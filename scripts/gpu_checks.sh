@@ -170,4 +170,26 @@ if [ -x $BIN/dtrain-train ]; then
     $PY scripts/check_timeline.py $OUT/timeline/trace.json --ranks $NP --steps 10:12 --device gpu --checkpoint-step 11"
   grep -h "timeline of steps\|^rank .* step\|PASS\|FAIL" "$OUT/timeline_gpu.log"
 fi
+# dtrain.torch on CUDA tensors (PyTorch of /opt/torch/.venv, libdtrain.so of this build: $DTRAIN_LIBRARY
+# or $BIN/../lib): the collectives, DistributedOptimizer and bad input on every GPU, one rank each,
+# and on 1 GPU; the Horovod-style examples on the GPUs.
+TORCH_PY=/opt/torch/.venv/bin/python
+DTRAIN_LIBRARY=${DTRAIN_LIBRARY:-$(ls $BIN/../lib/libdtrain.so.1 $BIN/libdtrain.so.1 2> /dev/null | head -1)}
+if [ -x $TORCH_PY ] && [ -n "$DTRAIN_LIBRARY" ]; then
+  export DTRAIN_LIBRARY PYTHONPATH=$PWD/python:$PWD/tests/python PYTHONDONTWRITEBYTECODE=1 DTRAIN_TEST_DEVICE=cuda
+  PYMPI="$MPI -x DTRAIN_LIBRARY -x PYTHONPATH -x PYTHONDONTWRITEBYTECODE -x DTRAIN_TEST_DEVICE"
+  for np in 1 $GPUS; do
+    check python_collectives_cuda_np$np $PYMPI -np $np $TORCH_PY tests/python/collectives_test.py
+    check python_optimizer_cuda_np$np $PYMPI -np $np $TORCH_PY tests/python/optimizer_test.py
+  done
+  [ "$GPUS" -ge 2 ] && check python_init_comm_np$GPUS $PYMPI -np $GPUS $TORCH_PY tests/python/init_comm_test.py
+  check python_errors_cuda_np$GPUS $PYMPI -np $GPUS $TORCH_PY tests/python/errors_test.py
+  check python_mnist_cuda_np$GPUS $PYMPI -np $GPUS $TORCH_PY examples/torch/mnist.py --epochs 3 --lr 0.05 \
+    --momentum 0.9 --batch-size 32 --fp16-allreduce --use-mixed-precision --min-accuracy 0.9
+  check python_imagenet_cuda_np$GPUS bash -c "cd $OUT && $PYMPI -np $GPUS $TORCH_PY $PWD/examples/torch/imagenet_resnet.py \
+    --arch resnet18 --epochs 2 --batches-per-allreduce 2 --batch-size 16 --warmup-epochs 1 --base-lr 0.05 \
+    --synthetic-samples 512 --fp16-allreduce --checkpoint-format $OUT/imagenet-{epoch}.pth.tar"
+else
+  echo "SKIP python_* (no $TORCH_PY, or no libdtrain.so.1 in $BIN/../lib: set DTRAIN_LIBRARY)"
+fi
 exit $status

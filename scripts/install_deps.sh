@@ -27,9 +27,10 @@ packages=(
   dataset-fashion-mnist
   iproute2                                  # cluster/sim: network namespaces, bridge, tc
   munge slurmctld slurmd slurm-client       # the real-Slurm test (tests/cluster/slurm_test.sh)
+  python3-torch python3-mpi4py              # dtrain.torch's tests (tests/python), with /usr/bin/python3
 )
 # Only the test suite uses these (libgtest-dev stays: configuring the build needs it).
-test_only=(clang-format-14 python3-matplotlib iproute2 munge slurmctld slurmd slurm-client)
+test_only=(clang-format-14 python3-matplotlib iproute2 munge slurmctld slurmd slurm-client python3-torch python3-mpi4py)
 
 if [[ $mode == demo ]]; then
   demo=()

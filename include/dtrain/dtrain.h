@@ -177,6 +177,25 @@ DTRAIN_API const char* dtrain_handle_error(dtrain_handle handle);
 DTRAIN_API int dtrain_timeline_start(const char* path);
 DTRAIN_API int dtrain_timeline_stop(void);
 
+/* --- the job, for framework bindings ------------------------------------------------------- */
+/* Ends every rank of the job now (MPI_Abort on MPI_COMM_WORLD with `exit_code`): what a binding
+ * calls when its process fails while the other ranks may be waiting in a collective. Returns only
+ * when MPI is not running (then DTRAIN_ERR_NOT_INITIALIZED; the caller exits by itself). */
+DTRAIN_API int dtrain_abort(int exit_code);
+/* This rank has no more work (Horovod's join): until every rank has joined, it adds zeros to the
+ * all-reduces of host buffers that the other ranks submit (an average still divides by the world
+ * size); any other operation submitted meanwhile fails, naming the joined ranks. Done when every rank
+ * has joined; `last_rank` (may be NULL) then holds the rank that joined last. One join per rank may be
+ * in flight. */
+DTRAIN_API int dtrain_join(int* last_rank, dtrain_handle* handle);
+/* Blocks until the operation has finished (a device operation: until it is queued on the library's
+ * stream, as dtrain_wait_stream waits) or `timeout_seconds` (>= 0) have passed; *done says which.
+ * The handle stays valid (dtrain_wait or dtrain_wait_stream releases it). For callers that must regain control now and
+ * then while they wait (an interpreter that handles signals between calls). */
+DTRAIN_API int dtrain_wait_for(dtrain_handle handle, double timeout_seconds, int* done);
+/* 1 when this libdtrain.so was built with CUDA and NCCL (device buffers may be supported), else 0. */
+DTRAIN_API int dtrain_cuda_built(void);
+
 #ifdef __cplusplus
 }
 #endif
