@@ -227,19 +227,7 @@ int GpuTrainStep::run(const uint8_t* images, const int32_t* labels, float lr, co
   normalize(images_[s].data(), options_.batch, input_);
   const auto* labels_device = static_cast<const int32_t*>(labels_[s].data());
 
-  const runtime::Tensor& logits = model_->forward(input_, true);
-  models::cuda::ensure_device_tensor(dlogits_, context_->activation_dtype(), logits.shape());
-  const models::cuda::LossOutputs out{static_cast<float*>(loss_.data()) + micro.index,
-                                      static_cast<int32_t*>(hits_.data()) + micro.index};
-  const int classes = static_cast<int>(logits.shape()[1]);
-  if (context_->bf16()) {
-    models::cuda::softmax_cross_entropy(stream, options_.batch, classes, logits.data<runtime::bfloat16>(),
-                                        labels_device, options_.label_smoothing, dlogits_.data<runtime::bfloat16>(),
-                                        out);
-  } else {
-    models::cuda::softmax_cross_entropy(stream, options_.batch, classes, logits.data<float>(), labels_device,
-                                        options_.label_smoothing, dlogits_.data<float>(), out);
-  }
+  loss_and_dlogits(model_->forward(input_, true), labels_device, micro.index);
   consumed_[s].record(stream);
   if (profile) profile->forward_done(stream);
   if (trace) {
@@ -292,6 +280,21 @@ int GpuTrainStep::run(const uint8_t* images, const int32_t* labels, float lr, co
   idle_.finished(stream);
   any_step_ = true;
   return s;
+}
+
+void GpuTrainStep::loss_and_dlogits(const runtime::Tensor& logits, const int32_t* labels, int micro_batch) {
+  const cudaStream_t stream = context_->stream();
+  models::cuda::ensure_device_tensor(dlogits_, context_->activation_dtype(), logits.shape());
+  const models::cuda::LossOutputs out{static_cast<float*>(loss_.data()) + micro_batch,
+                                      static_cast<int32_t*>(hits_.data()) + micro_batch};
+  const int classes = static_cast<int>(logits.shape()[1]);
+  if (context_->bf16()) {
+    models::cuda::softmax_cross_entropy(stream, options_.batch, classes, logits.data<runtime::bfloat16>(), labels,
+                                        options_.label_smoothing, dlogits_.data<runtime::bfloat16>(), out);
+  } else {
+    models::cuda::softmax_cross_entropy(stream, options_.batch, classes, logits.data<float>(), labels,
+                                        options_.label_smoothing, dlogits_.data<float>(), out);
+  }
 }
 
 void GpuTrainStep::normalize(const void* device_pixels, int count, runtime::Tensor& out) {

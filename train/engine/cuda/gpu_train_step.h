@@ -129,6 +129,9 @@ class GpuTrainStep {
   // stream has consumed that slot's previous contents; the compute stream waits for the copy.
   int stage_input(const uint8_t* images, const int32_t* labels, int count, GpuStepTrace* trace = nullptr,
                   const Batch* deferred = nullptr);
+  // The loss of `logits` against the device `labels` into micro-batch `micro_batch`'s slots, and
+  // its gradient into dlogits_, on the compute stream.
+  void loss_and_dlogits(const runtime::Tensor& logits, const int32_t* labels, int micro_batch);
   // uint8 NHWC pixels already on the device -> `out` in the context's type and layout.
   void normalize(const void* device_pixels, int count, runtime::Tensor& out);
 
