@@ -87,18 +87,20 @@ def nccl_tree(nodes, local, n, intra, inter, bandwidth_fraction):
     return cost
 
 
-def hierarchical(nodes, local, n, intra, inter, wire_factor):
+def hierarchical(nodes, local, n, intra, inter, wire_factor, shared_link=True):
     """dtrain's hierarchical all-reduce: reduce-scatter inside the node, a ring between the nodes
     on each rank's 1/local of the data (in the wire format: wire_factor of the bytes), all-gather
     inside the node. The local ranks run their cross-node rings at once through the node's one
-    link, so the link carries all of the node's data."""
+    link, so the link carries all of the node's data (shared_link); where each rank has a path of
+    its own (simulated nodes on one host), each path carries the rank's 1/local."""
     cost = Cost()
     if local > 1:
         half = ring(local, n, intra, "intra")  # reduce-scatter plus all-gather is one ring all-reduce
         cost = cost.plus(half)
     if nodes > 1:
         cost.add("inter latency", 2 * (nodes - 1) * inter.alpha)
-        cost.add("inter bandwidth", 2 * (nodes - 1) / nodes * n * wire_factor * inter.beta)
+        share = n if shared_link else n / local
+        cost.add("inter bandwidth", 2 * (nodes - 1) / nodes * share * wire_factor * inter.beta)
     return cost
 
 
@@ -112,7 +114,7 @@ def allreduce(backend, nodes, local, n, machine, wire="fp32"):
     if backend == "auto":  # dtrain's own choice: nccl inside a node, hierarchical across nodes
         backend = "nccl" if nodes == 1 else "hierarchical"
     if backend == "hierarchical":
-        return hierarchical(nodes, local, n, intra, machine.inter_host, WIRE_FACTOR[wire])
+        return hierarchical(nodes, local, n, intra, machine.inter_host, WIRE_FACTOR[wire], machine.shared_link)
     if backend == "mpi-ring":
         return ring_across_nodes(nodes, local, n, intra, machine.inter_host)
     ring_cost = ring_across_nodes(nodes, local, n, intra, inter)

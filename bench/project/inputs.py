@@ -101,6 +101,7 @@ class Machine:
     inter: Tier
     inter_host: Tier  # the host-staged path of hierarchical and mpi-ring (default: inter)
     tree_bandwidth_fraction: float
+    shared_link: bool = True  # a node's GPUs share its network link (False: simulated nodes on one host)
 
 
 def load_tier(d, key, path):
@@ -122,7 +123,14 @@ def load_machine(path):
     return Machine(path=path, name=d.get("name", path), gpus_per_node=field(d, "gpus_per_node", path, int),
                    intra=load_tier(d, "intra", path), inter=inter,
                    inter_host=load_tier(d, "inter_host", path) if "inter_host" in d else inter,
-                   tree_bandwidth_fraction=fraction)
+                   tree_bandwidth_fraction=fraction, shared_link=shared_link(d, path))
+
+
+def shared_link(d, path):
+    value = d.get("inter_shared_by_node", True)
+    if not isinstance(value, bool):
+        raise InputError(f"{path}: field 'inter_shared_by_node' must be true or false, got {value!r}")
+    return value
 
 
 def tier_json(tier, **extra):

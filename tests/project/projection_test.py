@@ -25,6 +25,7 @@ class Machine:
     def __init__(self, intra, inter, inter_host=None, local=8, fraction=1.0):
         self.intra, self.inter, self.inter_host = intra, inter, inter_host or inter
         self.gpus_per_node, self.tree_bandwidth_fraction, self.path = local, fraction, "test-machine"
+        self.shared_link = True
 
 
 INTRA = c.Tier(alpha=2e-6, beta=1 / 200e9)
@@ -60,6 +61,9 @@ class Formulas(unittest.TestCase):
         self.assertAlmostEqual(cost.parts["intra bandwidth"], n / 200e9, delta=1e-12)
         self.assertAlmostEqual(cost.parts["inter latency"], 6 * 10e-6, delta=1e-15)
         self.assertAlmostEqual(cost.parts["inter bandwidth"], 2 * 3 / 4 * n * 0.5 / 50e9, delta=1e-12)
+        # each rank on a path of its own: half the bytes per path
+        own = c.hierarchical(4, 2, n, INTRA, INTER, 0.5, shared_link=False)
+        self.assertAlmostEqual(own.parts["inter bandwidth"], 2 * 3 / 4 * n / 2 * 0.5 / 50e9, delta=1e-12)
 
     def test_nccl_takes_the_faster_and_auto_is_hierarchical_across_nodes(self):
         m = Machine(INTRA, INTER)
