@@ -1,5 +1,7 @@
 """dtrain-project --plot: images/s per GPU and scaling efficiency against GPUs (log scale), as
 bench/plot_bench.py draws its plots (Debian's python3-matplotlib, no display)."""
+import textwrap
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -13,7 +15,7 @@ def draw(path, rows, title):
     top.set_ylabel("images/s per GPU")
     top.set_ylim(0, 1.15 * max(s.per_gpu for s, _ in rows))
     top.grid(True, alpha=0.3)
-    top.set_title(f"dtrain-project: {title}")
+    top.set_title(textwrap.fill(f"dtrain-project: {title}", 70), fontsize=9)
     for s, _ in rows:
         top.annotate(f"b{s.layout.batch:g}", (s.layout.gpus, s.per_gpu), fontsize=7, textcoords="offset points",
                      xytext=(0, 5), ha="center")
@@ -23,6 +25,9 @@ def draw(path, rows, title):
     bottom.set_ylabel("percent")
     bottom.set_xlabel("GPUs")
     bottom.set_xscale("log", base=2)
+    bottom.set_xticks(gpus)
+    bottom.set_xticklabels([str(g) for g in gpus], fontsize=7, rotation=45)
+    bottom.minorticks_off()
     bottom.set_ylim(0, 105)
     bottom.grid(True, alpha=0.3)
     bottom.legend(fontsize=8)
