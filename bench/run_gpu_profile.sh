@@ -47,7 +47,7 @@ nvidia-smi -L > "$OUT/gpus.txt" 2>&1
 TRAIN=(--precision bf16 --timing-warmup-steps 20 --steps 30)
 if [[ $PART == profiles || $PART == all ]]; then
   for b in 400 256 128 64 50 32 16; do
-    step "profile_b$b" 150 "${MPI[@]}" -np 1 "$BIN/dtrain-bench-train" "${TRAIN[@]}" --batch-per-rank "$b" \
+    step "profile_b$b" 240 "${MPI[@]}" -np 1 "$BIN/dtrain-bench-train" "${TRAIN[@]}" --batch-per-rank "$b" \
       --world-sizes 1 --profile-out "$OUT/profile_b$b.json" --profile-steps 10 --metrics-file "$OUT/profile_b$b.train.json"
   done
 fi
