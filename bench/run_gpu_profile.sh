@@ -3,7 +3,8 @@
 # nvidia-h100-x4 (4 H100 of one host):
 #   profiles: step profiles of ResNet-50 bf16 on 1 GPU at batch 400, 256, 128, 64, 50, 32, 16
 #             (dtrain-bench-train --profile-out; 400/50/16 are MLPerf v4.0's batches per GPU at 8,
-#             64 and 2,528 GPUs), each with its own measured images/s;
+#             64 and 2,528 GPUs), each with its own measured images/s, and dtrain-train's own
+#             profile at 256 (dtrain_train_profile_b256.json, not read by the check);
 #   curves:   all-reduce curves to fit the tiers: nccl on 2 and 4 GPUs (intra), the staged host
 #             path between simulated nodes (DTRAIN_RANKS_PER_NODE=1: mpi-ring on 2 and 4 "nodes",
 #             hierarchical on 2 x 2) (inter_host);
@@ -50,6 +51,11 @@ if [[ $PART == profiles || $PART == all ]]; then
     step "profile_b$b" 240 "${MPI[@]}" -np 1 "$BIN/dtrain-bench-train" "${TRAIN[@]}" --batch-per-rank "$b" \
       --world-sizes 1 --profile-out "$OUT/profile_b$b.json" --profile-steps 10 --metrics-file "$OUT/profile_b$b.train.json"
   done
+  # The same profile from the path users run (its engine's events), to compare with profile_b256.json.
+  step dtrain_train_profile_b256 300 "${MPI[@]}" -np 1 "$BIN/dtrain-train" --device gpu --precision bf16 \
+    --dataset synthetic --synthetic_samples 12800 --batch_per_rank 256 --epochs 1 --max-total-steps 45 \
+    --log_every_steps 25 --timing_warmup_steps 10 --max_validation_batches 1 --loader_threads 14 \
+    --run-dir /tmp/dtrain_train_profile_run --profile-out "$OUT/dtrain_train_profile_b256.json" --profile-steps 21:40
 fi
 if [[ $PART == curves || $PART == all ]]; then
   A=(-b 1K -e 1G -f 4 -w 5 -n 20)
