@@ -60,6 +60,8 @@ class Trainer {
   void open_outputs();
   // The timeline, its range checked against the run's steps, and the observers of the loop.
   void start_observers(const std::string& device);
+  // --profile-out's observer, its range checked against the run's steps.
+  void add_profile_observer(const std::string& device);
   // The run record, the config for TensorBoard, and the log's account of the steps and schedule.
   void log_start(const LoaderOptions& loader);
   // Collective: every rank's datasets have the same sizes and listing fingerprints; otherwise a

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "runtime/base/cli.h"
 #include "runtime/base/error.h"
 #include "runtime/base/log.h"
 #include "runtime/base/process_identity.h"
@@ -182,6 +183,30 @@ void Trainer::start_observers(const std::string& device) {
   p.observers.add(std::make_unique<MetricsObserver>(*p.metrics));
   p.observers.add(std::make_unique<TensorBoardObserver>(*p.tensorboard));
   p.observers.add(std::make_unique<TimelineObserver>(*p.timeline, *p.engine, *p.stall, p.faults));
+  if (!config_.fields.profile_out().empty()) add_profile_observer(device);
+}
+
+void Trainer::add_profile_observer(const std::string& device) {
+  Parts& p = *parts_;
+  const TrainConfig& c = config_.fields;
+  const TimelineRange range = parse_timeline_steps(c.profile_steps(), runtime::flag_name("profile_steps"));
+  std::string why;
+  const long last = last_global_step(&why);
+  // Every rank computes the same range and run, so every rank stops here alike.
+  DTRAIN_USAGE_CHECK(range.first > p.global_step && range.last <= last)
+      << runtime::flag_name("profile_steps") << " " << c.profile_steps() << ": the run trains steps "
+      << p.global_step + 1 << " to " << last << " (" << why << ")";
+  ProfileSource source;
+  source.model = c.model() == "resnet" ? "resnet" + std::to_string(c.depth()) : c.model();
+  source.precision = device.empty() ? "fp32" : c.precision();  // the CPU path computes in fp32
+  source.device = p.engine->describe();
+  source.batch_per_gpu = c.batch_per_rank();
+  source.accumulation_steps = c.accumulation_steps();
+  source.world_size = ctx_.topology().world_size;
+  source.bucket_bytes = static_cast<int64_t>(c.bucket_mib()) << 20;
+  p.observers.add(
+      std::make_unique<ProfileObserver>(*p.engine, c.profile_out(), range, source, ctx_.topology().world_rank == 0));
+  DTRAIN_LOG0(kInfo) << "profile: steps " << c.profile_steps() << " of rank 0 to " << c.profile_out();
 }
 
 void Trainer::log_start(const LoaderOptions& loader) {

@@ -3,7 +3,9 @@
 // train together: warm-up steps, then measured steps timed by CUDA events on the compute stream
 // (the host never waits inside the loop). Prints images/sec per GPU and in total (median step,
 // warm-up excluded), step time, speedup and efficiency against the 1-GPU run, and peak GPU memory;
-// --metrics-file writes one object per world size.
+// --metrics-file writes one object per world size. --profile-out: after the first world size's
+// measured steps, --profile-steps more on it, each timed phase by phase and waited for, and rank 0
+// writes their step profile (train/observe/step_profile.h) for dtrain-project.
 #include <mpi.h>
 
 #include <algorithm>
@@ -33,7 +35,9 @@
 #include "runtime/rank/gpu_binding.h"
 #include "runtime/rank/rank_bootstrap.h"
 #include "runtime/rank/rank_context.h"
+#include "train/engine/cuda/gpu_step_profiler.h"
 #include "train/engine/cuda/gpu_train_step.h"
+#include "train/observe/step_profile.h"
 
 namespace dtrain::bench {
 namespace {
@@ -54,6 +58,8 @@ struct Options {
   int bucket_mib = comm::kDefaultBucketMib;
   double lr = 0.1;
   std::string json;
+  std::string profile_out;
+  int profile_steps = 10;
   train::ResolvedConfig config;  // the options above as dtrain-train's config (resolve() checks them)
 };
 
@@ -80,7 +86,11 @@ Options parse(int argc, char** argv, bool* help) {
       "bucket-mib", runtime::po::value(&o.bucket_mib)->default_value(o.bucket_mib), "gradient bucket size in MiB")(
       "base-lr", runtime::po::value(&o.lr)->default_value(o.lr),
       "the lr for a global batch of 256 (linear scaling rule)")("metrics-file", runtime::po::value(&o.json),
-                                                                "also write the results to this JSON file");
+                                                                "also write the results to this JSON file")(
+      "profile-out", runtime::po::value(&o.profile_out),
+      "write the first world size's step profile (for dtrain-project) to this JSON file")(
+      "profile-steps", runtime::po::value(&o.profile_steps)->default_value(o.profile_steps),
+      "steps profiled after the measured ones (each waits for the GPU)");
   const runtime::ParsedCommandLine parsed = runtime::parse_command_line(argc, argv, d);
   if (parsed.help) {
     std::printf("%s", runtime::usage("dtrain-bench-train", d).c_str());
@@ -99,6 +109,7 @@ Options parse(int argc, char** argv, bool* help) {
   DTRAIN_USAGE_CHECK(o.warmup >= 0) << "--timing-warmup-steps " << o.warmup << ": must not be negative";
   DTRAIN_USAGE_CHECK(o.steps > 0) << "--steps " << o.steps << ": must be positive";
   DTRAIN_USAGE_CHECK(o.bucket_mib > 0) << "--bucket-mib " << o.bucket_mib << ": must be positive";
+  DTRAIN_USAGE_CHECK(o.profile_steps > 0) << "--profile-steps " << o.profile_steps << ": must be positive";
   train::TrainConfig c = train::default_train_config();
   c.set_model("resnet");
   c.set_depth(o.depth);
@@ -165,8 +176,34 @@ struct SyntheticBatches {
   }
 };
 
-Row run_world(const Options& o, int k, const runtime::RankContext& world_ctx, int device,
-              const SyntheticBatches& data) {
+// --profile-steps more steps of `step`, each profiled, after the measured ones; rank 0 writes
+// the file. Every rank runs them (the world's all-reduces need every rank).
+void profile_steps(const Options& o, int k, int rank, const std::string& gpu, double step_ms,
+                   train::cuda::GpuTrainStep& step, const SyntheticBatches& data, float lr) {
+  train::cuda::GpuStepProfiler profiler;
+  train::StepProfile profile;
+  for (int i = 0; i < o.profile_steps; ++i) {
+    train::StepPhases phases;
+    step.profile_next_run(&profiler);
+    step.run(static_cast<const uint8_t*>(data.images[i % 2].data()),
+             static_cast<const int32_t*>(data.labels[i % 2].data()), lr);
+    profiler.resolve(&phases);
+    profile.add(std::move(phases));
+  }
+  if (rank != 0) return;
+  train::ProfileSource source;
+  source.model = "resnet" + std::to_string(o.depth);
+  source.precision = o.precision;
+  source.device = gpu;
+  source.batch_per_gpu = o.batch;
+  source.world_size = k;
+  source.bucket_bytes = static_cast<int64_t>(o.bucket_mib) << 20;
+  source.step_ms = step_ms;
+  profile.write(o.profile_out, source, "--profile-out file");
+}
+
+Row run_world(const Options& o, int k, const runtime::RankContext& world_ctx, int device, const SyntheticBatches& data,
+              bool profiled) {
   const int rank = world_ctx.topology().world_rank;
   const bool member = rank < k;
   MPI_Comm sub = MPI_COMM_NULL;
@@ -202,6 +239,10 @@ Row run_world(const Options& o, int k, const runtime::RankContext& world_ctx, in
     for (int i = o.warmup; i < o.warmup + o.steps; ++i) times.push_back(marks[i + 1].elapsed_ms_since(marks[i]));
     double step_ms = median(times);
     DTRAIN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &step_ms, 1, MPI_DOUBLE, MPI_MAX, sub));
+    if (profiled) {
+      profile_steps(o, k, rank, runtime::visible_gpus().at(static_cast<size_t>(device)).name, step_ms, step, data,
+                    static_cast<float>(lr));
+    }
     unsigned long long peak = runtime::device_caching_allocator(device).stats().peak_bytes_in_use;
     DTRAIN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &peak, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, sub));
     row.step_ms = step_ms;
@@ -284,7 +325,7 @@ int bench_main(int argc, char** argv) {
   std::vector<Row> rows;
   double single = NAN;
   for (int k : sizes) {
-    Row r = run_world(o, k, ctx, binding.device.index, data);
+    Row r = run_world(o, k, ctx, binding.device.index, data, !o.profile_out.empty() && rows.empty());
     if (k == 1) single = r.per_gpu;
     r.speedup = r.total / single;
     r.efficiency = r.per_gpu / single;
@@ -297,6 +338,7 @@ int bench_main(int argc, char** argv) {
     }
   }
   if (root && !o.json.empty()) write_json(o.json, o, binding.device.name, command, rows);
+  if (root && !o.profile_out.empty()) std::printf("# step profile of %d GPU(s): %s\n", sizes[0], o.profile_out.c_str());
   return 0;
 }
 

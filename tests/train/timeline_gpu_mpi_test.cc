@@ -6,11 +6,15 @@
 // times lie between the first step's queueing and the resolve. A step queued after the range adds
 // nothing. The ranks may share one GPU: each is its own simulated node (DTRAIN_RANKS_PER_NODE=1
 // semantics) on the staged mpi-ring, so one GPU is enough. Skips, saying why, without a GPU.
+// The step profile (gpu_step_profiler.h) of the same step: every parameter's gradient range once,
+// tiling the flat buffer in backward order, each ready after the one before it and inside
+// backward, on 1 rank (no all-reduce) and more.
 #include <gtest/gtest.h>
 #include <mpi.h>
 #include <stdlib.h>
 
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <random>
@@ -27,6 +31,7 @@
 #include "train/observe/timeline_events.h"
 
 #if DTRAIN_WITH_CUDA
+#include "train/engine/cuda/gpu_step_profiler.h"
 #include "train/engine/cuda/gpu_step_trace.h"
 #include "train/engine/cuda/gpu_train_step.h"
 #endif
@@ -140,6 +145,66 @@ TEST(TimelineOnGpu, BucketAllReducesLieInsideTheStepOnTheGpu) {
           buckets, buckets ? 1e6 * (phases["all-reduce"][0].begin - backward.begin) : 0.0,
           buckets ? 1e6 * (sgd.begin - phases["all-reduce"].back().end) : 0.0, 1e6 * (sgd.end - sgd.begin));
     }
+  }
+#else
+  GTEST_SKIP() << "built without CUDA (DTRAIN_CUDA=OFF or toolkit not found)";
+#endif
+}
+
+TEST(StepProfileOnGpu, EveryGradientRangeOnceInsideBackward) {
+#if DTRAIN_WITH_CUDA
+  int gpus = static_cast<int>(runtime::detail::runtime_visible_gpus().size());
+  MPI_Allreduce(MPI_IN_PLACE, &gpus, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (gpus == 0) GTEST_SKIP() << "no GPU visible to the CUDA runtime";
+  setenv("DTRAIN_MPI_DEVICE_POINTERS", "stage", 1);
+  const runtime::RankContext ctx(MPI_COMM_WORLD, runtime::NodeLayout{1, false});
+  const runtime::GpuBinding binding = runtime::bind_gpu(ctx, true);
+  const std::unique_ptr<comm::Communicator> comm = comm::make_communicator(comm::Backend::kMpiRing, ctx, true);
+  cuda::GpuStepOptions o;
+  o.model.small_input = true;
+  o.model.blocks_per_stage = {1, 1};
+  o.model.bottleneck = false;
+  o.model.width = 16;
+  o.model.num_classes = 10;
+  o.batch = 8;
+  o.height = o.width = 16;
+  cuda::GpuTrainStep step(o, comm.get(), binding.device.index);
+  runtime::Buffer images(runtime::MemoryKind::kPinnedHost, size_t{3} * o.batch * o.height * o.width);
+  runtime::Buffer labels(runtime::MemoryKind::kPinnedHost, sizeof(int32_t) * o.batch);
+  std::memset(images.data(), 77, images.bytes());
+  std::memset(labels.data(), 0, labels.bytes());
+  const auto* pixels_in = static_cast<const uint8_t*>(images.data());
+  const auto* labels_in = static_cast<const int32_t*>(labels.data());
+  step.run(pixels_in, labels_in, 0.01f);  // warm-up
+  cuda::GpuStepProfiler profiler;
+  StepPhases phases;
+  for (int i = 0; i < 2; ++i) {  // the second reuses the first one's events
+    step.profile_next_run(&profiler);
+    step.run(pixels_in, labels_in, 0.01f);
+    profiler.resolve(&phases);
+  }
+  step.run(pixels_in, labels_in, 0.01f);  // not profiled: the profiler is disarmed after one step
+  step.synchronize();
+  ASSERT_EQ(phases.gradients.size(), step.model().device_parameters().layout().slots().size());
+  EXPECT_GT(phases.forward, 0);
+  EXPECT_GT(phases.backward, 0);
+  EXPECT_GT(phases.optimizer, 0);
+  int64_t end = 0;
+  double before = 0;
+  std::set<int64_t> offsets;
+  for (const GradientReady& g : phases.gradients) {
+    EXPECT_GE(g.offset, end) << "ranges in backward order, apart";
+    EXPECT_TRUE(offsets.insert(g.offset).second) << "range at " << g.offset << " twice";
+    EXPECT_GE(g.ready + kTolerance, before) << "one stream: each range after the one before it";
+    EXPECT_LE(g.ready, phases.backward + kTolerance) << "range at " << g.offset << " after backward";
+    end = g.offset + g.elements;
+    before = g.ready;
+  }
+  EXPECT_LE(end, step.model().device_parameters().count());
+  if (world_rank() == 0) {
+    std::printf("profiled on the GPU: forward %.1f us, backward %.1f us, update %.1f us, %zu ranges, last at %.1f us\n",
+                1e6 * phases.forward, 1e6 * phases.backward, 1e6 * phases.optimizer, phases.gradients.size(),
+                1e6 * before);
   }
 #else
   GTEST_SKIP() << "built without CUDA (DTRAIN_CUDA=OFF or toolkit not found)";

@@ -36,7 +36,8 @@ constexpr Section kSections[] = {{"Model", 1, 9},
                                  {"Failure detection", 70, 79},
                                  {"Fine-tuning", 80, 84},
                                  {"Training loop", 85, 89},
-                                 {"Synchronized batch norm", 90, 92}};
+                                 {"Synchronized batch norm", 90, 92},
+                                 {"Profiling", 93, 94}};
 
 std::string trimmed(const std::string& text) {
   const size_t begin = text.find_first_not_of(" \n");

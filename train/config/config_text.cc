@@ -54,6 +54,7 @@ bool field_applies(const ResolvedConfig& r, const std::string& field) {
   if (field == "resume_allow_changes") return !c.resume().empty();
   if (field == "reinit_classifier") return !c.init_weights().empty();
   if (field == "timeline_steps") return !c.timeline().empty();
+  if (field == "profile_steps") return !c.profile_out().empty();
   if (field == "run_dir") return !c.run_dir().empty();  // the default is where the file lies
   return true;
 }

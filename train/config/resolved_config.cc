@@ -135,6 +135,7 @@ ResolvedConfig resolve(const TrainConfig& c) {
   r.backbone_lr_scale = c.has_backbone_lr_scale() ? static_cast<float>(c.backbone_lr_scale()) : 1.0f;
   // Also checked here, so a malformed range fails with the other flag mistakes, before MPI starts.
   if (!c.timeline().empty()) parse_timeline_steps(c.timeline_steps(), runtime::flag_name("timeline_steps"));
+  if (!c.profile_out().empty()) parse_timeline_steps(c.profile_steps(), runtime::flag_name("profile_steps"));
   validate_limits(c);  // absurd sizes and non-finite numbers, before anything is allocated
   return r;
 }

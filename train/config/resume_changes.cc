@@ -29,6 +29,8 @@ const std::set<std::string>& free_fields() {
                                                "tensorboard_dir",
                                                "timeline",
                                                "timeline_steps",
+                                               "profile_out",
+                                               "profile_steps",
                                                "run_dir",
                                                "log_every_steps",
                                                "timing_warmup_steps",

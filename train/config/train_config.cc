@@ -103,6 +103,7 @@ TrainConfig default_train_config() {
   c.set_stall_warning_seconds(60);
   c.set_bn_sync_group(1);
   c.set_timeline_steps("10:12");  // after the first steps' warm-up (cuDNN's algorithm search, the allocator)
+  c.set_profile_steps("21:40");
   return c;
 }
 
@@ -110,6 +111,7 @@ void complete_stored_config(TrainConfig* stored) {
   if (stored->accumulation_steps() == 0) stored->set_accumulation_steps(1);
   if (stored->bn_sync_group() == 0) stored->set_bn_sync_group(1);
   if (stored->timeline_steps().empty()) stored->set_timeline_steps(default_train_config().timeline_steps());
+  if (stored->profile_steps().empty()) stored->set_profile_steps(default_train_config().profile_steps());
 }
 
 bool load_train_config(int argc, char** argv, ResolvedConfig* resolved) {

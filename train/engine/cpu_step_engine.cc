@@ -44,6 +44,9 @@ class CpuStepEngine final : public StepEngine {
       const size_t b = static_cast<size_t>(begin), n = static_cast<size_t>(end - begin);
       accumulate_gradient_range(micro_, model_.parameters().grads_flat() + b, gradient_sum_.data() + b, n);
       if (micro_.last()) sync_->mark_ready(b, b + n);
+      if (profiling_) {
+        profiling_->gradients.push_back({begin, end - begin, runtime::steady_seconds() - backward_began_});
+      }
     });
     sgd_ = std::make_unique<Sgd>(
         static_cast<size_t>(params.flat_size()),
@@ -58,7 +61,10 @@ class CpuStepEngine final : public StepEngine {
   void train_step(const Batch& b, float lr, const MicroBatch& micro) override {
     check_micro_batch(micro);
     TimelineRecorder* trace = std::exchange(trace_, nullptr);
-    const double started = trace ? runtime::steady_seconds() : 0;
+    // Profiled: the last micro-batch, the one whose backward all-reduces.
+    StepPhases* profile = micro.last() ? std::exchange(profile_, nullptr) : nullptr;
+    const bool clocked = trace || profile;
+    const double started = clocked ? runtime::steady_seconds() : 0;
     models::ParameterSet& params = model_.parameters();
     if (micro.count > 1) gradient_sum_.resize(static_cast<size_t>(params.flat_size()));
     const runtime::Tensor& logits = model_.forward(normalized(b, input_), true);
@@ -68,21 +74,32 @@ class CpuStepEngine final : public StepEngine {
         setup_.config.fields.label_smoothing(), dlogits_.data<float>());
     loss_sum_ = micro.index == 0 ? loss : loss_sum_ + loss;
     micro_ = micro;
-    const double forward_done = trace ? runtime::steady_seconds() : 0;
+    const double forward_done = clocked ? runtime::steady_seconds() : 0;
     if (micro.last()) sync_->begin_step();
+    backward_began_ = forward_done;
+    profiling_ = profile;
     model_.backward(dlogits_);
-    const double backward_done = trace ? runtime::steady_seconds() : 0;
+    profiling_ = nullptr;
+    const double backward_done = clocked ? runtime::steady_seconds() : 0;
     finished_.push_back(&b);
     if (!micro.last()) {
       if (trace) add_spans(*trace, micro, {started, forward_done, backward_done, 0, 0});
       return;
     }
     sync_->finish();
-    const double averaged = trace ? runtime::steady_seconds() : 0;
+    const double averaged = clocked ? runtime::steady_seconds() : 0;
     sgd_->step(params.params_flat(), params.grads_flat(), lr);
     loss_ = loss_sum_ / micro.count;
-    if (trace) add_spans(*trace, micro, {started, forward_done, backward_done, averaged, runtime::steady_seconds()});
+    const double updated = clocked ? runtime::steady_seconds() : 0;
+    if (trace) add_spans(*trace, micro, {started, forward_done, backward_done, averaged, updated});
+    if (profile) {
+      profile->forward = forward_done - started;
+      profile->backward = backward_done - forward_done;
+      profile->optimizer = updated - averaged;
+    }
   }
+
+  void profile_next_step(StepPhases* out) override { profile_ = out; }
 
   void trace_next_step(TimelineRecorder* recorder, long step) override {
     trace_ = recorder;
@@ -173,6 +190,9 @@ class CpuStepEngine final : public StepEngine {
   double loss_ = 0;
   TimelineRecorder* trace_ = nullptr;  // the next step's, while the timeline records it
   long trace_step_ = 0;
+  StepPhases* profile_ = nullptr;    // the next step's phases, while --profile-steps covers it
+  StepPhases* profiling_ = nullptr;  // the backward in progress reports its ranges here
+  double backward_began_ = 0;
 };
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "train/config/resolved_config.h"
 #include "train/data/data_loader.h"
 #include "train/engine/gradient_accumulation.h"
+#include "train/observe/step_profile.h"
 #include "train/observe/timeline_events.h"
 
 namespace dtrain::train {
@@ -101,6 +102,11 @@ class StepEngine {
   // adds the spans only at flush_timeline(), which waits once for the latest recorded step.
   virtual void trace_next_step(TimelineRecorder* recorder, long step) = 0;
   virtual void flush_timeline() {}
+
+  // The profile (step_profile.h): the next optimizer step's last micro-batch writes its forward,
+  // backward and optimizer times and each gradient range's ready time into `out` before its
+  // train_step returns (the GPU engine waits for that step to read its events); nullptr: none.
+  virtual void profile_next_step(StepPhases* out) = 0;
 };
 
 // Top-1 and top-5 of one row of logits: the classes scoring strictly above the label's logit

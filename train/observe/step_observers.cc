@@ -1,8 +1,11 @@
 #include "train/observe/step_observers.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
+#include <utility>
 
+#include "runtime/base/error.h"
 #include "runtime/base/log.h"
 #include "runtime/base/steady_seconds.h"
 #include "train/observe/progress.h"
@@ -132,6 +135,34 @@ void TimelineObserver::on_run_end(long global_step) {
 void TimelineObserver::write(const std::string& ending) {
   engine_.flush_timeline();  // the GPU's events into host times: one wait, after the range
   timeline_.write(stall_, faults_, ending);
+}
+
+void ProfileObserver::on_step_begin(const StepPosition& at) {
+  profiling_ = rank0_ && at.global_step >= range_.first && at.global_step <= range_.last;
+  if (profiling_) engine_.profile_next_step(&phases_);
+}
+
+void ProfileObserver::on_step_end(const StepPosition& /*at*/, bool /*stopping*/) {
+  if (!profiling_) return;
+  engine_.profile_next_step(nullptr);  // a step cut short leaves nothing armed
+  profile_.add(std::exchange(phases_, StepPhases{}));
+  profiling_ = false;
+}
+
+void ProfileObserver::on_epoch_end(const EpochReport& report) {
+  const double rate = report.result.median_images_per_second;  // every rank's images
+  if (rate > 0) {
+    source_.step_ms = 1e3 * source_.batch_per_gpu * source_.accumulation_steps * report.world_size / rate;
+  }
+}
+
+void ProfileObserver::on_run_end(long global_step) {
+  if (!rank0_) return;
+  DTRAIN_USAGE_CHECK(profile_.steps() > 0) << "--profile-steps " << range_.first << ":" << range_.last
+                                           << ": no step profiled, the run ended at step " << global_step;
+  profile_.write(path_, source_, "--profile-out file");
+  DTRAIN_LOG0(kInfo) << "profile: steps " << range_.first << "-" << std::min(range_.last, global_step) << " to "
+                     << path_;
 }
 
 }  // namespace dtrain::train

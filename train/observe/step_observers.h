@@ -1,6 +1,6 @@
 #pragma once
 // The training loop's observers (step_observer.h says when each event comes): the progress line,
-// the metrics file, TensorBoard and the timeline. Each is a thin adapter that turns the loop's
+// the metrics file, TensorBoard, the timeline and the step profile. Each is a thin adapter that turns the loop's
 // events into its sink's lines, records or spans; the sinks themselves (metrics_log.h,
 // tensorboard_writer.h, timeline.h) know nothing of the loop.
 #include "comm/diagnostics/fault_injection.h"
@@ -8,6 +8,7 @@
 #include "train/engine/step_engine.h"
 #include "train/observe/metrics_log.h"
 #include "train/observe/step_observer.h"
+#include "train/observe/step_profile.h"
 #include "train/observe/tensorboard_writer.h"
 #include "train/observe/timeline.h"
 
@@ -71,6 +72,29 @@ class TimelineObserver final : public StepObserver {
   comm::FaultInjector& faults_;
   TimelineRecorder* recorder_ = nullptr;  // the current step's, while the range covers it
   double step_began_ = 0;
+};
+
+// --profile-out: on rank 0 the engine profiles each step of --profile-steps (step_profile.h); when
+// the run ends rank 0 writes the medians, with the run's median step time of its last epoch (0
+// when no epoch ended). No collective: the other ranks only train.
+class ProfileObserver final : public StepObserver {
+ public:
+  ProfileObserver(StepEngine& engine, std::string path, TimelineRange range, ProfileSource source, bool rank0)
+      : engine_(engine), path_(std::move(path)), range_(range), source_(std::move(source)), rank0_(rank0) {}
+  void on_step_begin(const StepPosition& at) override;
+  void on_step_end(const StepPosition& at, bool stopping) override;
+  void on_epoch_end(const EpochReport& report) override;
+  void on_run_end(long global_step) override;
+
+ private:
+  StepEngine& engine_;
+  std::string path_;
+  TimelineRange range_;
+  ProfileSource source_;
+  bool rank0_;
+  bool profiling_ = false;
+  StepPhases phases_;
+  StepProfile profile_;
 };
 
 }  // namespace dtrain::train

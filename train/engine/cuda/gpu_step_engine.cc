@@ -69,9 +69,14 @@ class GpuStepEngine final : public StepEngine {
       if (!trace_) trace_ = std::make_unique<cuda::GpuStepTrace>(gpu_);
       trace_->begin_step(recorder, trace_step_, micro.count > 1 ? micro.index : -1);
     }
+    StepPhases* profile = micro.last() ? std::exchange(profile_, nullptr) : nullptr;
+    if (profile) step_->profile_next_run(&profiler_);
     held_.push_back({&b, step_->run(static_cast<const uint8_t*>(b.pixels.data()), b.labels.data(), lr, micro,
                                     recorder ? trace_.get() : nullptr, &b)});
+    if (profile) profiler_.resolve(profile);  // waits for this step
   }
+
+  void profile_next_step(StepPhases* out) override { profile_ = out; }
 
   void trace_next_step(TimelineRecorder* recorder, long step) override {
     trace_recorder_ = recorder;
@@ -161,6 +166,8 @@ class GpuStepEngine final : public StepEngine {
   std::unique_ptr<cuda::GpuStepTrace> trace_;   // made for the timeline's first step
   TimelineRecorder* trace_recorder_ = nullptr;  // the next step's, while the timeline records it
   long trace_step_ = 0;
+  StepPhases* profile_ = nullptr;  // the next step's phases, while --profile-steps covers it
+  cuda::GpuStepProfiler profiler_;
 };
 
 }  // namespace

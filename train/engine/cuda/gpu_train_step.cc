@@ -63,16 +63,18 @@ GpuTrainStep::GpuTrainStep(const GpuStepOptions& options, comm::Communicator* co
   if (options.accumulation_steps > 1) {
     gradient_sum_ = runtime::Buffer(runtime::MemoryKind::kDevice, count * sizeof(float), stream);
   }
-  if (sync_ || options.accumulation_steps > 1) {
-    // The fold is queued right after the kernel that wrote the range, so the all-reduce the last
-    // micro-batch reports next sees the mean; earlier micro-batches report to no collective.
-    params.set_gradient_listener([this](int64_t begin, int64_t end) {
+  // The fold is queued right after the kernel that wrote the range, so the all-reduce the last
+  // micro-batch reports next sees the mean; earlier micro-batches report to no collective. A
+  // profiled step marks the moment the range is ready for its all-reduce.
+  params.set_gradient_listener([this](int64_t begin, int64_t end) {
+    if (sync_ || options_.accumulation_steps > 1) {
       const size_t b = static_cast<size_t>(begin), n = static_cast<size_t>(end - begin);
       float* grads = model_->device_parameters().grads_f32() + b;
       accumulate_gradients(context_->stream(), micro_, grads, static_cast<float*>(gradient_sum_.data()) + b, n);
       if (sync_ && micro_.last()) sync_->mark_ready(b, b + n);
-    });
-  }
+    }
+    if (profiling_) profiling_->gradient_ready(begin, end - begin, context_->stream());
+  });
 
   momentum_ = runtime::Buffer(runtime::MemoryKind::kDevice, count * sizeof(float), stream);
   DTRAIN_CUDA_CHECK(cudaMemsetAsync(momentum_.data(), 0, momentum_.bytes(), stream));
@@ -217,25 +219,17 @@ int GpuTrainStep::run(const uint8_t* images, const int32_t* labels, float lr, co
   const cudaStream_t stream = context_->stream();
   const int s = stage_input(images, labels, options_.batch, trace, deferred);
   idle_.started(stream);  // after the compute stream's wait for the copy: idle until the input is here
+  // Profiled from here, after the wait for the copy, so the profile holds no PCIe transfer.
+  GpuStepProfiler* profile = micro.last() ? std::exchange(profiler_, nullptr) : nullptr;
+  if (profile) profile->begin(stream);
   // Forward counts from the input's normalize-and-cast to the loss.
   int span = trace ? trace->begin(stream, TimelineTrack::kComputeStream, "forward") : -1;
   normalize(images_[s].data(), options_.batch, input_);
   const auto* labels_device = static_cast<const int32_t*>(labels_[s].data());
 
-  const runtime::Tensor& logits = model_->forward(input_, true);
-  models::cuda::ensure_device_tensor(dlogits_, context_->activation_dtype(), logits.shape());
-  const models::cuda::LossOutputs out{static_cast<float*>(loss_.data()) + micro.index,
-                                      static_cast<int32_t*>(hits_.data()) + micro.index};
-  const int classes = static_cast<int>(logits.shape()[1]);
-  if (context_->bf16()) {
-    models::cuda::softmax_cross_entropy(stream, options_.batch, classes, logits.data<runtime::bfloat16>(),
-                                        labels_device, options_.label_smoothing, dlogits_.data<runtime::bfloat16>(),
-                                        out);
-  } else {
-    models::cuda::softmax_cross_entropy(stream, options_.batch, classes, logits.data<float>(), labels_device,
-                                        options_.label_smoothing, dlogits_.data<float>(), out);
-  }
+  loss_and_dlogits(model_->forward(input_, true), labels_device, micro.index);
   consumed_[s].record(stream);
+  if (profile) profile->forward_done(stream);
   if (trace) {
     trace->end(span, stream);
     span = trace->begin(stream, TimelineTrack::kComputeStream, "backward");
@@ -255,7 +249,10 @@ int GpuTrainStep::run(const uint8_t* images, const int32_t* labels, float lr, co
     });
   }
   if (reduce) sync_->begin_step();
+  profiling_ = profile;
   model_->backward(dlogits_);
+  profiling_ = nullptr;
+  if (profile) profile->backward_done(stream);
   if (trace) trace->end(span, stream);
   if (!micro.last()) {
     idle_.finished(stream);
@@ -278,10 +275,26 @@ int GpuTrainStep::run(const uint8_t* images, const int32_t* labels, float lr, co
   step.nesterov = options_.sgd.nesterov;
   step.params_bf16 = context_->bf16() ? params.params_bf16() : nullptr;
   sgd_update<float>(stream, step, params.grads_f32());
+  if (profile) profile->update_done(stream);
   if (trace) trace->end(span, stream);
   idle_.finished(stream);
   any_step_ = true;
   return s;
+}
+
+void GpuTrainStep::loss_and_dlogits(const runtime::Tensor& logits, const int32_t* labels, int micro_batch) {
+  const cudaStream_t stream = context_->stream();
+  models::cuda::ensure_device_tensor(dlogits_, context_->activation_dtype(), logits.shape());
+  const models::cuda::LossOutputs out{static_cast<float*>(loss_.data()) + micro_batch,
+                                      static_cast<int32_t*>(hits_.data()) + micro_batch};
+  const int classes = static_cast<int>(logits.shape()[1]);
+  if (context_->bf16()) {
+    models::cuda::softmax_cross_entropy(stream, options_.batch, classes, logits.data<runtime::bfloat16>(), labels,
+                                        options_.label_smoothing, dlogits_.data<runtime::bfloat16>(), out);
+  } else {
+    models::cuda::softmax_cross_entropy(stream, options_.batch, classes, logits.data<float>(), labels,
+                                        options_.label_smoothing, dlogits_.data<float>(), out);
+  }
 }
 
 void GpuTrainStep::normalize(const void* device_pixels, int count, runtime::Tensor& out) {

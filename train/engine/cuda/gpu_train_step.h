@@ -30,6 +30,7 @@
 #include "train/config/resolved_config.h"
 #include "train/data/cuda/device_jpeg_stage.h"
 #include "train/engine/cuda/device_idle_clock.h"
+#include "train/engine/cuda/gpu_step_profiler.h"
 #include "train/engine/cuda/gpu_step_trace.h"
 #include "train/engine/gradient_accumulation.h"
 #include "train/engine/sgd.h"
@@ -81,6 +82,9 @@ class GpuTrainStep {
   // `labels` belong to, whose deferred JPEGs the step decodes into its input (decodes_jpeg()).
   int run(const uint8_t* images, const int32_t* labels, float lr, const MicroBatch& micro = {},
           GpuStepTrace* trace = nullptr, const Batch* deferred = nullptr);
+  // The next step's last micro-batch records its profile marks into `profiler` (resolve() them
+  // after run() returns); nullptr: none.
+  void profile_next_run(GpuStepProfiler* profiler) { profiler_ = profiler; }
   // Whether run() decodes a batch's deferred JPEGs; the stage that does, with its counts.
   bool decodes_jpeg() const { return jpeg_ != nullptr; }
   const DeviceJpegStage* jpeg_stage() const { return jpeg_.get(); }
@@ -125,6 +129,9 @@ class GpuTrainStep {
   // stream has consumed that slot's previous contents; the compute stream waits for the copy.
   int stage_input(const uint8_t* images, const int32_t* labels, int count, GpuStepTrace* trace = nullptr,
                   const Batch* deferred = nullptr);
+  // The loss of `logits` against the device `labels` into micro-batch `micro_batch`'s slots, and
+  // its gradient into dlogits_, on the compute stream.
+  void loss_and_dlogits(const runtime::Tensor& logits, const int32_t* labels, int micro_batch);
   // uint8 NHWC pixels already on the device -> `out` in the context's type and layout.
   void normalize(const void* device_pixels, int count, runtime::Tensor& out);
 
@@ -147,6 +154,8 @@ class GpuTrainStep {
   int decay_range_count_ = 0;
   int open_bucket_span_ = -1;              // the timeline's span of the bucket all-reduce being queued
   DeviceIdleClock idle_;                   // around each micro-batch of run() on the compute stream
+  GpuStepProfiler* profiler_ = nullptr;    // the next step's, until its last micro-batch takes it
+  GpuStepProfiler* profiling_ = nullptr;   // the backward in progress marks its ranges here
   std::unique_ptr<DeviceJpegStage> jpeg_;  // null: the loader decodes every image
 };
 
