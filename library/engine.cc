@@ -130,11 +130,12 @@ bool Engine::cycle() {
   }
   for (const Response& response : exchange(encode_requests(requests, stopping))) {
     if (response.type == ResponseType::kShutdown) return false;
-    execute(response);
+    // Counted before the handles complete, so a caller's dtrain_fusion_stats after its wait sees them.
     if (response.type == ResponseType::kRun) {
       ++collectives_run_;
       operations_run_ += response.names.size();
     }
+    execute(response);
   }
   return true;
 }
@@ -236,7 +237,7 @@ void Engine::shutdown() {
   wake_.notify_one();
   thread_.join();
   fail_all(DTRAIN_ERR_SHUT_DOWN, "dtrain shut down before this operation ran");
-  DTRAIN_LOG0(kDebug) << "dtrain library: " << operations_run_ << " named operations ran as " << collectives_run_
+  DTRAIN_LOG0(kDebug) << "dtrain library: " << operations_run() << " named operations ran as " << collectives_run()
                       << " collectives (fused all-reduces count once)";
   executor_.reset();
   communicator_.reset();

@@ -14,6 +14,7 @@
 // from one thread, on every rank (collective).
 #include <mpi.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -68,6 +69,9 @@ class Engine {
   // The completion of `handle`; release also forgets the handle. nullptr when unknown.
   std::shared_ptr<Completion> find(int64_t handle);
   std::shared_ptr<Completion> release(int64_t handle);
+  // Named operations completed and collectives executed on this rank since init (any thread).
+  uint64_t operations_run() const { return operations_run_.load(std::memory_order_relaxed); }
+  uint64_t collectives_run() const { return collectives_run_.load(std::memory_order_relaxed); }
 
   // Collective: finishes what every rank submitted, fails the rest, stops the thread, frees
   // everything. Called once.
@@ -102,8 +106,9 @@ class Engine {
   std::string failure_;  // the background thread's, once it has failed
 
   std::map<std::string, Operation> local_;  // sent to rank 0; the background thread's only
-  uint64_t operations_run_ = 0;             // what fusion achieved, for the log at shutdown
-  uint64_t collectives_run_ = 0;
+  // What fusion achieved (dtrain_fusion_stats, the log at shutdown); written by the background thread.
+  std::atomic<uint64_t> operations_run_{0};
+  std::atomic<uint64_t> collectives_run_{0};
   std::thread thread_;
 };
 

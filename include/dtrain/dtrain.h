@@ -150,6 +150,14 @@ DTRAIN_API int dtrain_wait(dtrain_handle handle);
  * releasing it. Valid until the handle is waited. */
 DTRAIN_API const char* dtrain_handle_error(dtrain_handle handle);
 
+/* --- statistics ------------------------------------------------------------------------------- */
+/* What fusion achieved on this rank since dtrain_init: `operations`, the named operations that every
+ * rank submitted and this rank executed (well or not; mismatched and stalled ones are not counted),
+ * and `collectives`, how many collectives they ran in (fused all-reduces count once, a barrier
+ * counts one). Both are counted before the operations complete, so after dtrain_wait they include
+ * the waited operation. Read-only; any thread. */
+DTRAIN_API int dtrain_fusion_stats(int64_t* operations, int64_t* collectives);
+
 #ifdef __cplusplus
 }
 #endif
