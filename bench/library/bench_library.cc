@@ -158,7 +158,8 @@ void write_json(const Options& o, const std::string& command, const Results& r) 
   std::ostringstream j;
   j << "{\n  \"benchmark\": \"dtrain-bench-library\",\n  \"dtrain_version\": " << quoted(dtrain_version())
     << ",\n  \"world_size\": " << dtrain_size() << ",\n  \"nodes\": " << dtrain_cross_size()
-    << ",\n  \"host\": " << quoted(host) << ",\n  \"date\": " << quoted(date) << ",\n  \"command\": " << quoted(command);
+    << ",\n  \"host\": " << quoted(host) << ",\n  \"date\": " << quoted(date)
+    << ",\n  \"command\": " << quoted(command);
   if (r.latency) {
     j << ",\n  \"latency\": {\"calls\": " << o.latency_calls << ", \"repetitions\": " << o.latency_reps
       << ", \"bytes\": 4, \"per_call_us\": " << summary_json(r.lat.per_call_us)
@@ -172,8 +173,8 @@ void write_json(const Options& o, const std::string& command, const Results& r) 
     j << "\n  ]}";
   }
   if (r.fusion) {
-    j << ",\n  \"fusion\": {\"operations_submitted\": " << o.fusion_ops << ", \"bytes_each\": 4, \"repetitions\": "
-      << o.fusion_reps << ", \"time_us\": " << summary_json(r.fus.time_us)
+    j << ",\n  \"fusion\": {\"operations_submitted\": " << o.fusion_ops
+      << ", \"bytes_each\": 4, \"repetitions\": " << o.fusion_reps << ", \"time_us\": " << summary_json(r.fus.time_us)
       << ", \"collectives\": " << summary_json(r.fus.collectives) << ", \"operations\": " << r.fus.operations << "}";
   }
   j << "\n}\n";
@@ -192,8 +193,8 @@ void print_latency(const Options& o, const LatencyResult& l) {
   std::printf("  per call (us, the slowest rank): median %.2f  p90 %.2f  min %.2f  max %.2f\n", l.per_call_us.median,
               l.per_call_us.p90, l.per_call_us.min, l.per_call_us.max);
   std::printf("  single calls on rank 0 (us): median %.2f  p90 %.2f  max %.2f;  %lld operations in %lld collectives\n",
-              l.single_call_us.median, l.single_call_us.p90, l.single_call_us.max,
-              static_cast<long long>(l.operations), static_cast<long long>(l.collectives));
+              l.single_call_us.median, l.single_call_us.p90, l.single_call_us.max, static_cast<long long>(l.operations),
+              static_cast<long long>(l.collectives));
 }
 
 void print_bandwidth_header(const Options& o) {
@@ -211,10 +212,11 @@ void print_row(const BandwidthRow& r) {
 void print_fusion(const Options& o, const FusionResult& f) {
   std::printf("# fusion: %d named 4-byte all-reduces submitted at once, then all waited, %d repetitions\n",
               o.fusion_ops, o.fusion_reps);
-  std::printf("  time (us, the slowest rank): median %.1f  p90 %.1f;  ran in %.0f collectives (median; %.0f-%.0f)"
-              " for %lld operations\n",
-              f.time_us.median, f.time_us.p90, f.collectives.median, f.collectives.min, f.collectives.max,
-              static_cast<long long>(f.operations));
+  std::printf(
+      "  time (us, the slowest rank): median %.1f  p90 %.1f;  ran in %.0f collectives (median; %.0f-%.0f)"
+      " for %lld operations\n",
+      f.time_us.median, f.time_us.p90, f.collectives.median, f.collectives.min, f.collectives.max,
+      static_cast<long long>(f.operations));
 }
 
 Results run(const Options& o, bool root) {

@@ -14,8 +14,8 @@ struct Options {
   int latency_calls = 1000;  // named 4-byte all-reduces per repetition, each submitted and waited
   int latency_reps = 10;
   std::vector<int64_t> sizes = {int64_t{1} << 20, int64_t{4} << 20, int64_t{16} << 20, int64_t{64} << 20};
-  int warmup = 5;  // bandwidth: untimed calls per size and target
-  int iters = 20;  // bandwidth: timed calls per size and target
+  int warmup = 5;         // bandwidth: untimed calls per size and target
+  int iters = 20;         // bandwidth: timed calls per size and target
   int fusion_ops = 1000;  // named 4-byte all-reduces submitted at once
   int fusion_reps = 10;
   std::vector<std::string> modes = {"latency", "bandwidth", "fusion"};
@@ -32,8 +32,8 @@ struct Summary {
 Summary summarize(std::vector<double> samples);
 
 struct LatencyResult {
-  Summary per_call_us;       // a repetition's time / calls (the slowest rank), over repetitions
-  Summary single_call_us;    // every single call on rank 0, over all repetitions
+  Summary per_call_us;      // a repetition's time / calls (the slowest rank), over repetitions
+  Summary single_call_us;   // every single call on rank 0, over all repetitions
   int64_t collectives = 0;  // what all repetitions ran in (dtrain_fusion_stats)
   int64_t operations = 0;
 };
@@ -49,8 +49,8 @@ struct BandwidthRow {
 };
 
 struct FusionResult {
-  Summary time_us;          // submit all, then wait all (the slowest rank), over repetitions
-  Summary collectives;      // per repetition
+  Summary time_us;         // submit all, then wait all (the slowest rank), over repetitions
+  Summary collectives;     // per repetition
   int64_t operations = 0;  // per repetition (the same every time)
 };
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
@@ -33,8 +34,9 @@ void fusion_stats(int64_t* operations, int64_t* collectives) {
 // One named 4-byte all-reduce, submitted and waited.
 void small_allreduce(const std::string& name, const float* in, float* out) {
   dtrain_handle h = 0;
-  check_status(dtrain_allreduce(name.c_str(), in, out, 1, DTRAIN_FLOAT32, DTRAIN_SUM, 1.0, 1.0, DTRAIN_HOST, nullptr, &h),
-               "dtrain_allreduce '" + name + "'");
+  check_status(
+      dtrain_allreduce(name.c_str(), in, out, 1, DTRAIN_FLOAT32, DTRAIN_SUM, 1.0, 1.0, DTRAIN_HOST, nullptr, &h),
+      "dtrain_allreduce '" + name + "'");
   check_status(dtrain_wait(h), "dtrain_wait '" + name + "'");
 }
 
@@ -70,9 +72,9 @@ void big_allreduce(bool abi, const float* send, float* recv, int64_t count) {
     return;
   }
   dtrain_handle h = 0;
-  check_status(dtrain_allreduce("bandwidth", send, recv, count, DTRAIN_FLOAT32, DTRAIN_SUM, 1.0, 1.0, DTRAIN_HOST,
-                                nullptr, &h),
-               "dtrain_allreduce 'bandwidth'");
+  check_status(
+      dtrain_allreduce("bandwidth", send, recv, count, DTRAIN_FLOAT32, DTRAIN_SUM, 1.0, 1.0, DTRAIN_HOST, nullptr, &h),
+      "dtrain_allreduce 'bandwidth'");
   check_status(dtrain_wait(h), "dtrain_wait 'bandwidth'");
 }
 
@@ -113,10 +115,10 @@ Summary summarize(std::vector<double> samples) {
   Summary s;
   if (samples.empty()) return s;
   std::sort(samples.begin(), samples.end());
-  const auto at = [&](double q) { return samples[static_cast<size_t>(q * static_cast<double>(samples.size() - 1))]; };
-  s.median = samples.size() % 2 == 1 ? at(0.5)
-                                     : (samples[samples.size() / 2 - 1] + samples[samples.size() / 2]) / 2;
-  s.p90 = at(0.9);
+  const size_t n = samples.size();
+  s.median = n % 2 == 1 ? samples[n / 2] : (samples[n / 2 - 1] + samples[n / 2]) / 2;
+  // Nearest rank: the smallest sample at or above 90% of them.
+  s.p90 = samples[static_cast<size_t>(std::ceil(0.9 * static_cast<double>(n))) - 1];
   s.min = samples.front();
   s.max = samples.back();
   return s;

@@ -262,6 +262,9 @@ TEST(AbiCollectives, EmptyOperationsTakeNullBuffers) {
 // A thousand 4-byte all-reduces in flight at once (fused by the coordinator), each right.
 TEST(AbiNameMatching, ManySmallAllReducesInFlight) {
   constexpr int kOps = 1000;
+  int64_t operations0 = 0;
+  int64_t collectives0 = 0;
+  ASSERT_EQ(dtrain_fusion_stats(&operations0, &collectives0), DTRAIN_OK) << dtrain_last_error();
   std::vector<float> values(kOps);
   std::vector<dtrain_handle> handles(kOps);
   for (int k = 0; k < kOps; ++k) {
@@ -279,6 +282,43 @@ TEST(AbiNameMatching, ManySmallAllReducesInFlight) {
     wait_ok(handles[static_cast<size_t>(j)]);
     ASSERT_EQ(values[static_cast<size_t>(j)], rank_sum + static_cast<float>(size() * (j % 5))) << j;
   }
+  // Every operation counted once; how many collectives depends on how the cycles cut the stream.
+  int64_t operations = 0;
+  int64_t collectives = 0;
+  ASSERT_EQ(dtrain_fusion_stats(&operations, &collectives), DTRAIN_OK) << dtrain_last_error();
+  EXPECT_EQ(operations - operations0, kOps);
+  EXPECT_GE(collectives - collectives0, 1);
+  EXPECT_LE(collectives - collectives0, kOps);
+}
+
+// dtrain_fusion_stats counts an operation and its collective before the handle completes, so a
+// lone all-reduce or barrier is exactly one of each once waited; NULL arguments are named.
+TEST(AbiFusionStats, CountsEachOperationOnceWaited) {
+  int64_t operations0 = 0;
+  int64_t collectives0 = 0;
+  ASSERT_EQ(dtrain_fusion_stats(&operations0, &collectives0), DTRAIN_OK) << dtrain_last_error();
+  float value = 1;
+  dtrain_handle h = 0;
+  ASSERT_EQ(
+      dtrain_allreduce("stats/one", &value, &value, 1, DTRAIN_FLOAT32, DTRAIN_SUM, 1.0, 1.0, DTRAIN_HOST, nullptr, &h),
+      DTRAIN_OK);
+  wait_ok(h);
+  int64_t operations = 0;
+  int64_t collectives = 0;
+  ASSERT_EQ(dtrain_fusion_stats(&operations, &collectives), DTRAIN_OK);
+  EXPECT_EQ(operations - operations0, 1);
+  EXPECT_EQ(collectives - collectives0, 1);
+  ASSERT_EQ(dtrain_barrier("stats/barrier", &h), DTRAIN_OK);
+  wait_ok(h);
+  ASSERT_EQ(dtrain_fusion_stats(&operations, &collectives), DTRAIN_OK);
+  EXPECT_EQ(operations - operations0, 2);
+  EXPECT_EQ(collectives - collectives0, 2);
+  EXPECT_EQ(value, static_cast<float>(size()));
+
+  EXPECT_EQ(dtrain_fusion_stats(nullptr, &collectives), DTRAIN_ERR_INVALID_ARGUMENT);
+  EXPECT_STREQ(dtrain_last_error(), "dtrain_fusion_stats: operations: NULL");
+  EXPECT_EQ(dtrain_fusion_stats(&operations, nullptr), DTRAIN_ERR_INVALID_ARGUMENT);
+  EXPECT_STREQ(dtrain_last_error(), "dtrain_fusion_stats: collectives: NULL");
 }
 
 }  // namespace
