@@ -4,7 +4,7 @@
 // executes them (Horovod's design).
 //
 // Every cycle (DTRAIN_CYCLE_TIME_US, 1000 by default, or at once when something is submitted) the
-// background thread sends rank 0 the requests submitted since the last cycle (an MPI_Gatherv on a
+// background thread sends rank 0 the requests submitted since the last cycle (ControlExchange, on a
 // control communicator of its own); rank 0's Coordinator answers with the operations that every
 // rank has now submitted, in one order, fused where it can, and broadcasts that list; every rank
 // executes it in that order (Executor). So ranks may submit names in any order, and all MPI traffic
@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "library/control_exchange.h"
 #include "library/coordinator.h"
 #include "library/executor.h"
 #include "library/operation.h"
@@ -89,6 +90,7 @@ class Engine {
   std::optional<runtime::RankContext> ctx_;
   runtime::MpiComm control_;
   runtime::MpiComm data_;
+  std::unique_ptr<ControlExchange> control_exchange_;  // on control_
   std::unique_ptr<comm::Communicator> communicator_;
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<Coordinator> coordinator_;  // rank 0 only
@@ -97,6 +99,7 @@ class Engine {
 
   std::mutex mutex_;  // guards everything below but local_
   std::condition_variable wake_;
+  std::atomic<size_t> queued_{0};            // queue_.size(), read without the lock by the polling thread
   std::vector<Operation> queue_;             // submitted, not yet sent to rank 0
   std::set<std::string> names_;              // in flight on this rank
   std::map<std::string, Response> aborted_;  // stalled names this rank had not submitted yet
@@ -106,6 +109,7 @@ class Engine {
   std::string failure_;  // the background thread's, once it has failed
 
   std::map<std::string, Operation> local_;  // sent to rank 0; the background thread's only
+  bool busy_ = false;                       // the last cycle sent or ran something; the thread's only
   // What fusion achieved (dtrain_fusion_stats, the log at shutdown); written by the background thread.
   std::atomic<uint64_t> operations_run_{0};
   std::atomic<uint64_t> collectives_run_{0};

@@ -291,6 +291,30 @@ TEST(AbiNameMatching, ManySmallAllReducesInFlight) {
   EXPECT_LE(collectives - collectives0, kOps);
 }
 
+// Names long enough that a cycle's requests and rank 0's answer exceed the control plane's
+// fixed-size slots (library/control_exchange.h), so the second round runs both ways; on odd ranks
+// a short name is in the same cycle, whose requests still fit.
+TEST(AbiNameMatching, LongNamesOverflowTheControlSlots) {
+  for (size_t length : {200, 300, 4096}) {
+    const std::string long_name = "long/" + std::string(length - 5, 'x');
+    float a = static_cast<float>(rank() + 1);
+    float b = 2;
+    dtrain_handle ha = 0;
+    dtrain_handle hb = 0;
+    ASSERT_EQ(
+        dtrain_allreduce(long_name.c_str(), &a, &a, 1, DTRAIN_FLOAT32, DTRAIN_SUM, 1.0, 1.0, DTRAIN_HOST, nullptr, &ha),
+        DTRAIN_OK)
+        << dtrain_last_error();
+    ASSERT_EQ(
+        dtrain_allreduce("long/short", &b, &b, 1, DTRAIN_FLOAT32, DTRAIN_MAX, 1.0, 1.0, DTRAIN_HOST, nullptr, &hb),
+        DTRAIN_OK);
+    wait_ok(ha);
+    wait_ok(hb);
+    EXPECT_EQ(a, static_cast<float>(size() * (size() + 1) / 2)) << "name of " << length << " bytes";
+    EXPECT_EQ(b, 2.0f);
+  }
+}
+
 // dtrain_fusion_stats counts an operation and its collective before the handle completes, so a
 // lone all-reduce or barrier is exactly one of each once waited; NULL arguments are named.
 TEST(AbiFusionStats, CountsEachOperationOnceWaited) {
