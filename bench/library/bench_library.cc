@@ -266,7 +266,10 @@ int bench_main(int argc, char** argv) {
   for (const BandwidthRow& row : r.rows) wrong += row.wrong;
   if (rank == 0 && !o.json.empty()) {
     std::string command;
-    for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
+    for (int i = 0; i < argc; ++i) {
+      if (i > 0) command += ' ';
+      command += argv[i];
+    }
     write_json(o, command, r);
   }
   if (rank == 0) std::printf(wrong == 0 ? "# all correct\n" : "# %lld wrong\n", static_cast<long long>(wrong));
