@@ -174,6 +174,19 @@ int dtrain_gpu(void) {
   return topology_value([](Engine& e) { return e.gpu(); });
 }
 
+int dtrain_fusion_stats(int64_t* operations, int64_t* collectives) {
+  return guarded("dtrain_fusion_stats", [&] {
+    if (operations == nullptr) throw AbiError(DTRAIN_ERR_INVALID_ARGUMENT, "operations: NULL");
+    if (collectives == nullptr) throw AbiError(DTRAIN_ERR_INVALID_ARGUMENT, "collectives: NULL");
+    auto engine = running_engine();
+    // Collectives first: an operation is counted only after its collective, so operations >= collectives
+    // holds for the pair whatever runs meanwhile.
+    *collectives = static_cast<int64_t>(engine->collectives_run());
+    *operations = static_cast<int64_t>(engine->operations_run());
+    return DTRAIN_OK;
+  });
+}
+
 int dtrain_poll(dtrain_handle handle, int* done) {
   return guarded("dtrain_poll", [&] {
     if (done == nullptr) throw AbiError(DTRAIN_ERR_INVALID_ARGUMENT, "done: NULL");

@@ -1,5 +1,7 @@
 #include "library/engine.h"
 
+#include <sched.h>
+
 #include <sstream>
 
 #include "comm/backends/factory.h"
@@ -17,6 +19,9 @@ namespace dtrain::library {
 namespace {
 
 constexpr int64_t kDefaultFusionThreshold = int64_t{64} << 20;
+// Measured with dtrain-bench-library (4-byte calls one after another on 2 and 4 ranks): long enough
+// for a caller to submit its next operation, short against the cycle time.
+constexpr std::chrono::microseconds kPollAfterWork{100};
 
 void require_thread_multiple(int level) {
   if (level >= MPI_THREAD_MULTIPLE) return;
@@ -51,6 +56,7 @@ Engine::Engine(MPI_Comm world) {
   runtime::set_process_identity(t.world_rank, t.world_size, t.local_rank);
   control_ = runtime::MpiComm::duplicate(ctx_->world());
   data_ = runtime::MpiComm::duplicate(ctx_->world());
+  control_exchange_ = std::make_unique<ControlExchange>(control_.get(), t.world_rank, t.world_size);
   // Host buffers only so far, so the communicator is the CPU one even on a GPU host.
   communicator_ = comm::make_communicator(comm::Backend::kAuto, *ctx_, /*gpus=*/false);
   // Name matching has already compared every rank's call; the per-call check would only repeat it.
@@ -113,6 +119,7 @@ int64_t Engine::submit(Operation op) {
                                                     "submitting the name again");
   }
   queue_.push_back(std::move(op));
+  queued_.store(queue_.size(), std::memory_order_release);
   wake_.notify_one();
   return handle;
 }
@@ -144,11 +151,20 @@ void Engine::loop() {
 bool Engine::cycle() {
   std::vector<Operation> fresh;
   bool stopping = false;
+  // After a cycle with work, poll the queue (yielding the core) a little before sleeping: a caller
+  // that waits for one operation and submits the next at once (small tensors one after another)
+  // then finds this thread awake, instead of waking it through the scheduler, which on a busy host
+  // means waiting for a core. Bounded, and skipped when idle, so an idle library spins nowhere.
+  if (busy_) {
+    const auto until = std::chrono::steady_clock::now() + kPollAfterWork;
+    while (queued_.load(std::memory_order_acquire) == 0 && std::chrono::steady_clock::now() < until) sched_yield();
+  }
   {
     std::unique_lock lock(mutex_);
     // A rank that is shutting down still cycles until every rank is, so it waits like the others.
     wake_.wait_for(lock, cycle_time_, [&] { return !queue_.empty(); });
     fresh.swap(queue_);
+    queued_.store(0, std::memory_order_relaxed);
     stopping = stopping_;
   }
   std::vector<Request> requests;
@@ -157,47 +173,31 @@ bool Engine::cycle() {
     std::string name = op.request.name;
     local_.emplace(std::move(name), std::move(op));
   }
-  for (const Response& response : exchange(encode_requests(requests, stopping))) {
+  const std::vector<Response> responses = exchange(encode_requests(requests, stopping));
+  busy_ = !requests.empty() || !responses.empty();
+  for (const Response& response : responses) {
     if (response.type == ResponseType::kShutdown) return false;
-    execute(response);
+    // Counted before the handles complete, so a caller's dtrain_fusion_stats after its wait sees them.
     if (response.type == ResponseType::kRun) {
       ++collectives_run_;
       operations_run_ += response.names.size();
     }
+    execute(response);
   }
   return true;
 }
 
 // Each rank's requests to rank 0, rank 0's responses to every rank.
 std::vector<Response> Engine::exchange(const std::vector<char>& requests) {
-  const MPI_Comm comm = control_.get();
-  const int size = ctx_->topology().world_size;
-  const bool root = coordinator_ != nullptr;
-  const int bytes = static_cast<int>(requests.size());
-  std::vector<int> sizes(root ? size : 0);
-  DTRAIN_MPI_CHECK(MPI_Gather(&bytes, 1, MPI_INT, sizes.data(), 1, MPI_INT, 0, comm));
-  std::vector<int> offsets(sizes.size());
-  int total = 0;
-  for (size_t r = 0; r < sizes.size(); ++r) {
-    offsets[r] = total;
-    total += sizes[r];
-  }
-  std::vector<char> all(static_cast<size_t>(total));
-  DTRAIN_MPI_CHECK(
-      MPI_Gatherv(requests.data(), bytes, MPI_CHAR, all.data(), sizes.data(), offsets.data(), MPI_CHAR, 0, comm));
-  std::vector<char> answer;
-  if (root) {
-    for (int r = 0; r < size; ++r) {
-      bool stopping = false;
-      auto decoded = decode_requests(all.data() + offsets[r], static_cast<size_t>(sizes[r]), &stopping);
-      coordinator_->add(r, std::move(decoded), stopping);
-    }
-    answer = encode_responses(coordinator_->take_responses());
-  }
-  int answer_bytes = static_cast<int>(answer.size());
-  DTRAIN_MPI_CHECK(MPI_Bcast(&answer_bytes, 1, MPI_INT, 0, comm));
-  answer.resize(static_cast<size_t>(answer_bytes));
-  DTRAIN_MPI_CHECK(MPI_Bcast(answer.data(), answer_bytes, MPI_CHAR, 0, comm));
+  const std::vector<char> answer =
+      control_exchange_->exchange(requests, [this](const std::vector<std::string_view>& by_rank) {
+        for (size_t r = 0; r < by_rank.size(); ++r) {
+          bool stopping = false;
+          auto decoded = decode_requests(by_rank[r].data(), by_rank[r].size(), &stopping);
+          coordinator_->add(static_cast<int>(r), std::move(decoded), stopping);
+        }
+        return encode_responses(coordinator_->take_responses());
+      });
   return decode_responses(answer.data(), answer.size());
 }
 
@@ -292,11 +292,12 @@ void Engine::shutdown() {
   wake_.notify_one();
   thread_.join();
   fail_all(DTRAIN_ERR_SHUT_DOWN, "dtrain shut down before this operation ran");
-  DTRAIN_LOG0(kDebug) << "dtrain library: " << operations_run_ << " named operations ran as " << collectives_run_
+  DTRAIN_LOG0(kDebug) << "dtrain library: " << operations_run() << " named operations ran as " << collectives_run()
                       << " collectives (fused all-reduces count once)";
   device_.reset();  // waits for its stream
   timeline_.stop();
   executor_.reset();
+  control_exchange_.reset();
   communicator_.reset();
   data_ = runtime::MpiComm();
   control_ = runtime::MpiComm();

@@ -4,7 +4,7 @@
 // executes them (Horovod's design).
 //
 // Every cycle (DTRAIN_CYCLE_TIME_US, 1000 by default, or at once when something is submitted) the
-// background thread sends rank 0 the requests submitted since the last cycle (an MPI_Gatherv on a
+// background thread sends rank 0 the requests submitted since the last cycle (ControlExchange, on a
 // control communicator of its own); rank 0's Coordinator answers with the operations that every
 // rank has now submitted, in one order, fused where it can, and broadcasts that list; every rank
 // executes it in that order (Executor). So ranks may submit names in any order, and all MPI traffic
@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "library/control_exchange.h"
 #include "library/coordinator.h"
 #include "library/device.h"
 #include "library/executor.h"
@@ -85,6 +86,9 @@ class Engine {
   // The completion of `handle`; release also forgets the handle. nullptr when unknown.
   std::shared_ptr<Completion> find(int64_t handle);
   std::shared_ptr<Completion> release(int64_t handle);
+  // Named operations completed and collectives executed on this rank since init (any thread).
+  uint64_t operations_run() const { return operations_run_.load(std::memory_order_relaxed); }
+  uint64_t collectives_run() const { return collectives_run_.load(std::memory_order_relaxed); }
 
   // Collective: finishes what every rank submitted, fails the rest, stops the thread, frees
   // everything. Called once.
@@ -107,7 +111,8 @@ class Engine {
   std::optional<runtime::RankContext> ctx_;
   runtime::MpiComm control_;
   runtime::MpiComm data_;
-  Timeline timeline_;  // declared before coordinator_, which writes to it
+  Timeline timeline_;                                  // declared before coordinator_, which writes to it
+  std::unique_ptr<ControlExchange> control_exchange_;  // on control_
   std::unique_ptr<comm::Communicator> communicator_;
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<DeviceExecutor> device_;    // the background thread's, from the first device operation
@@ -119,6 +124,7 @@ class Engine {
 
   std::mutex mutex_;  // guards everything below but local_
   std::condition_variable wake_;
+  std::atomic<size_t> queued_{0};            // queue_.size(), read without the lock by the polling thread
   std::vector<Operation> queue_;             // submitted, not yet sent to rank 0
   std::set<std::string> names_;              // in flight on this rank
   std::map<std::string, Response> aborted_;  // stalled names this rank had not submitted yet
@@ -129,8 +135,10 @@ class Engine {
 
   std::map<std::string, Operation> local_;                     // sent to rank 0; the background thread's only
   std::map<std::string, std::vector<double>> stand_in_zeros_;  // adopt_stand_ins' buffers, one response long
-  uint64_t operations_run_ = 0;                                // what fusion achieved, for the log at shutdown
-  uint64_t collectives_run_ = 0;
+  bool busy_ = false;  // the last cycle sent or ran something; the thread's only
+  // What fusion achieved (dtrain_fusion_stats, the log at shutdown); written by the background thread.
+  std::atomic<uint64_t> operations_run_{0};
+  std::atomic<uint64_t> collectives_run_{0};
   std::thread thread_;
 };
 

@@ -94,7 +94,18 @@ void Executor::all_reduce(const std::vector<Operation*>& ops) {
   void* buffer = ops.front()->recv;
   int64_t total = head.count;
   if (ops.size() == 1) {
-    if (head.count > 0 && ops.front()->send != buffer) std::memcpy(buffer, ops.front()->send, head.count * esize);
+    const void* send = ops.front()->send;
+    // Out of place straight through the communicator, which reads `send` as it goes: copying it
+    // into `recv` first costs as much as a large reduction's own traffic on a host.
+    if (send != buffer && head.count > 0 && head.prescale == 1.0 && communicator_reduces(head.dtype, head.op)) {
+      communicator_
+          .all_reduce(send, buffer, static_cast<size_t>(total), *communicator_dtype(head.dtype),
+                      communicator_op(head.op))
+          .wait();
+      scale(buffer, total, head.dtype, head.postscale);
+      return;
+    }
+    if (head.count > 0 && send != buffer) std::memcpy(buffer, send, head.count * esize);
   } else {
     total = 0;
     for (const Operation* op : ops) total += op->request.count;

@@ -196,6 +196,14 @@ DTRAIN_API int dtrain_wait_for(dtrain_handle handle, double timeout_seconds, int
 /* 1 when this libdtrain.so was built with CUDA and NCCL (device buffers may be supported), else 0. */
 DTRAIN_API int dtrain_cuda_built(void);
 
+/* --- statistics ------------------------------------------------------------------------------- */
+/* What fusion achieved on this rank since dtrain_init: `operations`, the named operations that every
+ * rank submitted and this rank executed (well or not; mismatched and stalled ones are not counted),
+ * and `collectives`, how many collectives they ran in (fused all-reduces count once, a barrier
+ * counts one). Both are counted before the operations complete, so after dtrain_wait they include
+ * the waited operation. Read-only; any thread. */
+DTRAIN_API int dtrain_fusion_stats(int64_t* operations, int64_t* collectives);
+
 #ifdef __cplusplus
 }
 #endif

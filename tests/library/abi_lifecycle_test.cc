@@ -39,6 +39,9 @@ void lifecycle() {
   check(text_has("dtrain_allreduce: dtrain is not initialized (call dtrain_init first)"), "text before init");
   check(dtrain_wait(1) == DTRAIN_ERR_NOT_INITIALIZED, "wait before init");
   check(dtrain_shutdown() == DTRAIN_ERR_NOT_INITIALIZED, "shutdown before init");
+  int64_t operations = 0;
+  int64_t collectives = 0;
+  check(dtrain_fusion_stats(&operations, &collectives) == DTRAIN_ERR_NOT_INITIALIZED, "fusion stats before init");
   check(dtrain_init() == DTRAIN_OK, "init");
   check(dtrain_is_initialized() == 1 && dtrain_rank() >= 0, "initialized");
   check(dtrain_init() == DTRAIN_ERR_INVALID_ARGUMENT && text_has("already initialized"), "init twice");

@@ -277,6 +277,9 @@ TEST(AbiCollectives, EmptyOperationsTakeNullBuffers) {
 // A thousand 4-byte all-reduces in flight at once (fused by the coordinator), each right.
 TEST(AbiNameMatching, ManySmallAllReducesInFlight) {
   constexpr int kOps = 1000;
+  int64_t operations0 = 0;
+  int64_t collectives0 = 0;
+  ASSERT_EQ(dtrain_fusion_stats(&operations0, &collectives0), DTRAIN_OK) << dtrain_last_error();
   std::vector<float> values(kOps);
   std::vector<dtrain_handle> handles(kOps);
   for (int k = 0; k < kOps; ++k) {
@@ -294,6 +297,67 @@ TEST(AbiNameMatching, ManySmallAllReducesInFlight) {
     wait_ok(handles[static_cast<size_t>(j)]);
     ASSERT_EQ(values[static_cast<size_t>(j)], rank_sum + static_cast<float>(size() * (j % 5))) << j;
   }
+  // Every operation counted once; how many collectives depends on how the cycles cut the stream.
+  int64_t operations = 0;
+  int64_t collectives = 0;
+  ASSERT_EQ(dtrain_fusion_stats(&operations, &collectives), DTRAIN_OK) << dtrain_last_error();
+  EXPECT_EQ(operations - operations0, kOps);
+  EXPECT_GE(collectives - collectives0, 1);
+  EXPECT_LE(collectives - collectives0, kOps);
+}
+
+// Names long enough that a cycle's requests and rank 0's answer exceed the control plane's
+// fixed-size slots (library/control_exchange.h), so the second round runs both ways; on odd ranks
+// a short name is in the same cycle, whose requests still fit.
+TEST(AbiNameMatching, LongNamesOverflowTheControlSlots) {
+  for (size_t length : {200, 300, 4096}) {
+    const std::string long_name = "long/" + std::string(length - 5, 'x');
+    float a = static_cast<float>(rank() + 1);
+    float b = 2;
+    dtrain_handle ha = 0;
+    dtrain_handle hb = 0;
+    ASSERT_EQ(
+        dtrain_allreduce(long_name.c_str(), &a, &a, 1, DTRAIN_FLOAT32, DTRAIN_SUM, 1.0, 1.0, DTRAIN_HOST, nullptr, &ha),
+        DTRAIN_OK)
+        << dtrain_last_error();
+    ASSERT_EQ(
+        dtrain_allreduce("long/short", &b, &b, 1, DTRAIN_FLOAT32, DTRAIN_MAX, 1.0, 1.0, DTRAIN_HOST, nullptr, &hb),
+        DTRAIN_OK);
+    wait_ok(ha);
+    wait_ok(hb);
+    EXPECT_EQ(a, static_cast<float>(size() * (size() + 1) / 2)) << "name of " << length << " bytes";
+    EXPECT_EQ(b, 2.0f);
+  }
+}
+
+// dtrain_fusion_stats counts an operation and its collective before the handle completes, so a
+// lone all-reduce or barrier is exactly one of each once waited; NULL arguments are named.
+TEST(AbiFusionStats, CountsEachOperationOnceWaited) {
+  int64_t operations0 = 0;
+  int64_t collectives0 = 0;
+  ASSERT_EQ(dtrain_fusion_stats(&operations0, &collectives0), DTRAIN_OK) << dtrain_last_error();
+  float value = 1;
+  dtrain_handle h = 0;
+  ASSERT_EQ(
+      dtrain_allreduce("stats/one", &value, &value, 1, DTRAIN_FLOAT32, DTRAIN_SUM, 1.0, 1.0, DTRAIN_HOST, nullptr, &h),
+      DTRAIN_OK);
+  wait_ok(h);
+  int64_t operations = 0;
+  int64_t collectives = 0;
+  ASSERT_EQ(dtrain_fusion_stats(&operations, &collectives), DTRAIN_OK);
+  EXPECT_EQ(operations - operations0, 1);
+  EXPECT_EQ(collectives - collectives0, 1);
+  ASSERT_EQ(dtrain_barrier("stats/barrier", &h), DTRAIN_OK);
+  wait_ok(h);
+  ASSERT_EQ(dtrain_fusion_stats(&operations, &collectives), DTRAIN_OK);
+  EXPECT_EQ(operations - operations0, 2);
+  EXPECT_EQ(collectives - collectives0, 2);
+  EXPECT_EQ(value, static_cast<float>(size()));
+
+  EXPECT_EQ(dtrain_fusion_stats(nullptr, &collectives), DTRAIN_ERR_INVALID_ARGUMENT);
+  EXPECT_STREQ(dtrain_last_error(), "dtrain_fusion_stats: operations: NULL");
+  EXPECT_EQ(dtrain_fusion_stats(&operations, nullptr), DTRAIN_ERR_INVALID_ARGUMENT);
+  EXPECT_STREQ(dtrain_last_error(), "dtrain_fusion_stats: collectives: NULL");
 }
 
 }  // namespace
