@@ -8,6 +8,7 @@
 # Run from the repository root on the GPU machine; libdtrain.so.1 of a CUDA build in $DTRAIN_LIBRARY
 # (default build/lib/libdtrain.so.1); results and logs in $OUT (summary.txt, one JSON per run).
 #   OUT=/tmp/torch_bench bench/torch/run_gpu.sh [single|multi|nodes|all]
+# TRAIN_ARGS adds flags to every run (for example "--steps 40 --warmup 15" to fit a time limit).
 set -uo pipefail
 PART=${1:-all}
 OUT=${OUT:-/tmp/dtrain_torch_bench}
@@ -30,7 +31,7 @@ run() {  # run NAME NP [ENV=V...] -- MODE: one benchmark, 500 s at most
   while [[ $1 != -- ]]; do env+=(-x "$1"); shift; done  # mpirun -x NAME=VALUE: set on every rank
   shift
   timeout -k 10 500 "${MPI[@]}" "${env[@]}" -np "$np" $PY bench/torch/train_resnet.py --mode "$1" \
-    --json "$OUT/$name.json" > "$OUT/$name.log" 2>&1
+    --json "$OUT/$name.json" ${TRAIN_ARGS:-} > "$OUT/$name.log" 2>&1
   local rc=$?
   local line
   line=$(grep -h "images/s per GPU" "$OUT/$name.log" | tail -1)
