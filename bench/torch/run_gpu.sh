@@ -7,7 +7,7 @@
 #           on its socket transport only (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1), eager and compiled.
 # Run from the repository root on the GPU machine; libdtrain.so.1 of a CUDA build in $DTRAIN_LIBRARY
 # (default build/lib/libdtrain.so.1); results and logs in $OUT (summary.txt, one JSON per run).
-#   OUT=/tmp/torch_bench bench/torch/run_gpu.sh [single|multi|nodes|all]
+#   OUT=/tmp/torch_bench bench/torch/run_gpu.sh [single|multi|nodes|all|core]
 # TRAIN_ARGS adds flags to every run (for example "--steps 40 --warmup 15" to fit a time limit).
 set -uo pipefail
 PART=${1:-all}
@@ -38,6 +38,11 @@ run() {  # run NAME NP [ENV=V...] -- MODE: one benchmark, 500 s at most
   printf "%-28s %s\n" "$name" "${line:-FAILED (rc $rc, see $name.log)}" | tee -a "$OUT/summary.txt"
 }
 
+if [[ $PART == core ]]; then  # one 10-minute call: the scaling baseline and the 4-GPU peers, no compile
+  run dtrain_1gpu 1 -- dtrain
+  run dtrain_4gpu 4 -- dtrain
+  run ddp_4gpu 4 -- ddp
+fi
 if [[ $PART == single || $PART == all ]]; then
   run dtrain_1gpu 1 -- dtrain
   run ddp_1gpu 1 -- ddp

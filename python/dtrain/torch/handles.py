@@ -41,10 +41,19 @@ def dtype_code(tensor, name):
     return code
 
 
-def check_tensor(tensor, name):
+def dense(tensor):
+    """Whether the elements fill numel() slots from data_ptr() with no gaps, in some memory format:
+    enough for the element-wise collectives (all-reduce, broadcast), which never ask which
+    dimension an element belongs to. channels_last models keep their weights and gradients so."""
+    return (tensor.is_contiguous() or tensor.is_contiguous(memory_format=torch.channels_last)
+            or tensor.is_contiguous(memory_format=torch.channels_last_3d))
+
+
+def check_tensor(tensor, name, elementwise=False):
+    """`elementwise`: any dense memory format will do (dense()); otherwise the default one."""
     if not isinstance(tensor, torch.Tensor):
         raise ValueError(f"tensor '{name}': expected a torch.Tensor, got {type(tensor).__name__}")
-    if not tensor.is_contiguous():
+    if not (dense(tensor) if elementwise else tensor.is_contiguous()):
         raise ValueError(f"tensor '{name}': Tensor is required to be contiguous (call .contiguous() first)")
     if tensor.is_sparse:
         raise ValueError(f"tensor '{name}': sparse tensors are not supported (convert with .to_dense())")

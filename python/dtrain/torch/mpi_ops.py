@@ -45,12 +45,14 @@ def _scale(tensor, factor):
 # --- allreduce ------------------------------------------------------------------------------------
 def _allreduce_steps(tensor, output, name, op, prescale, postscale):
     """Reduces `tensor` into `output` (the same tensor in place). A generator (handles.py)."""
-    handles.check_tensor(tensor, name)
+    handles.check_tensor(tensor, name, elementwise=True)
     if output is not tensor:
+        handles.check_tensor(output, name, elementwise=True)
         output.copy_(tensor)
     floating = tensor.dtype in handles.FLOATING
     device, stream = handles.device_of(tensor, name)
     if op == Product:
+        handles.check_tensor(output, name)  # gathered along the first dimension below
         _scale(output, prescale)
         flat = output.reshape(1, -1)
         gathered = yield from _allgather_steps(flat, name)
@@ -81,7 +83,7 @@ def _allreduce_async(tensor, output, average, name, op, prescale_factor, postsca
 def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
                     process_set=global_process_set):
     """Starts reducing a copy of `tensor` over the ranks; synchronize(handle) returns the result."""
-    output = torch.empty_like(tensor, memory_format=torch.contiguous_format)
+    output = torch.empty_like(tensor)  # keeps a dense tensor's memory format
     return _allreduce_async(tensor, output, average, name, op, prescale_factor, postscale_factor, process_set)
 
 
@@ -147,7 +149,7 @@ def _grouped_async(tensors, outputs, average, name, op, prescale_factor, postsca
         raise ValueError("grouped_allreduce: tensors must be a non-empty list of tensors")
     op = _resolve_op(op, average, "grouped_allreduce")
     base = handles.auto_name("grouped_allreduce", name)
-    outputs = outputs or [torch.empty_like(t, memory_format=torch.contiguous_format) for t in tensors]
+    outputs = outputs or [torch.empty_like(t) for t in tensors]
     steps = [_allreduce_steps(t, o, f"{base}.{i}", op, prescale_factor, postscale_factor)
              for i, (t, o) in enumerate(zip(tensors, outputs))]
     return handles.start(_together(steps), f"grouped_allreduce '{base}'")
@@ -248,7 +250,9 @@ def allgather(tensor, name=None, process_set=global_process_set):
 
 # --- broadcast ------------------------------------------------------------------------------------
 def _broadcast_steps(tensor, output, root_rank, name):
-    handles.check_tensor(tensor, name)
+    handles.check_tensor(tensor, name, elementwise=True)
+    if output is not tensor:
+        handles.check_tensor(output, name, elementwise=True)
     if not isinstance(root_rank, int) or not 0 <= root_rank < basics.size():
         raise ValueError(f"broadcast '{name}': root_rank {root_rank!r} is not a rank of 0..{basics.size() - 1}")
     if output is not tensor:
@@ -267,7 +271,7 @@ def _broadcast_async(tensor, output, root_rank, name, process_set):
 
 
 def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
-    return _broadcast_async(tensor, torch.empty_like(tensor, memory_format=torch.contiguous_format), root_rank, name,
+    return _broadcast_async(tensor, torch.empty_like(tensor), root_rank, name,
                             process_set)
 
 
