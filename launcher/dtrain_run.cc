@@ -1,7 +1,9 @@
 // dtrain-run: starts a dtrain job with mpirun (hosts from -H or a hostfile, or one node), or with
-// srun / mpirun inside a Slurm allocation, then becomes that command (exec), so its exit status is
-// the job's. launch_plan.h has the rules.
+// srun / mpirun inside a Slurm allocation, runs that command and exits with its status (the
+// job's); a SIGTERM or SIGINT becomes a checkpoint and status 75 (stop_relay.h). launch_plan.h has
+// the rules.
 //   dtrain-run -np 8 -H node1:4,node2:4 [-x NAME[=value]]... [--output-filename DIR] [--] PROGRAM ARGS...
+#include <signal.h>
 #include <stdio.h>
 #include <unistd.h>
 
@@ -14,6 +16,7 @@
 
 #include "launcher/launch_plan.h"
 #include "launcher/shell_words.h"
+#include "launcher/stop_relay.h"
 #include "launcher/task_wrapper.h"
 #include "runtime/base/cli.h"
 #include "runtime/base/error.h"
@@ -171,22 +174,19 @@ LaunchEnvironment this_environment() {
   return environment;
 }
 
-// Becomes the plan's command (mpirun or srun) with its environment set, after creating the
-// per-rank log directory; returns only by throwing.
-[[noreturn]] void exec_plan(const LaunchPlan& plan, const std::string& output_dir) {
+// Runs the plan's command (mpirun or srun) with its environment set, after creating the per-rank
+// log directory, turning stop signals into checkpoints (stop_relay.h); returns its exit status.
+int run_plan(const LaunchPlan& plan, const std::string& output_dir) {
   if (!output_dir.empty()) {
     std::error_code error;
     fs::create_directories(output_dir, error);
     DTRAIN_USAGE_CHECK(!error) << "dtrain-run: --output-filename " << output_dir
                                << ": cannot create the directory: " << error.message();
   }
+  DTRAIN_USAGE_CHECK(on_path(plan.argv[0])) << "dtrain-run: cannot start " << plan.argv[0]
+                                            << ": not found on PATH (is MPI installed?)";
   for (const auto& [name, value] : plan.environment) setenv(name.c_str(), value.c_str(), 1);
-  std::vector<char*> args;
-  for (const std::string& a : plan.argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  std::cout.flush();
-  execvp(args[0], args.data());
-  DTRAIN_USAGE_FAIL() << "dtrain-run: cannot start " << args[0] << ": " << std::strerror(errno);
+  return run_relaying_stop_signals(plan.argv, SIGUSR1);
 }
 
 }  // namespace
@@ -217,7 +217,7 @@ int run(int argc, char** argv) {
     return 0;
   }
   if (cli.values.count("verbose")) std::cerr << "dtrain-run (" << plan.mode << "): " << display_plan(plan) << "\n";
-  exec_plan(plan, request.output_dir);
+  return run_plan(plan, request.output_dir);
 }
 
 }  // namespace dtrain::launcher

@@ -221,6 +221,10 @@ void Trainer::log_start(const LoaderOptions& loader) {
                                              config_.fields.accumulation_steps())
                      << "; " << p.engine->parameters().parameter_count() << " parameters in "
                      << buckets_text(p.engine->gradient_buckets(), config_.fields.bucket_mib());
+  if (!config_.stall_source.empty()) {
+    DTRAIN_LOG0(kInfo) << "stall inspector: " << config_.stall_source
+                       << "; a collective waiting past the abort time ends the job";
+  }
 }
 
 long Trainer::last_global_step(std::string* why) const {
