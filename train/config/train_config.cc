@@ -142,6 +142,8 @@ TrainConfig default_train_config() {
   c.set_log_every_steps(50);
   c.set_timing_warmup_steps(5);
   c.set_keep_checkpoints(3);
+  c.set_divergence_factor(100);
+  c.set_divergence_window(10);
   c.set_stop_signals("TERM,USR1");
   c.set_stall_warning_seconds(comm::StallSettings{}.warning_seconds);
   c.set_stall_abort_seconds(comm::StallSettings{}.abort_seconds);
