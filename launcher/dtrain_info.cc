@@ -96,7 +96,7 @@ void print_table(const std::vector<RankInfo>& ranks, const runtime::Topology& to
 
 int info_main(int argc, char** argv) {
   runtime::po::options_description options("dtrain-info options");
-  options.add_options()("allow-gpu-sharing", "allow several ranks of one host to share a GPU");
+  options.add_options()("allow-gpu-sharing", runtime::switch_value(), "allow several ranks of one host to share a GPU");
   const runtime::ParsedCommandLine cli = runtime::parse_command_line(argc, argv, options);
   if (cli.help) {
     if (runtime::is_world_rank_zero()) std::cout << runtime::usage("dtrain-info", options);
@@ -104,7 +104,7 @@ int info_main(int argc, char** argv) {
   }
 
   runtime::BootstrapOptions bootstrap;
-  bootstrap.allow_gpu_sharing = cli.values.count("allow-gpu-sharing") > 0;
+  bootstrap.allow_gpu_sharing = runtime::switch_on(cli.values, "allow-gpu-sharing");
   const runtime::RankBootstrap rank(&argc, &argv, bootstrap);
   const runtime::RankContext& ctx = rank.ctx();
   const runtime::GpuBinding& binding = rank.gpu();
