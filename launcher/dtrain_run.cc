@@ -110,7 +110,8 @@ int program_start(int argc, char** argv, const runtime::po::options_description&
     bool value_attached = false;
     const auto* option = named_option(arg, options, value_attached);
     if (arg == "--help" || arg == "-h" || arg == "--version") continue;  // parse_command_line's own
-    DTRAIN_USAGE_CHECK(option != nullptr) << "dtrain-run: unrecognised option '" << arg << "'" << unknown_flag_hint(arg);
+    DTRAIN_USAGE_CHECK(option != nullptr)
+        << "dtrain-run: unrecognised option '" << arg << "'" << unknown_flag_hint(arg);
     if (!value_attached && option->semantic()->min_tokens() > 0) {
       // Named as typed: Boost would call a missing -x value "--x".
       DTRAIN_USAGE_CHECK(i + 1 < argc) << "dtrain-run: " << arg << " needs a value (run dtrain-run --help)";
@@ -125,7 +126,9 @@ void declare_options(runtime::po::options_description& options) {
   options.add_options()("np,n", runtime::po::value<int>(),
                         "number of ranks, as mpirun's -np or -n (default: all slots, or SLURM_NTASKS in a Slurm job)")(
       "host,H", runtime::po::value<std::string>(), "hosts and slots, as mpirun's --host or -H: node1:4,node2:4")(
-      "hostfile", runtime::po::value<std::string>(), "Open MPI hostfile: one 'host slots=N', 'host:N' or 'host' per line; a host on several lines gets their slots added up (one line per slot)")(
+      "hostfile", runtime::po::value<std::string>(),
+      "Open MPI hostfile: one 'host slots=N', 'host:N' or 'host' per line; a host on several lines gets their slots "
+      "added up (one line per slot)")(
       ",x", runtime::po::value<std::vector<std::string>>()->composing(),
       "-x NAME or -x NAME=value: pass the variable (its value here, or the one given) to every rank, as mpirun's "
       "-x, under srun too; repeatable (DTRAIN_*, NCCL_*, CUDA_VISIBLE_DEVICES, OMP_NUM_THREADS and "
@@ -136,8 +139,8 @@ void declare_options(runtime::po::options_description& options) {
       "DIR/rank.N.err only. N is the rank")(
       "bind-to", runtime::po::value<std::string>(),
       "as mpirun's --bind-to (core, socket, none); default none: each rank runs loader and communication "
-      "threads besides compute")(
-      "map-by", runtime::po::value<std::string>(), "as mpirun's --map-by; default slot (a node's ranks consecutive)")(
+      "threads besides compute")("map-by", runtime::po::value<std::string>(),
+                                 "as mpirun's --map-by; default slot (a node's ranks consecutive)")(
       "oversubscribe", runtime::switch_value(), "as mpirun's --oversubscribe: more ranks than slots")(
       "npernode,N", runtime::po::value<int>(),
       "ranks per node, as mpirun's --npernode or -N (-np then defaults to that many per host)")(
@@ -220,8 +223,8 @@ int run_plan(const LaunchPlan& plan, const std::string& output_dir) {
     DTRAIN_USAGE_CHECK(!error) << "dtrain-run: --output-filename " << output_dir
                                << ": cannot create the directory: " << error.message();
   }
-  DTRAIN_USAGE_CHECK(on_path(plan.argv[0])) << "dtrain-run: cannot start " << plan.argv[0]
-                                            << ": not found on PATH (is MPI installed?)";
+  DTRAIN_USAGE_CHECK(on_path(plan.argv[0]))
+      << "dtrain-run: cannot start " << plan.argv[0] << ": not found on PATH (is MPI installed?)";
   for (const auto& [name, value] : plan.environment) setenv(name.c_str(), value.c_str(), 1);
   return run_relaying_stop_signals(plan.argv, SIGUSR1);
 }
@@ -253,7 +256,8 @@ int run(int argc, char** argv) {
     std::cout << display_plan(plan) << "\n";
     return 0;
   }
-  if (runtime::switch_on(cli.values, "verbose")) std::cerr << "dtrain-run (" << plan.mode << "): " << display_plan(plan) << "\n";
+  if (runtime::switch_on(cli.values, "verbose"))
+    std::cerr << "dtrain-run (" << plan.mode << "): " << display_plan(plan) << "\n";
   return run_plan(plan, request.output_dir);
 }
 

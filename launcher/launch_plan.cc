@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <limits>
+#include <utility>
 
 #include "runtime/base/env.h"
 #include "runtime/base/error.h"
@@ -90,6 +91,19 @@ void add_mpirun_common(const LaunchRequest& request, const LaunchEnvironment& en
     if (!set_here(variable, environment, plan)) continue;
     argv.push_back("-x");
     argv.push_back(variable.has_value ? variable.name + "=" + variable.value : variable.name);
+  }
+}
+
+// Under srun, mpirun's options (--mpi-args, placement) have no meaning: an error naming each.
+void refuse_mpirun_options(const LaunchRequest& request) {
+  DTRAIN_USAGE_CHECK(request.mpi_args.empty()) << "dtrain-run: --mpi-args are mpirun options, and this run uses srun";
+  for (const auto& [flag, given] : {std::pair<const char*, bool>{"--bind-to", !request.bind_to.empty()},
+                                    {"--map-by", !request.map_by.empty()},
+                                    {"--oversubscribe", request.oversubscribe},
+                                    {"--npernode", request.npernode > 0}}) {
+    DTRAIN_USAGE_CHECK(!given) << "dtrain-run: " << flag
+                               << " is an mpirun option, and this run uses srun (srun places the tasks: give "
+                                  "sbatch/srun --ntasks-per-node, --cpu-bind)";
   }
 }
 
@@ -192,15 +206,7 @@ LaunchPlan plan_launch(const LaunchRequest& request, const LaunchEnvironment& en
   if (plan.mode != "slurm-srun") {
     plan.argv.insert(plan.argv.end(), request.mpi_args.begin(), request.mpi_args.end());
   } else {
-    DTRAIN_USAGE_CHECK(request.mpi_args.empty()) << "dtrain-run: --mpi-args are mpirun options, and this run uses srun";
-    for (const auto& [flag, given] : {std::pair<const char*, bool>{"--bind-to", !request.bind_to.empty()},
-                                      {"--map-by", !request.map_by.empty()},
-                                      {"--oversubscribe", request.oversubscribe},
-                                      {"--npernode", request.npernode > 0}}) {
-      DTRAIN_USAGE_CHECK(!given) << "dtrain-run: " << flag
-                                 << " is an mpirun option, and this run uses srun (srun places the tasks: give "
-                                    "sbatch/srun --ntasks-per-node, --cpu-bind)";
-    }
+    refuse_mpirun_options(request);
   }
   plan.argv.insert(plan.argv.end(), request.program.begin(), request.program.end());
   return plan;

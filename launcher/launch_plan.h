@@ -41,7 +41,7 @@ struct LaunchRequest {
   std::string bind_to;
   std::string map_by;
   bool oversubscribe = false;
-  int npernode = 0;  // 0: not given
+  int npernode = 0;                   // 0: not given
   std::vector<std::string> exported;  // -x NAME or -x NAME=value, in the order given
   std::string output_dir;             // --output-filename; empty: none
   std::vector<std::string> program;   // PROGRAM ARGS..., PROGRAM resolved to a path where it exists

@@ -53,8 +53,8 @@ void DivergenceGuard::check_finite(const std::vector<double>& losses, const Step
 
 void DivergenceGuard::check_growth(double loss, const StepPosition& at) {
   if (reports_ && limits_.max_loss > 0 && loss > limits_.max_loss) {
-    DTRAIN_FAIL() << "training diverged: loss " << loss << " " << where(at) << " is above max_loss "
-                  << limits_.max_loss << " (lower base_lr, or raise max_loss)";
+    DTRAIN_FAIL() << "training diverged: loss " << loss << " " << where(at) << " is above max_loss " << limits_.max_loss
+                  << " (lower base_lr, or raise max_loss)";
   }
   if (limits_.factor <= 0 || limits_.window <= 0) return;
   recent_.push_back(loss);

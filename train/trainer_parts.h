@@ -20,8 +20,8 @@
 #include "train/observe/step_observer.h"
 #include "train/observe/step_timer.h"
 #include "train/observe/tensorboard_writer.h"
-#include "train/proto/checkpoint.pb.h"
 #include "train/observe/timeline.h"
+#include "train/proto/checkpoint.pb.h"
 #include "train/stop_agreement.h"
 #include "train/trainer.h"
 

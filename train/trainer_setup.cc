@@ -49,11 +49,10 @@ Trainer::Trainer(const ResolvedConfig& config, const runtime::RankContext& ctx, 
   Parts& p = *parts_;
   p.stall = std::make_unique<comm::StallChannel>(ctx.world());
   p.stop = std::make_unique<StopAgreement>(ctx.world(), *p.stall, p.faults);
-  p.divergence =
-      std::make_unique<DivergenceGuard>(DivergenceLimits{config_.fields.max_nonfinite_steps(),
-                                                         config_.fields.divergence_factor(),
-                                                         config_.fields.divergence_window(), config_.fields.max_loss()},
-                                        ctx.topology().world_rank == 0);
+  p.divergence = std::make_unique<DivergenceGuard>(
+      DivergenceLimits{config_.fields.max_nonfinite_steps(), config_.fields.divergence_factor(),
+                       config_.fields.divergence_window(), config_.fields.max_loss()},
+      ctx.topology().world_rank == 0);
   const bool on_gpu = config_.device == DeviceChoice::kGpu || (config_.device == DeviceChoice::kAuto && gpu >= 0);
   open_data(on_gpu, gpu);
   build_engine(on_gpu, gpu);

@@ -123,8 +123,12 @@ void Trainer::resume_from(const std::string& spec) {
   DTRAIN_MPI_CHECK(MPI_Bcast(position, 7, MPI_INT64_T, 0, ctx_.world()));
   if (position[3] == 0) return;
   proto::EpochSums& sums = parts_->resumed_sums;
-  double carried[6] = {sums.loss_sum(), static_cast<double>(sums.losses_read()), static_cast<double>(sums.steps()),
-                       sums.seconds(), sums.wait_seconds(), sums.images()};
+  double carried[6] = {sums.loss_sum(),
+                       static_cast<double>(sums.losses_read()),
+                       static_cast<double>(sums.steps()),
+                       sums.seconds(),
+                       sums.wait_seconds(),
+                       sums.images()};
   DTRAIN_MPI_CHECK(MPI_Bcast(carried, 6, MPI_DOUBLE, 0, ctx_.world()));
   sums.set_loss_sum(carried[0]);
   sums.set_losses_read(static_cast<int64_t>(carried[1]));

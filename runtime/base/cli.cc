@@ -164,8 +164,10 @@ std::string usage(const std::string& program, const po::options_description& opt
     out << "\n";
   }
   if (options.find_nothrow("help", false) == nullptr) {  // parsed with these beside (dtrain-export's positionals)
-    out << "  " << std::left << std::setw(34) << "--help, -h" << " print this help and exit\n";
-    out << "  " << std::left << std::setw(34) << "--version" << " print the version and exit\n";
+    out << "  " << std::left << std::setw(34) << "--help, -h"
+        << " print this help and exit\n";
+    out << "  " << std::left << std::setw(34) << "--version"
+        << " print the version and exit\n";
   }
   out << "\nA switch works bare (--name) or with a value (--name=false); the last of a repeated flag wins.\n";
   return out.str();

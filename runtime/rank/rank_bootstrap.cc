@@ -19,8 +19,9 @@ bool agree_on_start(const BootstrapOptions& options) {
   DTRAIN_MPI_CHECK(MPI_Allreduce(&mine, &every, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
   std::string error = options.start_error;
   if (error.empty() && options.start_exit && every == 0) {
-    error = "--help or --version was given to this rank but not to every rank (an MPMD launch or a per-rank "
-            "wrapper?): give it to all ranks or to none";
+    error =
+        "--help or --version was given to this rank but not to every rank (an MPMD launch or a per-rank "
+        "wrapper?): give it to all ranks or to none";
   }
   collective_usage_check(MPI_COMM_WORLD, [&] { DTRAIN_USAGE_CHECK(error.empty()) << error; });
   return every == 1;

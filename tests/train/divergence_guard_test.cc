@@ -2,6 +2,8 @@
 // exponentially (a learning rate far too high) stops the run long before it overflows; noise, a
 // single spike after the first window and a loss trained close to 0 that rises again do not; a
 // loss above max_loss stops it at once. Losses are random around their trend (seed printed).
+#include "train/divergence_guard.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,7 +13,6 @@
 
 #include "runtime/base/error.h"
 #include "tests/support/test_seed.h"
-#include "train/divergence_guard.h"
 
 namespace dtrain::train {
 namespace {

@@ -6,7 +6,10 @@
 #    final checkpoint, which must be written, ends the run (status 1, naming the file); the resume
 #    goes on from step 2 and no .tmp is left;
 #  - room for 2.5 checkpoints, keep_checkpoints 2: rotation removes the oldest before each write the
-#    disk could not hold, so every checkpoint is written and the run ends with status 0.
+#    disk could not hold, so every checkpoint is written and the run ends with status 0;
+#  - the metrics file, TensorBoard events and the timeline on a disk already full (checkpoints
+#    elsewhere): each warns naming its file, and the run trains to its end, status 0, with its final
+#    checkpoint.
 # Needs a mount namespace (unshare -m as root, or unshare -rm); skips (77) without one.
 #   full_disk_test.sh MPIEXEC "MPI FLAGS" DTRAIN_TRAIN
 set -u
@@ -59,4 +62,16 @@ grep -q "WARN  making room for the next checkpoint .*removed the older $work/dis
   fail "rotation did not make room before writing"
 ! grep -q "CHECKPOINT NOT WRITTEN" "$work/b.log" || fail "a checkpoint failed although rotation could make room"
 [ "$(ls "$work/disk/ck" | grep -c '^ckpt-.*\.dtrain$')" = 2 ] || fail "expected 2 checkpoints: $(ls "$work/disk/ck")"
-echo "PASS: a full disk at a periodic checkpoint is a warning, the last good checkpoint stays, rotation makes room"
+disk 64k
+dd if=/dev/zero of="$work/disk/filler" bs=4k 2>/dev/null  # until the disk is full
+"$mpiexec" "${mpi_flags[@]}" -np 2 "$train" "${flags[@]}" --checkpoint_dir "$work/ck" \
+  --metrics_file "$work/disk/m.jsonl" --tensorboard_dir "$work/disk/tb" --timeline "$work/disk/t.json" \
+  --timeline_steps 2:3 > "$work/c.log" 2>&1 || { cat "$work/c.log"; fail "a full disk for the side outputs failed the run"; }
+grep -E "WARN .*(metrics|tensorboard|timeline)" "$work/c.log" | cut -c1-300
+for what in "metrics file $work/disk/m.jsonl: cannot write" "tensorboard: cannot write $work/disk/tb/" \
+            "timeline: not written: .*$work/disk/t.json"; do
+  grep -Eq "WARN  $what" "$work/c.log" || fail "no warning '$what'"
+done
+ls "$work"/ck/ckpt-16-*.dtrain > /dev/null || fail "no final checkpoint after the side outputs failed"
+echo "PASS: a full disk at a periodic checkpoint is a warning, the last good checkpoint stays, rotation makes room,"
+echo "      and side outputs on a full disk warn while the run trains on"

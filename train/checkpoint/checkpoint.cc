@@ -1,11 +1,11 @@
 #include "train/checkpoint/checkpoint.h"
 
-#include <algorithm>
 #include <sys/statvfs.h>
 
+#include <algorithm>
 #include <cerrno>
-#include <cstdint>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -91,8 +91,8 @@ void make_room(const std::string& dir, const std::string& run_id, int keep, uint
     if (newest_good != mine.end() && mine[i].path == newest_good->path) continue;
     std::error_code removing;
     if (!fs::remove(mine[i].path, removing)) continue;
-    DTRAIN_LOG(kWarn) << "making room for the next checkpoint (" << needed << " bytes, " << available
-                      << " free in " << dir << "): removed the older " << mine[i].path << " before writing";
+    DTRAIN_LOG(kWarn) << "making room for the next checkpoint (" << needed << " bytes, " << available << " free in "
+                      << dir << "): removed the older " << mine[i].path << " before writing";
     available = free_bytes(dir);
   }
 }
