@@ -1,7 +1,6 @@
 // dtrain-train: data-parallel training of the ResNet family.
 //   mpirun -np 4 build/bin/dtrain-train --config configs/fashion_mnist_resnet.pbtxt
 #include "comm/diagnostics/fault_injection.h"
-#include "runtime/base/error.h"
 #include "runtime/mpi/main_guard.h"
 #include "runtime/rank/rank_bootstrap.h"
 #include "runtime/rank/stop_signals.h"
@@ -13,18 +12,7 @@ namespace {
 int train_main(int argc, char** argv) {
   ResolvedConfig config;
   runtime::BootstrapOptions options;
-  try {
-    options.start_exit = !load_train_config(argc, argv, &config);
-  } catch (const runtime::UsageError& e) {
-    // Alone, the handler prints it; beside other ranks, the ranks agree on it once MPI is up, so
-    // that an error on one rank only is printed by that rank and no rank waits in MPI_Init.
-    if (!runtime::launched_with_other_ranks()) throw;
-    options.start_error = e.detail();
-  } catch (const runtime::ExitRequested&) {  // --version
-    if (!runtime::launched_with_other_ranks()) throw;
-    options.start_exit = true;
-  }
-  if (options.start_exit && !runtime::launched_with_other_ranks()) return 0;
+  if (!runtime::read_before_mpi([&] { return load_train_config(argc, argv, &config); }, &options)) return 0;
   // Before MPI starts, and never reset: a stop signal at any moment from here on ends the run
   // cleanly with kExitPreempted (the trainer checks for one before its first step).
   runtime::install_stop_signals(config.stop_signals);

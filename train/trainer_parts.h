@@ -64,6 +64,7 @@ struct Trainer::Parts {
   proto::EpochSums resumed_sums;        // the checkpoint's sums of the epoch it resumes inside
   EpochRun* current_run = nullptr;      // the epoch in progress, whose sums a checkpoint carries
   int checkpoint_failures = 0;          // rank 0: periodic checkpoints failed in a row
+  std::string last_checkpoint;          // rank 0: the newest whole one, written or resumed from
   float mean[3] = {0, 0, 0};
   float std[3] = {1, 1, 1};
   float backbone_lr_scale = 1;  // what the engine's optimizer applies now (fine-tuning)

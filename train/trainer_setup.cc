@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "runtime/base/cli.h"
+#include "runtime/base/env.h"
 #include "runtime/base/error.h"
 #include "runtime/base/log.h"
 #include "runtime/base/process_identity.h"
@@ -223,6 +224,10 @@ void Trainer::log_start(const LoaderOptions& loader) {
                                              config_.fields.accumulation_steps())
                      << "; " << p.engine->parameters().parameter_count() << " parameters in "
                      << buckets_text(p.engine->gradient_buckets(), config_.fields.bucket_mib());
+  for (const std::string& name : runtime::unread_dtrain_variables()) {
+    DTRAIN_LOG0(kWarn) << name << " is set, but no dtrain tool reads it (a typo? dtrain-train's settings are its "
+                       << "flags and config file; docs/configuration.md lists the variables)";
+  }
   if (!config_.stall_source.empty()) {
     DTRAIN_LOG0(kInfo) << "stall inspector: " << config_.stall_source
                        << "; a collective waiting past the abort time ends the job";

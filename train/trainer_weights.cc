@@ -71,6 +71,7 @@ bool Trainer::save_checkpoint(int epoch, long step_in_epoch, bool final_weights,
     return false;
   }
   parts_->checkpoint_failures = 0;
+  parts_->last_checkpoint = path;
   parts_->outputs.final_weights = path;
   DTRAIN_LOG(kInfo) << (final_weights ? "final weights " : "checkpoint ") << path << " (step " << parts_->global_step
                     << ")";
@@ -78,7 +79,7 @@ bool Trainer::save_checkpoint(int epoch, long step_in_epoch, bool final_weights,
 }
 
 std::string Trainer::last_good_checkpoint_text() const {
-  const std::string& last = parts_->outputs.final_weights;
+  const std::string& last = parts_->last_checkpoint;
   return last.empty() ? "; no checkpoint of this run yet" : "; the last good checkpoint is " + last;
 }
 
@@ -183,6 +184,7 @@ void Trainer::read_resume_checkpoint(const std::string& spec, const std::vector<
   }
   if (newest) parts_->run_id = header.run_id();
   parts_->resumed_sums = header.epoch_sums();
+  parts_->last_checkpoint = path;
   DTRAIN_LOG(kInfo) << "resuming " << (newest ? "run " : "as new run ") << parts_->run_id << " from " << path
                     << " at epoch " << position[0] << ", step " << position[1] << " of the epoch, step " << position[2]
                     << " in total";

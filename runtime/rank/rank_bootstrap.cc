@@ -5,6 +5,7 @@
 #include "runtime/base/error.h"
 #include "runtime/base/log.h"
 #include "runtime/base/process_identity.h"
+#include "runtime/base/top_level_handler.h"
 #include "runtime/mpi/collective_usage_check.h"
 #include "runtime/mpi/mpi_check.h"
 
@@ -29,8 +30,20 @@ bool agree_on_start(const BootstrapOptions& options) {
 
 }  // namespace
 
-bool launched_with_other_ranks() {
-  return process_identity().world_size > 1;
+bool read_before_mpi(const std::function<bool()>& read, BootstrapOptions* options) {
+  // Beside other ranks (the launcher's environment says so), a rank that ended here could leave
+  // them waiting in MPI_Init: it keeps what it found for the agreement instead.
+  const bool alone = process_identity().world_size <= 1;
+  try {
+    options->start_exit = !read();
+  } catch (const UsageError& e) {
+    if (alone) throw;
+    options->start_error = e.detail();
+  } catch (const ExitRequested&) {  // --version
+    if (alone) throw;
+    options->start_exit = true;
+  }
+  return !(alone && options->start_exit);
 }
 
 RankBootstrap::RankBootstrap(int* argc, char*** argv, const BootstrapOptions& options)

@@ -2,6 +2,7 @@
 // What every dtrain executable does first, once its flags are read: MPI up (MPI_THREAD_MULTIPLE),
 // the rank's place in the job, its share of the host's CPUs (claimed before any thread starts, so
 // threads inherit it), and its GPU. One object in main, alive until the program's work is done.
+#include <functional>
 #include <string>
 
 #include "runtime/mpi/mpi_scope.h"
@@ -25,9 +26,10 @@ struct BootstrapOptions {
   bool start_exit = false;
 };
 
-// Whether this process is one rank of a launch of several (the launcher's environment says so),
-// where a rank that ends before MPI starts could leave the others waiting in MPI_Init.
-bool launched_with_other_ranks();
+// Runs `read` (a tool's command line and config, before MPI; false: --help was answered) and
+// records what it found in `options` for the agreement above. Returns false when the process is
+// alone and should end now with status 0; alone, a usage error is rethrown for the handler to print.
+bool read_before_mpi(const std::function<bool()>& read, BootstrapOptions* options);
 
 class RankBootstrap {
  public:

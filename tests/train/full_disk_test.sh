@@ -13,10 +13,10 @@
 # Needs a mount namespace (unshare -m as root, or unshare -rm); skips (77) without one.
 #   full_disk_test.sh MPIEXEC "MPI FLAGS" DTRAIN_TRAIN
 set -u
-if [ -z "${DTRAIN_FULL_DISK_INSIDE:-}" ]; then
+if [ -z "${DTRAIN_TEST_FULL_DISK_INSIDE:-}" ]; then
   for how in "-m" "-rm"; do
     if unshare $how true 2>/dev/null; then
-      DTRAIN_FULL_DISK_INSIDE=1 exec unshare $how "$0" "$@"
+      DTRAIN_TEST_FULL_DISK_INSIDE=1 exec unshare $how "$0" "$@"
     fi
   done
   echo "SKIP: no mount namespace here (unshare -m and unshare -rm both fail), so no small tmpfs to fill"
