@@ -294,13 +294,17 @@ void write_json(const std::string& path, const Options& o, const std::string& ba
 
 int bench_main(int argc, char** argv) {
   const std::string command = command_line(argc, argv);
-  bool help = false;
-  const Options o = parse(argc, argv, &help);
-  if (help) return 0;
-
+  Options o;
   runtime::BootstrapOptions options;
+  const auto read = [&] {
+    bool help = false;
+    o = parse(argc, argv, &help);
+    return !help;
+  };
+  if (!runtime::read_before_mpi(read, &options)) return 0;
   options.allow_gpu_sharing = o.allow_gpu_sharing;
   const runtime::RankBootstrap rank(&argc, &argv, options);
+  if (rank.exit_agreed()) return 0;
   const runtime::RankContext& ctx = rank.ctx();
   const runtime::GpuBinding& binding = rank.gpu();
   const bool gpus = !binding.cpu_mode && !binding.device.simulated;
