@@ -47,8 +47,10 @@ constexpr int kRelayed[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
   prctl(PR_SET_PDEATHSIG, SIGTERM);
   if (own_group) {
     setpgid(0, 0);
-    const int null = open("/dev/null", O_RDONLY);
-    if (null >= 0) dup2(null, STDIN_FILENO);
+    if (isatty(STDIN_FILENO)) {
+      const int null = open("/dev/null", O_RDONLY);
+      if (null >= 0) dup2(null, STDIN_FILENO);
+    }
   }
   execvp(args[0], args);
   const int error = errno;
@@ -80,7 +82,10 @@ int run_relaying_stop_signals(const std::vector<std::string>& argv, int relayed)
   for (int s : kRelayed) sigaction(s, &action, nullptr);
   std::cout.flush();
   std::cerr.flush();
-  const bool own_group = isatty(STDIN_FILENO) != 0;
+  // With a controlling terminal, Ctrl-C goes to the foreground process group: dtrain-run's alone.
+  const int terminal = open("/dev/tty", O_RDONLY | O_CLOEXEC);
+  const bool own_group = terminal >= 0;
+  if (terminal >= 0) close(terminal);
   const pid_t pid = fork();
   if (pid == 0) become_command(args.data(), own_group);
   const int fork_error = errno;

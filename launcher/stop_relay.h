@@ -12,9 +12,10 @@
 // SIGTERM or SIGINT is passed on as SIGTERM: mpirun's hard stop, for a user who will not wait.
 // SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 are passed on unchanged.
 //
-// On a terminal the command runs in a process group of its own (so Ctrl-C reaches dtrain-run
-// alone, not mpirun as well) with stdin from /dev/null (a background group that read the terminal
-// would be stopped). The command gets SIGTERM if dtrain-run dies (PR_SET_PDEATHSIG).
+// With a controlling terminal the command runs in a process group of its own (so Ctrl-C reaches
+// dtrain-run alone, not mpirun as well), its stdin from /dev/null where that was the terminal (a
+// background group that read the terminal would be stopped). The command gets SIGTERM if
+// dtrain-run dies (PR_SET_PDEATHSIG).
 #include <string>
 #include <vector>
 
