@@ -65,7 +65,8 @@ std::vector<std::string> unread_dtrain_variables() {
                                               "DTRAIN_EXTRA_ARGS",
                                               "DTRAIN_DRY_RUN",
                                               "DTRAIN_SIM_OWNER",
-                                              "DTRAIN_SIM_STATE"};
+                                              "DTRAIN_SIM_STATE",
+                                              "DTRAIN_LIBRARY"};
   std::vector<std::string> unread;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     const std::string entry = *e;
