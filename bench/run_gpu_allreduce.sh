@@ -26,12 +26,12 @@ fi
 if [[ $PART != tests ]]; then
   {
     for backend in raw-nccl nccl; do
-      mpi "$NP" 120 build/bin/dtrain-bench-allreduce -b 8 -e 1G -f 4 -w 5 -n 20 --backend $backend --metrics-file "$OUT/allreduce_${backend}_fp32_np${NP}.json"
+      mpi "$NP" 120 build/bin/dtrain-bench-allreduce -b 8 -e 1G -f 4 -w 5 --iters 20 --backend $backend --metrics-file "$OUT/allreduce_${backend}_fp32_np${NP}.json"
     done
     for backend in raw-nccl nccl; do
-      mpi "$NP" 60 build/bin/dtrain-bench-allreduce -b 1M -e 1G -f 8 -w 5 -n 20 -d bf16 --backend $backend
+      mpi "$NP" 60 build/bin/dtrain-bench-allreduce -b 1M -e 1G -f 8 -w 5 --iters 20 -d bf16 --backend $backend
     done
-    mpi "$NP" 90 build/bin/dtrain-bench-allreduce -b 1M -e 256M -f 16 -w 2 -n 5 --backend mpi-ring
-    mpi "$NP" 90 -x DTRAIN_RANKS_PER_NODE=1 build/bin/dtrain-bench-allreduce -b 1M -e 256M -f 16 -w 2 -n 5 --backend hierarchical
+    mpi "$NP" 90 build/bin/dtrain-bench-allreduce -b 1M -e 256M -f 16 -w 2 --iters 5 --backend mpi-ring
+    mpi "$NP" 90 -x DTRAIN_RANKS_PER_NODE=1 build/bin/dtrain-bench-allreduce -b 1M -e 256M -f 16 -w 2 --iters 5 --backend hierarchical
   } 2>&1 | tee "$OUT/gpu_allreduce.log"
 fi

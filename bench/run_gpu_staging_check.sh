@@ -13,5 +13,5 @@ m() { local np=$1 limit=$2; shift 2; timeout "$limit" mpirun --allow-run-as-root
 {
   m 1 120 $TESTS/dtrain-comm-gpu-mpi-tests --gtest_filter="${FILTER:-*mpi_ring*:*hierarchical*}" --gtest_color=no
   m 2 240 $TESTS/dtrain-comm-gpu-mpi-tests --gtest_filter="${FILTER:-*mpi_ring*:*hierarchical*}" --gtest_color=no
-  m 2 60 build/bin/dtrain-bench-allreduce -b 64M -e 256M -f 4 -w 2 -n 5 --backend mpi-ring
+  m 2 60 build/bin/dtrain-bench-allreduce -b 64M -e 256M -f 4 -w 2 --iters 5 --backend mpi-ring
 } 2>&1 | tee "$OUT/staging_check.log"

@@ -96,16 +96,17 @@ void print_table(const std::vector<RankInfo>& ranks, const runtime::Topology& to
 
 int info_main(int argc, char** argv) {
   runtime::po::options_description options("dtrain-info options");
-  options.add_options()("allow-gpu-sharing", "allow several ranks of one host to share a GPU");
-  const runtime::ParsedCommandLine cli = runtime::parse_command_line(argc, argv, options);
-  if (cli.help) {
-    if (runtime::is_world_rank_zero()) std::cout << runtime::usage("dtrain-info", options);
-    return 0;
-  }
-
+  options.add_options()("allow-gpu-sharing", runtime::switch_value(), "allow several ranks of one host to share a GPU");
   runtime::BootstrapOptions bootstrap;
-  bootstrap.allow_gpu_sharing = cli.values.count("allow-gpu-sharing") > 0;
+  const auto read = [&] {
+    const runtime::ParsedCommandLine cli = runtime::parse_command_line(argc, argv, options);
+    if (cli.help && runtime::is_world_rank_zero()) std::cout << runtime::usage("dtrain-info", options);
+    bootstrap.allow_gpu_sharing = !cli.help && runtime::switch_on(cli.values, "allow-gpu-sharing");
+    return !cli.help;
+  };
+  if (!runtime::read_before_mpi(read, &bootstrap)) return 0;
   const runtime::RankBootstrap rank(&argc, &argv, bootstrap);
+  if (rank.exit_agreed()) return 0;
   const runtime::RankContext& ctx = rank.ctx();
   const runtime::GpuBinding& binding = rank.gpu();
 

@@ -1,10 +1,13 @@
 // dtrain-run: starts a dtrain job with mpirun (hosts from -H or a hostfile, or one node), or with
-// srun / mpirun inside a Slurm allocation, then becomes that command (exec), so its exit status is
-// the job's. launch_plan.h has the rules.
+// srun / mpirun inside a Slurm allocation, runs that command and exits with its status (the
+// job's); a SIGTERM or SIGINT becomes a checkpoint and status 75 (stop_relay.h). launch_plan.h has
+// the rules.
 //   dtrain-run -np 8 -H node1:4,node2:4 [-x NAME[=value]]... [--output-filename DIR] [--] PROGRAM ARGS...
+#include <signal.h>
 #include <stdio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -14,6 +17,7 @@
 
 #include "launcher/launch_plan.h"
 #include "launcher/shell_words.h"
+#include "launcher/stop_relay.h"
 #include "launcher/task_wrapper.h"
 #include "runtime/base/cli.h"
 #include "runtime/base/error.h"
@@ -71,10 +75,29 @@ const runtime::po::option_description* named_option(const std::string& word,
   const std::string body = word.substr(double_dash ? 2 : 1);
   const size_t eq = body.find('=');
   value_attached = eq != std::string::npos;
-  const auto* option = options.find_nothrow(body.substr(0, eq), false);
+  std::string name = body.substr(0, eq);
+  std::replace(name.begin(), name.end(), '_', '-');  // --dry_run is --dry-run, as in every tool
+  const auto* option = options.find_nothrow(name, false);
   if (option != nullptr || double_dash || word.size() < 2) return option;
   value_attached = word.size() > 2;
-  return options.find_nothrow(word.substr(0, 2), false);
+  option = options.find_nothrow(word.substr(0, 2), false);
+  // "-npernodes" is no "-n pernodes": a rank count attached to -n or -N is digits only.
+  const std::string attached = word.substr(2);
+  const bool counts = option != nullptr && (option->long_name() == "np" || option->long_name() == "npernode");
+  if (counts && !std::all_of(attached.begin(), attached.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return nullptr;
+  }
+  return option;
+}
+
+// What to do instead of an option dtrain-run does not take.
+std::string unknown_flag_hint(const std::string& word) {
+  const std::string name = word.substr(0, word.find('='));
+  if (name.find("nproc") != std::string::npos || name.find("nnodes") != std::string::npos) {
+    return " (torchrun's; here -np is the number of ranks in all and --npernode / -N the ranks per node)";
+  }
+  return "; dtrain-run takes mpirun's -np, -H, --hostfile, -x, --bind-to, --map-by, --oversubscribe, --npernode and "
+         "--output-filename, and passes any other mpirun option with --mpi-args '...' (dtrain-run --help)";
 }
 
 // Splits argv into dtrain-run's own flags and PROGRAM ARGS...: at "--", or at the first word that
@@ -86,7 +109,10 @@ int program_start(int argc, char** argv, const runtime::po::options_description&
     if (arg.size() < 2 || arg[0] != '-') return i;
     bool value_attached = false;
     const auto* option = named_option(arg, options, value_attached);
-    if (option != nullptr && !value_attached && option->semantic()->max_tokens() > 0) {
+    if (arg == "--help" || arg == "-h" || arg == "--version") continue;  // parse_command_line's own
+    DTRAIN_USAGE_CHECK(option != nullptr)
+        << "dtrain-run: unrecognised option '" << arg << "'" << unknown_flag_hint(arg);
+    if (!value_attached && option->semantic()->min_tokens() > 0) {
       // Named as typed: Boost would call a missing -x value "--x".
       DTRAIN_USAGE_CHECK(i + 1 < argc) << "dtrain-run: " << arg << " needs a value (run dtrain-run --help)";
       ++i;
@@ -100,7 +126,9 @@ void declare_options(runtime::po::options_description& options) {
   options.add_options()("np,n", runtime::po::value<int>(),
                         "number of ranks, as mpirun's -np or -n (default: all slots, or SLURM_NTASKS in a Slurm job)")(
       "host,H", runtime::po::value<std::string>(), "hosts and slots, as mpirun's --host or -H: node1:4,node2:4")(
-      "hostfile", runtime::po::value<std::string>(), "Open MPI hostfile: one 'host slots=N' per line")(
+      "hostfile", runtime::po::value<std::string>(),
+      "Open MPI hostfile: one 'host slots=N', 'host:N' or 'host' per line; a host on several lines gets their slots "
+      "added up (one line per slot)")(
       ",x", runtime::po::value<std::vector<std::string>>()->composing(),
       "-x NAME or -x NAME=value: pass the variable (its value here, or the one given) to every rank, as mpirun's "
       "-x, under srun too; repeatable (DTRAIN_*, NCCL_*, CUDA_VISIBLE_DEVICES, OMP_NUM_THREADS and "
@@ -109,11 +137,20 @@ void declare_options(runtime::po::options_description& options) {
       "per-rank logs under DIR (created if missing). mpirun: DIR/1/rank.N/stdout and DIR/1/rank.N/stderr "
       "(Open MPI's layout; the output also stays on the terminal); srun: DIR/rank.N.out and "
       "DIR/rank.N.err only. N is the rank")(
+      "bind-to", runtime::po::value<std::string>(),
+      "as mpirun's --bind-to (core, socket, none); default none: each rank runs loader and communication "
+      "threads besides compute")("map-by", runtime::po::value<std::string>(),
+                                 "as mpirun's --map-by; default slot (a node's ranks consecutive)")(
+      "oversubscribe", runtime::switch_value(), "as mpirun's --oversubscribe: more ranks than slots")(
+      "npernode,N", runtime::po::value<int>(),
+      "ranks per node, as mpirun's --npernode or -N (-np then defaults to that many per host)")(
       "mpi-args", runtime::po::value<std::string>(),
-      "extra mpirun options, split into words as a shell would (quotes honoured, no expansion)")(
-      "as-task", "run PROGRAM as one srun task (dtrain-run adds it under srun; see task_wrapper.h)")(
-      "dry-run", "print the command instead of running it (PROGRAM need not exist)")(
-      "verbose", "print the command before running it");
+      "any other mpirun options, split into words as a shell would (quotes honoured, no expansion): "
+      "--mpi-args '--mca btl tcp,self'")(
+      "as-task", runtime::switch_value(),
+      "run PROGRAM as one srun task (dtrain-run adds it under srun; see task_wrapper.h)")(
+      "dry-run", runtime::switch_value(), "print the command instead of running it (PROGRAM need not exist)")(
+      "verbose", runtime::switch_value(), "print the command before running it");
 }
 
 // The launch the flags ask for, each value checked; the hostfile is read here.
@@ -138,6 +175,12 @@ LaunchRequest request_from_flags(const runtime::po::variables_map& values) {
     request.output_dir = values["output-filename"].as<std::string>();
     DTRAIN_USAGE_CHECK(!request.output_dir.empty()) << "dtrain-run: --output-filename needs a directory";
   }
+  if (values.count("bind-to")) request.bind_to = values["bind-to"].as<std::string>();
+  if (values.count("map-by")) request.map_by = values["map-by"].as<std::string>();
+  request.oversubscribe = runtime::switch_on(values, "oversubscribe");
+  if (values.count("npernode")) request.npernode = values["npernode"].as<int>();
+  DTRAIN_USAGE_CHECK(!values.count("npernode") || request.npernode > 0)
+      << "dtrain-run: --npernode (-N) must be positive, got " << request.npernode;
   if (values.count("mpi-args")) {
     request.mpi_args = split_shell_words(values["mpi-args"].as<std::string>(), "dtrain-run: --mpi-args");
   }
@@ -171,22 +214,19 @@ LaunchEnvironment this_environment() {
   return environment;
 }
 
-// Becomes the plan's command (mpirun or srun) with its environment set, after creating the
-// per-rank log directory; returns only by throwing.
-[[noreturn]] void exec_plan(const LaunchPlan& plan, const std::string& output_dir) {
+// Runs the plan's command (mpirun or srun) with its environment set, after creating the per-rank
+// log directory, turning stop signals into checkpoints (stop_relay.h); returns its exit status.
+int run_plan(const LaunchPlan& plan, const std::string& output_dir) {
   if (!output_dir.empty()) {
     std::error_code error;
     fs::create_directories(output_dir, error);
     DTRAIN_USAGE_CHECK(!error) << "dtrain-run: --output-filename " << output_dir
                                << ": cannot create the directory: " << error.message();
   }
+  DTRAIN_USAGE_CHECK(on_path(plan.argv[0]))
+      << "dtrain-run: cannot start " << plan.argv[0] << ": not found on PATH (is MPI installed?)";
   for (const auto& [name, value] : plan.environment) setenv(name.c_str(), value.c_str(), 1);
-  std::vector<char*> args;
-  for (const std::string& a : plan.argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  std::cout.flush();
-  execvp(args[0], args.data());
-  DTRAIN_USAGE_FAIL() << "dtrain-run: cannot start " << args[0] << ": " << std::strerror(errno);
+  return run_relaying_stop_signals(plan.argv, SIGUSR1);
 }
 
 }  // namespace
@@ -202,13 +242,13 @@ int run(int argc, char** argv) {
       runtime::po::command_line_style::allow_long_disguise;
   const runtime::ParsedCommandLine cli = runtime::parse_command_line(split, argv, options, nullptr, style);
   if (cli.help) {
-    std::cout << runtime::usage("dtrain-run", options);
+    std::cout << runtime::usage("dtrain-run", options, "[options] [--] PROGRAM ARGS...");
     return 0;
   }
-  const bool dry_run = cli.values.count("dry-run") > 0;
+  const bool dry_run = runtime::switch_on(cli.values, "dry-run");
   LaunchRequest request = request_from_flags(cli.values);
   request.program = program_words(argc, argv, split, dry_run);
-  if (cli.values.count("as-task")) return run_as_task(request.program);
+  if (runtime::switch_on(cli.values, "as-task")) return run_as_task(request.program);
 
   const LaunchPlan plan = plan_launch(request, this_environment());
   for (const std::string& warning : plan.warnings) std::cerr << warning << "\n";
@@ -216,8 +256,9 @@ int run(int argc, char** argv) {
     std::cout << display_plan(plan) << "\n";
     return 0;
   }
-  if (cli.values.count("verbose")) std::cerr << "dtrain-run (" << plan.mode << "): " << display_plan(plan) << "\n";
-  exec_plan(plan, request.output_dir);
+  if (runtime::switch_on(cli.values, "verbose"))
+    std::cerr << "dtrain-run (" << plan.mode << "): " << display_plan(plan) << "\n";
+  return run_plan(plan, request.output_dir);
 }
 
 }  // namespace dtrain::launcher

@@ -46,8 +46,8 @@ std::vector<HostSlots> parse_host_list(const std::string& text) {
 
 std::vector<HostSlots> parse_hostfile(const std::string& contents, const std::string& path) {
   std::vector<HostSlots> hosts;
+  std::map<std::string, size_t> index;  // host -> its entry in `hosts`
   std::stringstream in(contents);
-  std::map<std::string, int> first_line;  // host -> the line that named it
   int line_number = 0;
   for (std::string line; std::getline(in, line);) {
     ++line_number;
@@ -56,20 +56,30 @@ std::vector<HostSlots> parse_hostfile(const std::string& contents, const std::st
     std::stringstream words(line);
     std::string host;
     if (!(words >> host)) continue;  // blank or comment
-    DTRAIN_USAGE_CHECK(valid_host(host)) << where << ": '" << host << "' is not a host name";
     HostSlots h{host, 1};
+    const size_t colon = host.find(':');
+    if (colon != std::string::npos) {  // "node1:4", as -H writes it
+      h.host = host.substr(0, colon);
+      h.slots = parse_slots(host.substr(colon + 1), where);
+    }
+    DTRAIN_USAGE_CHECK(valid_host(h.host))
+        << where << ": '" << h.host << "' is not a host name (expected 'host slots=N', 'host:N' or 'host')";
     for (std::string word; words >> word;) {
       const size_t eq = word.find('=');
       const std::string key = word.substr(0, eq);
       DTRAIN_USAGE_CHECK(eq != std::string::npos && (key == "slots" || key == "max_slots" || key == "max-slots"))
-          << where << ": unknown field '" << word << "' (expected slots=N)";
+          << where << ": unknown field '" << word << "' (expected 'host slots=N', 'host:N' or 'host')";
       if (key == "slots") h.slots = parse_slots(word.substr(eq + 1), where);
     }
-    // mpirun fails on a repeated host with an internal error that names neither host nor line.
-    const auto [first, inserted] = first_line.emplace(host, line_number);
-    DTRAIN_USAGE_CHECK(inserted) << where << ": host '" << host << "' is already named on line " << first->second
-                                 << " of " << path << "; give each host once, with all its slots (slots=N)";
-    hosts.push_back(h);
+    // A host named again adds its slots (Open MPI's format of one line per slot).
+    const auto [at, inserted] = index.emplace(h.host, hosts.size());
+    if (inserted) {
+      hosts.push_back(h);
+    } else {
+      DTRAIN_USAGE_CHECK(hosts[at->second].slots <= std::numeric_limits<int>::max() - h.slots)
+          << where << ": the slots of host '" << h.host << "' add up past the largest rank count";
+      hosts[at->second].slots += h.slots;
+    }
   }
   DTRAIN_USAGE_CHECK(!hosts.empty()) << path << ": no hosts in the hostfile";
   return hosts;

@@ -1,7 +1,8 @@
 #pragma once
 // Where a job's ranks go: hosts with slot counts, from `-H node1:4,node2:4` or an Open MPI-style
-// hostfile ("node1 slots=4", "# comments", blank lines). Bad input is a UsageError naming the
-// entry (and the file and line).
+// hostfile ("node1 slots=4", "node1:4" or "node1", "# comments", blank lines; a host named on
+// several lines gets the sum of their slots, as Open MPI's one line per slot). Bad input is a
+// UsageError naming the entry (and the file and line).
 #include <string>
 #include <vector>
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <limits>
+#include <utility>
 
 #include "runtime/base/env.h"
 #include "runtime/base/error.h"
@@ -67,12 +68,19 @@ bool set_here(const ExportedVariable& variable, const LaunchEnvironment& environ
   return false;
 }
 
-void add_mpirun_common(const LaunchEnvironment& environment, int np, const std::vector<ExportedVariable>& exported,
-                       LaunchPlan& plan) {
+void add_mpirun_common(const LaunchRequest& request, const LaunchEnvironment& environment, int np,
+                       const std::vector<ExportedVariable>& exported, LaunchPlan& plan) {
   std::vector<std::string>& argv = plan.argv;
   argv = {"mpirun", "-np", std::to_string(np)};
   if (environment.root) argv.push_back("--allow-run-as-root");
-  for (const char* arg : {"--map-by", "slot", "--bind-to", "none"}) argv.emplace_back(arg);
+  // --npernode sets the mapping itself; mpirun refuses it beside --map-by.
+  if (request.npernode > 0) {
+    argv.insert(argv.end(), {"--npernode", std::to_string(request.npernode)});
+  } else {
+    argv.insert(argv.end(), {"--map-by", request.map_by.empty() ? "slot" : request.map_by});
+  }
+  argv.insert(argv.end(), {"--bind-to", request.bind_to.empty() ? "none" : request.bind_to});
+  if (request.oversubscribe) argv.emplace_back("--oversubscribe");
   for (const auto& [name, value] : environment.variables) {
     if (forwarded_variable(name) && !exported_by_name(exported, name)) {
       argv.push_back("-x");
@@ -83,6 +91,19 @@ void add_mpirun_common(const LaunchEnvironment& environment, int np, const std::
     if (!set_here(variable, environment, plan)) continue;
     argv.push_back("-x");
     argv.push_back(variable.has_value ? variable.name + "=" + variable.value : variable.name);
+  }
+}
+
+// Under srun, mpirun's options (--mpi-args, placement) have no meaning: an error naming each.
+void refuse_mpirun_options(const LaunchRequest& request) {
+  DTRAIN_USAGE_CHECK(request.mpi_args.empty()) << "dtrain-run: --mpi-args are mpirun options, and this run uses srun";
+  for (const auto& [flag, given] : {std::pair<const char*, bool>{"--bind-to", !request.bind_to.empty()},
+                                    {"--map-by", !request.map_by.empty()},
+                                    {"--oversubscribe", request.oversubscribe},
+                                    {"--npernode", request.npernode > 0}}) {
+    DTRAIN_USAGE_CHECK(!given) << "dtrain-run: " << flag
+                               << " is an mpirun option, and this run uses srun (srun places the tasks: give "
+                                  "sbatch/srun --ntasks-per-node, --cpu-bind)";
   }
 }
 
@@ -130,17 +151,14 @@ LaunchPlan plan_launch(const LaunchRequest& request, const LaunchEnvironment& en
                                              ? parse_hostfile(request.hostfile_contents, request.hostfile)
                                              : parse_host_list(request.hosts);
     const int slots = total_slots(hosts);
-    const int np = request.np > 0 ? request.np : slots;
+    const int per_node = request.npernode > 0 ? request.npernode * static_cast<int>(hosts.size()) : slots;
+    const int np = request.np > 0 ? request.np : std::min(per_node, slots);
     DTRAIN_USAGE_CHECK(np <= slots) << "dtrain-run: -np " << np << " is more than the " << slots << " slots of "
                                     << (request.hosts.empty() ? "" : "-H ")
                                     << (request.hosts.empty() ? request.hostfile : request.hosts);
     plan.mode = "mpirun";
-    add_mpirun_common(environment, np, exported, plan);
-    if (request.hosts.empty()) {
-      plan.argv.insert(plan.argv.end(), {"--hostfile", request.hostfile});
-    } else {
-      plan.argv.insert(plan.argv.end(), {"-H", join_hosts(hosts)});
-    }
+    add_mpirun_common(request, environment, np, exported, plan);
+    plan.argv.insert(plan.argv.end(), {"-H", join_hosts(hosts)});
   } else if (in_slurm) {
     const int tasks = slurm_tasks(environment);
     const int np = request.np > 0 ? request.np : tasks;
@@ -171,14 +189,15 @@ LaunchPlan plan_launch(const LaunchRequest& request, const LaunchEnvironment& en
       plan.argv.insert(plan.argv.end(), {environment.dtrain_run_path, "--as-task", "--"});
     } else {
       plan.mode = "slurm-mpirun";
-      add_mpirun_common(environment, np, exported, plan);
+      add_mpirun_common(request, environment, np, exported, plan);
     }
   } else {
-    DTRAIN_USAGE_CHECK(request.np > 0) << "dtrain-run: give -np (the number of ranks) for a single-node run";
+    const int np = request.np > 0 ? request.np : request.npernode;
+    DTRAIN_USAGE_CHECK(np > 0) << "dtrain-run: give -np (the number of ranks) for a single-node run";
     plan.mode = "single-node";
-    add_mpirun_common(environment, request.np, exported, plan);
+    add_mpirun_common(request, environment, np, exported, plan);
     std::string localhost = "localhost:";
-    localhost += std::to_string(request.np);
+    localhost += std::to_string(np);
     plan.argv.insert(plan.argv.end(), {"-H", localhost});
   }
   if (plan.mode != "slurm-srun" && !request.output_dir.empty()) {
@@ -187,7 +206,7 @@ LaunchPlan plan_launch(const LaunchRequest& request, const LaunchEnvironment& en
   if (plan.mode != "slurm-srun") {
     plan.argv.insert(plan.argv.end(), request.mpi_args.begin(), request.mpi_args.end());
   } else {
-    DTRAIN_USAGE_CHECK(request.mpi_args.empty()) << "dtrain-run: --mpi-args are mpirun options, and this run uses srun";
+    refuse_mpirun_options(request);
   }
   plan.argv.insert(plan.argv.end(), request.program.begin(), request.program.end());
   return plan;

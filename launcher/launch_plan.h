@@ -14,6 +14,10 @@
 //    srun gets `--export=ALL,NAME,...` with each value set in srun's own environment (srun reads
 //    a ',' in --export as a separator, so values never go into that list). A NAME without a value
 //    that is not set here is not forwarded, with a warning (mpirun only warns too).
+//  - a hostfile may name a host on several lines (Open MPI's one line per slot) or as host:N; the
+//    slots of a host add up, and mpirun gets them as -H (mpirun itself fails on a repeated host).
+//  - --bind-to, --map-by, --oversubscribe, --npernode / -N: mpirun's own, passed on (the first
+//    two replace the defaults above); under srun they are an error naming the flag.
 //  - --output-filename DIR: mpirun's own option (DIR/1/rank.N/stdout and stderr); under srun
 //    --output=DIR/rank.%t.out --error=DIR/rank.%t.err (%t: the rank).
 #include <map>
@@ -31,6 +35,13 @@ struct LaunchRequest {
   std::string hostfile;           // --hostfile path
   std::string hostfile_contents;  // read by the caller
   std::vector<std::string> mpi_args;
+  // mpirun's own options, passed on (mpirun modes only): --bind-to (default none), --map-by
+  // (default slot), --oversubscribe, --npernode / -N (ranks per node; -np then defaults to that
+  // many per host).
+  std::string bind_to;
+  std::string map_by;
+  bool oversubscribe = false;
+  int npernode = 0;                   // 0: not given
   std::vector<std::string> exported;  // -x NAME or -x NAME=value, in the order given
   std::string output_dir;             // --output-filename; empty: none
   std::vector<std::string> program;   // PROGRAM ARGS..., PROGRAM resolved to a path where it exists

@@ -50,13 +50,11 @@ int export_main(int argc, char** argv) {
   positional.add("paths", -1);
   const runtime::ParsedCommandLine cli = runtime::parse_command_line(argc, argv, all, &positional);
   if (cli.help) {
-    std::cout << "usage: dtrain-export CHECKPOINT --format safetensors OUT\n"
-                 "Writes a checkpoint's weights (parameters, BN running statistics) under torchvision's\n"
+    std::cout << runtime::usage("dtrain-export", options, "CHECKPOINT --format safetensors OUT")
+              << "\nWrites a checkpoint's weights (parameters, BN running statistics) under torchvision's\n"
                  "state_dict names and layouts, for PyTorch and other tools: ResNet-18/34/50/101/152 load into\n"
                  "torchvision.models.resnet<depth>() with strict=True. --init-weights FILE of dtrain-train reads\n"
-                 "the file back.\n\n"
-              << options << "  --help, -h                  print this help and exit\n"
-              << "  --version                   print the version and exit\n";
+                 "the file back.\n";
     return 0;
   }
   const std::vector<std::string> paths =

@@ -11,15 +11,16 @@ namespace {
 
 int train_main(int argc, char** argv) {
   ResolvedConfig config;
-  if (!load_train_config(argc, argv, &config)) return 0;
+  runtime::BootstrapOptions options;
+  if (!runtime::read_before_mpi([&] { return load_train_config(argc, argv, &config); }, &options)) return 0;
   // Before MPI starts, and never reset: a stop signal at any moment from here on ends the run
   // cleanly with kExitPreempted (the trainer checks for one before its first step).
   runtime::install_stop_signals(config.stop_signals);
-  runtime::BootstrapOptions options;
   options.bind_gpu = config.device != DeviceChoice::kCpu;  // --device cpu: GPUs neither bound nor counted
   options.allow_gpu_sharing = config.fields.allow_gpu_sharing();
   options.claim_cpu_share = true;  // the loader's threads inherit the mask
   const runtime::RankBootstrap rank(&argc, &argv, options);
+  if (rank.exit_agreed()) return 0;
   comm::raise_injected_signal("bootstrap");
   bool stopped = false;
   {

@@ -47,6 +47,9 @@ EpochResult Trainer::train_epoch(int epoch) {
   const long steps = steps_per_epoch();
   set_backbone_rate(epoch);
   EpochRun run(*p.engine, first_step, steps, static_cast<double>(images_before(epoch, steps)));
+  // A resumed epoch reports the whole epoch: the sums of the steps before the checkpoint go on.
+  if (epoch == p.start_epoch && first_step > 0) run.before = p.resumed_sums;
+  p.current_run = &run;
   for (long step = first_step; step < steps && !step_limit_reached(); ++step) {
     const StepPosition at{epoch, step, steps, p.global_step + 1};
     p.observers.on_step_begin(at);
@@ -60,8 +63,12 @@ EpochResult Trainer::train_epoch(int epoch) {
     ++p.totals.steps;
     p.totals.images += static_cast<double>(global_batch());
     if (report) report_progress(at, lr, losses, run.timer);
-    if (end_step(at)) return stop_epoch(at, run);
+    if (end_step(at)) {
+      p.current_run = nullptr;
+      return stop_epoch(at, run);
+    }
   }
+  p.current_run = nullptr;
   return end_epoch(epoch, run);
 }
 
@@ -116,8 +123,11 @@ Trainer::StepLosses Trainer::read_losses(const StepPosition& at, bool report, Ep
   const double began = runtime::steady_seconds();
   StepLosses gathered = gather_losses(loss);
   p.divergence->check(gathered.losses, at);
-  if (std::isfinite(loss)) {  // a tolerated bad step does not make the epoch's mean NaN
-    run.loss_sum += loss;
+  // Every rank's, so every rank holds the epoch's sums (rank 0 checkpoints them); a tolerated bad
+  // step does not make the epoch's mean NaN.
+  for (double l : gathered.losses) {
+    if (!std::isfinite(l)) continue;
+    run.loss_sum += l;
     ++run.losses_read;
   }
   p.observers.on_losses_read(at, began);
@@ -171,9 +181,12 @@ bool Trainer::end_step(const StepPosition& at) {
   p.position = {at.epoch, at.step + 1};
   if (checkpoint_due(config_.fields, p.global_step, last, stop)) {
     const double began = runtime::steady_seconds();
-    save_checkpoint(at.epoch, at.step + 1);
+    // Only the run's last checkpoint and the one a stop signal asks for must be written; the
+    // others may fail (a full disk) while the run goes on.
+    const bool run_ends = stop || step_limit_reached() || (last && at.epoch + 1 >= config_.fields.epochs());
+    const bool written = save_checkpoint(at.epoch, at.step + 1, false, run_ends);
     // Rank 0 writes it; the others go on.
-    if (ctx_.topology().world_rank == 0) p.observers.on_checkpoint_written(at, began);
+    if (ctx_.topology().world_rank == 0 && written) p.observers.on_checkpoint_written(at, began);
   }
   p.observers.on_step_end(at, stop);
   return stop;
@@ -222,13 +235,15 @@ EpochResult Trainer::epoch_totals(int epoch, EpochRun& run) {
   p.totals.train_seconds += seconds;
   EpochResult result;
   result.epoch = epoch;
-  double totals[2] = {run.loss_sum, static_cast<double>(run.losses_read)};
-  TrainerCollective watched(*p.stall, p.faults, "trainer: epoch totals");
-  DTRAIN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, totals, 2, MPI_DOUBLE, MPI_SUM, ctx_.world()));
-  result.train_loss = totals[1] > 0 ? totals[0] / totals[1] : 0;
-  result.images_per_second = static_cast<double>(steps_run) * static_cast<double>(global_batch()) / seconds;
+  // With the steps before a resume (run.before), as the uninterrupted run reports them.
+  const double losses = static_cast<double>(run.losses_read + run.before.losses_read());
+  result.train_loss = losses > 0 ? (run.loss_sum + run.before.loss_sum()) / losses : 0;
+  result.images_per_second =
+      (static_cast<double>(steps_run) * static_cast<double>(global_batch()) + run.before.images()) /
+      (seconds + run.before.seconds());
   // The slowest rank's share of the epoch spent blocked on its loader.
-  result.data_wait_fraction = wait_fraction;
+  result.data_wait_fraction = (wait_fraction * seconds + run.before.wait_seconds()) / (seconds + run.before.seconds());
+  TrainerCollective watched(*p.stall, p.faults, "trainer: epoch totals");
   DTRAIN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &result.data_wait_fraction, 1, MPI_DOUBLE, MPI_MAX, ctx_.world()));
   // The median step after the warm-up steps, and the slowest rank's median sets the pace.
   double median = run.timer.median_step_seconds(config_.fields.timing_warmup_steps());
@@ -259,6 +274,12 @@ void Trainer::evaluate(EpochResult& result) {
   result.validation_images = counts[2];
   result.top1 = counts[2] ? static_cast<double>(counts[0]) / counts[2] : 0;
   result.top5 = counts[2] ? static_cast<double>(counts[1]) / counts[2] : 0;
+  // A model whose outputs overflowed evaluates to NaN: the run failed, whatever its steps said.
+  if (ctx_.topology().world_rank == 0 && !std::isfinite(result.test_loss)) {
+    DTRAIN_FAIL() << "training diverged: validation loss " << result.test_loss << " after epoch " << result.epoch
+                  << " (step " << p.global_step << ", " << counts[2] << " images): the model's outputs are not finite"
+                  << last_good_checkpoint_text();
+  }
 }
 
 void Trainer::report_bad_files() {

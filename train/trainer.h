@@ -117,8 +117,12 @@ class Trainer {
   // engine when it changes.
   void set_backbone_rate(int epoch);
   // Rank 0 writes the checkpoint (final_weights: the one file of a run without checkpoint_dir, to its
-  // run directory); non-finite parameters stop the run instead (never saved).
-  void save_checkpoint(int epoch, long step_in_epoch, bool final_weights = false);
+  // run directory); non-finite parameters stop the run instead (never saved). A write that fails is
+  // an error when must_write (the final and the stop checkpoint), else a warning (false returned)
+  // until max_checkpoint_failures in a row.
+  bool save_checkpoint(int epoch, long step_in_epoch, bool final_weights = false, bool must_write = true);
+  proto::CheckpointHeader checkpoint_header(int epoch, long step_in_epoch);
+  std::string last_good_checkpoint_text() const;
   std::vector<NamedTensor> checkpoint_tensors();
 
   // The global step the run ends at, from its position and its epochs or max_total_steps (`why`

@@ -21,6 +21,7 @@
 #include "train/observe/step_timer.h"
 #include "train/observe/tensorboard_writer.h"
 #include "train/observe/timeline.h"
+#include "train/proto/checkpoint.pb.h"
 #include "train/stop_agreement.h"
 #include "train/trainer.h"
 
@@ -60,6 +61,10 @@ struct Trainer::Parts {
   RunTotals totals;                     // this run's steps, images, time and validation results
   std::pair<int, long> position{0, 0};  // epoch and step in it after the latest step
   bool stopped = false;                 // this run ended at a stop signal
+  proto::EpochSums resumed_sums;        // the checkpoint's sums of the epoch it resumes inside
+  EpochRun* current_run = nullptr;      // the epoch in progress, whose sums a checkpoint carries
+  int checkpoint_failures = 0;          // rank 0: periodic checkpoints failed in a row
+  std::string last_checkpoint;          // rank 0: the newest whole one, written or resumed from
   float mean[3] = {0, 0, 0};
   float std[3] = {1, 1, 1};
   float backbone_lr_scale = 1;  // what the engine's optimizer applies now (fine-tuning)
@@ -75,8 +80,9 @@ struct Trainer::EpochRun {
   // The epoch, and the first logging interval, start when this is built.
   StepTimer timer;
   DeviceDataWait device_waits;
-  double loss_sum = 0;  // over the steps whose loss was read
+  double loss_sum = 0;  // over every rank's loss at the steps whose loss was read
   long losses_read = 0;
+  proto::EpochSums before;  // the epoch's steps before a resume
 };
 
 // A step's loss as read back: every rank's, and the largest device memory over the ranks.

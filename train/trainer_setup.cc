@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "runtime/base/cli.h"
+#include "runtime/base/env.h"
 #include "runtime/base/error.h"
 #include "runtime/base/log.h"
 #include "runtime/base/process_identity.h"
@@ -49,8 +50,10 @@ Trainer::Trainer(const ResolvedConfig& config, const runtime::RankContext& ctx, 
   Parts& p = *parts_;
   p.stall = std::make_unique<comm::StallChannel>(ctx.world());
   p.stop = std::make_unique<StopAgreement>(ctx.world(), *p.stall, p.faults);
-  p.divergence =
-      std::make_unique<DivergenceGuard>(config_.fields.max_nonfinite_steps(), ctx.topology().world_rank == 0);
+  p.divergence = std::make_unique<DivergenceGuard>(
+      DivergenceLimits{config_.fields.max_nonfinite_steps(), config_.fields.divergence_factor(),
+                       config_.fields.divergence_window(), config_.fields.max_loss()},
+      ctx.topology().world_rank == 0);
   const bool on_gpu = config_.device == DeviceChoice::kGpu || (config_.device == DeviceChoice::kAuto && gpu >= 0);
   open_data(on_gpu, gpu);
   build_engine(on_gpu, gpu);
@@ -221,6 +224,14 @@ void Trainer::log_start(const LoaderOptions& loader) {
                                              config_.fields.accumulation_steps())
                      << "; " << p.engine->parameters().parameter_count() << " parameters in "
                      << buckets_text(p.engine->gradient_buckets(), config_.fields.bucket_mib());
+  for (const std::string& name : runtime::unread_dtrain_variables()) {
+    DTRAIN_LOG0(kWarn) << name << " is set, but no dtrain tool reads it (a typo? dtrain-train's settings are its "
+                       << "flags and config file; docs/configuration.md lists the variables)";
+  }
+  if (!config_.stall_source.empty()) {
+    DTRAIN_LOG0(kInfo) << "stall inspector: " << config_.stall_source
+                       << "; a collective waiting past the abort time ends the job";
+  }
 }
 
 long Trainer::last_global_step(std::string* why) const {

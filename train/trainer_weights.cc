@@ -38,8 +38,8 @@ void Trainer::prepare_checkpoint_dir() {
   }
 }
 
-void Trainer::save_checkpoint(int epoch, long step_in_epoch, bool final_weights) {
-  if (ctx_.topology().world_rank != 0) return;
+bool Trainer::save_checkpoint(int epoch, long step_in_epoch, bool final_weights, bool must_write) {
+  if (ctx_.topology().world_rank != 0) return true;
   parts_->engine->sync_to_host();
   // The GPU path reads its loss only now and then: a diverged model is caught here at the latest.
   for (const NamedTensor& t : checkpoint_tensors()) {
@@ -51,26 +51,65 @@ void Trainer::save_checkpoint(int epoch, long step_in_epoch, bool final_weights)
                     << parts_->global_step << " (epoch " << epoch << "); no checkpoint written";
     }
   }
+  const proto::CheckpointHeader header = checkpoint_header(epoch, step_in_epoch);
+  // The final weights of a run without checkpoint_dir go to its run directory, in the same format.
+  const std::string& dir = final_weights ? parts_->outputs.run_dir : config_.fields.checkpoint_dir();
+  std::string path;
+  try {
+    path = write_checkpoint(dir, header, checkpoint_tensors(), final_weights ? 1 : config_.fields.keep_checkpoints());
+  } catch (const runtime::Error& e) {
+    if (must_write) throw;
+    // A periodic checkpoint: the last good one stays, and the next interval tries again.
+    const int failures = ++parts_->checkpoint_failures;
+    const int allowed = config_.fields.max_checkpoint_failures();
+    DTRAIN_CHECK(allowed == 0 || failures < allowed)
+        << e.detail() << "; " << failures << " checkpoint(s) failed in a row (max_checkpoint_failures " << allowed
+        << ")" << last_good_checkpoint_text();
+    DTRAIN_LOG(kWarn) << "CHECKPOINT NOT WRITTEN at step " << parts_->global_step << ": " << e.detail() << "; "
+                      << failures << " in a row" << last_good_checkpoint_text()
+                      << "; training goes on and the next checkpoint tries again (free space in " << dir << ")";
+    return false;
+  }
+  parts_->checkpoint_failures = 0;
+  parts_->last_checkpoint = path;
+  parts_->outputs.final_weights = path;
+  DTRAIN_LOG(kInfo) << (final_weights ? "final weights " : "checkpoint ") << path << " (step " << parts_->global_step
+                    << ")";
+  return true;
+}
+
+std::string Trainer::last_good_checkpoint_text() const {
+  const std::string& last = parts_->last_checkpoint;
+  return last.empty() ? "; no checkpoint of this run yet" : "; the last good checkpoint is " + last;
+}
+
+proto::CheckpointHeader Trainer::checkpoint_header(int epoch, long step_in_epoch) {
   const long steps = steps_per_epoch();
+  const bool epoch_done = step_in_epoch >= steps;
   proto::CheckpointHeader header;
   *header.mutable_config() = config_.fields;
   // Position of the next step: the start of the next epoch once this one is done.
-  header.set_epoch(step_in_epoch >= steps ? epoch + 1 : epoch);
-  header.set_step_in_epoch(step_in_epoch >= steps ? 0 : step_in_epoch);
+  header.set_epoch(epoch_done ? epoch + 1 : epoch);
+  header.set_step_in_epoch(epoch_done ? 0 : step_in_epoch);
   header.set_global_step(parts_->global_step);
-  header.set_images_in_epoch(step_in_epoch >= steps ? 0 : images_before(epoch, step_in_epoch));
+  header.set_images_in_epoch(epoch_done ? 0 : images_before(epoch, step_in_epoch));
   header.set_data_seed(config_.fields.seed());
   header.set_world_size(ctx_.topology().world_size);
   header.set_run_id(parts_->run_id);
   header.set_num_classes(parts_->train_data->num_classes());
   header.set_in_channels(parts_->train_data->output_shape().channels);
-  // The final weights of a run without checkpoint_dir go to its run directory, in the same format.
-  const std::string path = final_weights ? write_checkpoint(parts_->outputs.run_dir, header, checkpoint_tensors(), 1)
-                                         : write_checkpoint(config_.fields.checkpoint_dir(), header,
-                                                            checkpoint_tensors(), config_.fields.keep_checkpoints());
-  parts_->outputs.final_weights = path;
-  DTRAIN_LOG(kInfo) << (final_weights ? "final weights " : "checkpoint ") << path << " (step " << parts_->global_step
-                    << ")";
+  const EpochRun* run = parts_->current_run;
+  if (!epoch_done && run != nullptr) {
+    proto::EpochSums* sums = header.mutable_epoch_sums();
+    const double seconds = run->timer.elapsed();
+    sums->set_loss_sum(run->loss_sum + run->before.loss_sum());
+    sums->set_losses_read(run->losses_read + run->before.losses_read());
+    sums->set_steps(run->timer.steps() + run->before.steps());
+    sums->set_seconds(seconds + run->before.seconds());
+    sums->set_wait_seconds(run->timer.wait_fraction() * seconds + run->before.wait_seconds());
+    sums->set_images(static_cast<double>(run->timer.steps() * global_batch()) + run->before.images());
+  }
+  return header;
 }
 
 // resume_from's position, broadcast from rank 0: epoch, step in epoch, global step, whether there
@@ -84,6 +123,20 @@ void Trainer::resume_from(const std::string& spec) {
   if (ctx_.topology().world_rank == 0) read_resume_checkpoint(spec, tensors, position);
   DTRAIN_MPI_CHECK(MPI_Bcast(position, 7, MPI_INT64_T, 0, ctx_.world()));
   if (position[3] == 0) return;
+  proto::EpochSums& sums = parts_->resumed_sums;
+  double carried[6] = {sums.loss_sum(),
+                       static_cast<double>(sums.losses_read()),
+                       static_cast<double>(sums.steps()),
+                       sums.seconds(),
+                       sums.wait_seconds(),
+                       sums.images()};
+  DTRAIN_MPI_CHECK(MPI_Bcast(carried, 6, MPI_DOUBLE, 0, ctx_.world()));
+  sums.set_loss_sum(carried[0]);
+  sums.set_losses_read(static_cast<int64_t>(carried[1]));
+  sums.set_steps(static_cast<int64_t>(carried[2]));
+  sums.set_seconds(carried[3]);
+  sums.set_wait_seconds(carried[4]);
+  sums.set_images(carried[5]);
   // Rank 0 read them into the engine's host mirror; the engine hands them to every rank.
   parts_->engine->load_from_host();
   parts_->start_epoch = static_cast<int>(position[0]);
@@ -130,6 +183,8 @@ void Trainer::read_resume_checkpoint(const std::string& spec, const std::vector<
     if (f.run_id == header.run_id() && later) newest = false;
   }
   if (newest) parts_->run_id = header.run_id();
+  parts_->resumed_sums = header.epoch_sums();
+  parts_->last_checkpoint = path;
   DTRAIN_LOG(kInfo) << "resuming " << (newest ? "run " : "as new run ") << parts_->run_id << " from " << path
                     << " at epoch " << position[0] << ", step " << position[1] << " of the epoch, step " << position[2]
                     << " in total";

@@ -92,7 +92,7 @@ Options parse(int argc, char** argv, bool* help) {
       "maxbytes,e", runtime::po::value(&max_b)->default_value("64M"), "largest size in bytes")(
       "stepfactor,f", runtime::po::value(&o.factor)->default_value(2), "multiply the size by this each row")(
       "warmup-iters,w", runtime::po::value(&o.warmup)->default_value(5), "untimed iterations per size")(
-      "iters,n", runtime::po::value(&o.iters)->default_value(20), "timed iterations per size")(
+      "iters", runtime::po::value(&o.iters)->default_value(20), "timed iterations per size")(
       "datatype,d", runtime::po::value(&dtype)->default_value("fp32"), "fp32, fp16 or bf16")(
       "backend", runtime::po::value(&o.backend)->default_value("auto"),
       "auto, mpi-ring, mpi, nccl, hierarchical, or the raw peers raw-mpi / raw-nccl")(
@@ -102,13 +102,14 @@ Options parse(int argc, char** argv, bool* help) {
       "metrics-file", runtime::po::value(&o.json), "also write the results to this JSON file")(
       "check-calls", runtime::po::value(&o.check_calls)->default_value(false),
       "keep dtrain's per-call consistency check on (off: nccl-tests has none)")(
-      "allow-gpu-sharing", runtime::po::bool_switch(&o.allow_gpu_sharing), "allow several ranks per GPU");
+      "allow-gpu-sharing", runtime::switch_value(), "allow several ranks per GPU");
   const runtime::ParsedCommandLine cli = runtime::parse_command_line(argc, argv, desc);
   *help = cli.help;
   if (cli.help) {
     if (runtime::is_world_rank_zero()) std::cout << runtime::usage("dtrain-bench-allreduce", desc);
     return o;
   }
+  o.allow_gpu_sharing = runtime::switch_on(cli.values, "allow-gpu-sharing");
   o.min_bytes = parse_bytes(min_b, "-b");
   o.max_bytes = parse_bytes(max_b, "-e");
   o.dtype = runtime::parse_dtype(dtype, "-d");
@@ -117,7 +118,7 @@ Options parse(int argc, char** argv, bool* help) {
   o.op = op == "sum" ? ReduceOp::kSum : ReduceOp::kAverage;
   o.sum16 = comm::parse_sixteen_bit_sum(sum16, "--sixteen-bit-sum");
   DTRAIN_USAGE_CHECK(o.factor > 1) << "-f must be greater than 1";
-  DTRAIN_USAGE_CHECK(o.iters > 0 && o.warmup >= 0) << "-n must be positive and -w not negative";
+  DTRAIN_USAGE_CHECK(o.iters > 0 && o.warmup >= 0) << "--iters must be positive and -w not negative";
   DTRAIN_USAGE_CHECK(o.min_bytes <= o.max_bytes) << "-b must not exceed -e";
   // Host buffers: the three copies of the largest size must fit in this machine's memory.
   const double physical = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
@@ -293,13 +294,17 @@ void write_json(const std::string& path, const Options& o, const std::string& ba
 
 int bench_main(int argc, char** argv) {
   const std::string command = command_line(argc, argv);
-  bool help = false;
-  const Options o = parse(argc, argv, &help);
-  if (help) return 0;
-
+  Options o;
   runtime::BootstrapOptions options;
+  const auto read = [&] {
+    bool help = false;
+    o = parse(argc, argv, &help);
+    return !help;
+  };
+  if (!runtime::read_before_mpi(read, &options)) return 0;
   options.allow_gpu_sharing = o.allow_gpu_sharing;
   const runtime::RankBootstrap rank(&argc, &argv, options);
+  if (rank.exit_agreed()) return 0;
   const runtime::RankContext& ctx = rank.ctx();
   const runtime::GpuBinding& binding = rank.gpu();
   const bool gpus = !binding.cpu_mode && !binding.device.simulated;

@@ -299,11 +299,16 @@ void write_json(const std::string& path, const Options& o, const std::string& gp
 
 int bench_main(int argc, char** argv) {
   const std::string command = command_line(argc, argv);
-  bool help = false;
-  const Options o = parse(argc, argv, &help);
-  if (help) return 0;
-
-  const runtime::RankBootstrap rank(&argc, &argv, runtime::BootstrapOptions{});
+  Options o;
+  runtime::BootstrapOptions options;
+  const auto read = [&] {
+    bool help = false;
+    o = parse(argc, argv, &help);
+    return !help;
+  };
+  if (!runtime::read_before_mpi(read, &options)) return 0;
+  const runtime::RankBootstrap rank(&argc, &argv, options);
+  if (rank.exit_agreed()) return 0;
   const runtime::RankContext& ctx = rank.ctx();
   const runtime::GpuBinding& binding = rank.gpu();
   DTRAIN_USAGE_CHECK(!binding.cpu_mode && !binding.device.simulated)

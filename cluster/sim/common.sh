@@ -12,6 +12,6 @@ sim_veth() { echo "dtsim-$1"; }                     # host end of its link (inte
 sim_die() { echo "cluster/sim: $*" >&2; exit 1; }
 
 sim_require_root() {
-  [[ $(id -u) -eq 0 ]] || sim_die "needs root (network namespaces, bridge, tc); run it with sudo"
+  [[ $(id -u) -eq 0 ]] || sim_die "needs root (network namespaces, bridge, tc); run it as root"
   command -v ip >/dev/null || sim_die "the 'ip' command (Debian package iproute2) is not installed"
 }

@@ -24,8 +24,10 @@
 // calls it every round, and an error it reports (ncclCommGetAsyncError) ends the job the same way,
 // so a dead link does not leave a rank blocked in cudaStreamSynchronize forever.
 //
-// Settings: set_stall_settings (dtrain-train: --stall_warning_seconds, --stall_abort_seconds), else
-// DTRAIN_STALL_WARNING_SECONDS / DTRAIN_STALL_ABORT_SECONDS (benchmarks, tests), else 60 s and off.
+// Settings: set_stall_settings (dtrain-train: --stall_warning_seconds, --stall_abort_seconds, which
+// themselves default to the variables), else DTRAIN_STALL_WARNING_SECONDS /
+// DTRAIN_STALL_ABORT_SECONDS (every tool), else 60 s and 600 s: a stopped rank (SIGSTOP, a hung
+// driver, a dead mount) ends the job by default, after PyTorch's NCCL watchdog's ten minutes.
 // 0 turns either off. Read at every round, so they may change while channels exist.
 // The queries need MPI_THREAD_MULTIPLE (the watchdog calls MPI beside the other threads); below it
 // the warning names the collective but not the ranks.
@@ -47,7 +49,7 @@ namespace dtrain::comm {
 
 struct StallSettings {
   double warning_seconds = 60;  // 0: no warnings
-  double abort_seconds = 0;     // 0: never abort
+  double abort_seconds = 600;   // 0: never abort
 };
 
 // The defaults overridden by DTRAIN_STALL_WARNING_SECONDS / DTRAIN_STALL_ABORT_SECONDS; a

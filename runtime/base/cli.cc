@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <iomanip>
 #include <iostream>
 #include <map>
 #include <sstream>
@@ -78,6 +79,22 @@ void keep_last_occurrences(po::parsed_options& parsed, const po::options_descrip
   parsed.options = std::move(kept);
 }
 
+// A flag's default as the help shows it ("0.1", not Boost's "0.10000000000000001"); empty: none.
+std::string default_text(const po::option_description& option) {
+  const std::string parameter = option.format_parameter();
+  const size_t open = parameter.find("(=");
+  if (open == std::string::npos || option.semantic()->min_tokens() == 0) return "";
+  std::string text = parameter.substr(open + 2, parameter.rfind(')') - open - 2);
+  std::istringstream number(text);
+  double value = 0;
+  if (number >> value && number.eof()) {
+    std::ostringstream shorter;
+    shorter << value;
+    text = shorter.str();
+  }
+  return text;
+}
+
 }  // namespace
 
 std::string flag_name(const std::string& name) {
@@ -120,9 +137,39 @@ ParsedCommandLine parse_command_line(int argc, char** argv, po::options_descript
   return parsed;
 }
 
-std::string usage(const std::string& program, const po::options_description& options) {
+po::typed_value<bool>* switch_value() {
+  return po::value<bool>()->implicit_value(true, "");
+}
+
+bool switch_on(const po::variables_map& values, const std::string& name) {
+  return values.count(name) > 0 && values[name].as<bool>();
+}
+
+std::string usage(const std::string& program, const po::options_description& options, const std::string& arguments) {
   std::ostringstream out;
-  out << "usage: " << program << " [options]\n" << options;
+  out << "usage: " << program << " " << arguments << "\n\n";
+  for (const auto& option : options.options()) {
+    const po::value_semantic& value = *option->semantic();
+    std::string names = option->long_name().empty() ? "" : "--" + option->long_name();
+    const std::string short_name = option->canonical_display_name(po::command_line_style::allow_dash_for_short);
+    if (short_name.size() == 2 && short_name[0] == '-' && short_name[1] != '-') {
+      names += (names.empty() ? "" : ", ") + short_name;
+    }
+    // A switch (bare, or =true/=false) shows no value; a flag its placeholder.
+    const bool is_switch = value.min_tokens() == 0;
+    if (!is_switch) names += " VALUE";
+    out << "  " << std::left << std::setw(34) << names << " " << option->description();
+    const std::string shown = default_text(*option);
+    if (!shown.empty()) out << " [" << shown << "]";
+    out << "\n";
+  }
+  if (options.find_nothrow("help", false) == nullptr) {  // parsed with these beside (dtrain-export's positionals)
+    out << "  " << std::left << std::setw(34) << "--help, -h"
+        << " print this help and exit\n";
+    out << "  " << std::left << std::setw(34) << "--version"
+        << " print the version and exit\n";
+  }
+  out << "\nA switch works bare (--name) or with a value (--name=false); the last of a repeated flag wins.\n";
   return out.str();
 }
 

@@ -31,8 +31,15 @@ ParsedCommandLine parse_command_line(int argc, char** argv, po::options_descript
                                      const po::positional_options_description* positional = nullptr,
                                      int style = po::command_line_style::default_style);
 
-// "usage: PROGRAM [options]\n" followed by the options table.
-std::string usage(const std::string& program, const po::options_description& options);
+// A switch: bare (on), or with a value (=true/=false, yes/no, 1/0), as every tool's switches are.
+// Read it with switch_on(), which is false where the switch is not given.
+po::typed_value<bool>* switch_value();
+bool switch_on(const po::variables_map& values, const std::string& name);
+
+// "usage: PROGRAM ARGUMENTS\n", then one line per flag, as dtrain-train's
+// help: "--name, -n VALUE   description [default]".
+std::string usage(const std::string& program, const po::options_description& options,
+                  const std::string& arguments = "[options]");
 
 // "--name" for a flag's canonical name ("batch_per_rank" -> "--batch-per-rank").
 std::string flag_name(const std::string& name);

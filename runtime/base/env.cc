@@ -2,8 +2,12 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <set>
 
 #include "runtime/base/error.h"
+
+extern char** environ;
 
 namespace dtrain::runtime {
 
@@ -28,6 +32,49 @@ std::optional<int64_t> env_int(const char* name, int64_t min_value, int64_t max_
   const std::optional<std::string> text = env_string(name);
   if (!text) return std::nullopt;
   return parse_int_in_range(*text, min_value, max_value, name);
+}
+
+std::vector<std::string> unread_dtrain_variables() {
+  // Every DTRAIN_* a tool, the library or a shipped script reads (docs/configuration.md).
+  static const std::set<std::string> kRead = {"DTRAIN_BLAS_THREADS",
+                                              "DTRAIN_CPU_BINDING",
+                                              "DTRAIN_CYCLE_TIME_US",
+                                              "DTRAIN_FAULT_INJECT",
+                                              "DTRAIN_FAULT_INJECT_BACKWARD",
+                                              "DTRAIN_FAULT_INJECT_SIGNAL",
+                                              "DTRAIN_FAULT_INJECT_TRAINER",
+                                              "DTRAIN_FUSION_THRESHOLD",
+                                              "DTRAIN_LOG_LEVEL",
+                                              "DTRAIN_MPI_DEVICE_POINTERS",
+                                              "DTRAIN_PLAN_CACHE",
+                                              "DTRAIN_RANKS_PER_NODE",
+                                              "DTRAIN_RING_LANES",
+                                              "DTRAIN_RING_SEGMENT_BYTES",
+                                              "DTRAIN_RING_SMALL_BYTES",
+                                              "DTRAIN_SIMULATED_GPUS",
+                                              "DTRAIN_STAGING_PIECE_BYTES",
+                                              "DTRAIN_STAGING_TRACE",
+                                              "DTRAIN_STALL_ABORT_SECONDS",
+                                              "DTRAIN_STALL_WARNING_SECONDS",
+                                              "DTRAIN_STREAM_FLAG_KERNELS",
+                                              "DTRAIN_REQUIRE_GPU",
+                                              "DTRAIN_DATA_DIR",
+                                              "DTRAIN_RUN_DIR",
+                                              "DTRAIN_BIN",
+                                              "DTRAIN_CONFIG",
+                                              "DTRAIN_EXTRA_ARGS",
+                                              "DTRAIN_DRY_RUN",
+                                              "DTRAIN_SIM_OWNER",
+                                              "DTRAIN_SIM_STATE",
+                                              "DTRAIN_LIBRARY"};
+  std::vector<std::string> unread;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const std::string entry = *e;
+    const std::string name = entry.substr(0, entry.find('='));
+    if (name.rfind("DTRAIN_", 0) != 0 || name.rfind("DTRAIN_TEST_", 0) == 0 || kRead.count(name)) continue;
+    unread.push_back(name);
+  }
+  return unread;
 }
 
 }  // namespace dtrain::runtime

@@ -154,10 +154,14 @@ else
   echo "note: attempt 2 did not stop at a step on scancel's SIGTERM (ended without a checkpoint)"
 fi
 
-echo "== 6. cluster/slurm/smoke_test.sbatch inside an allocation: dtrain-info, then 100 steps"
-result=$(submit_and_wait smoke "#!/bin/bash
-DTRAIN_BIN=$bin DTRAIN_CONFIG=$src/cluster/slurm/smoke_test.pbtxt DTRAIN_RUN_DIR=$work/smoke \
-  DTRAIN_EXTRA_ARGS='--device cpu --backend mpi-ring' exec bash $src/cluster/slurm/smoke_test.sbatch")
+echo "== 6. sbatch cluster/slurm/smoke_test.sbatch itself (its #SBATCH lines on a node without GPUs)"
+id=$(cd "$slurm_cluster_work" && DTRAIN_BIN=$bin DTRAIN_CONFIG=$src/cluster/slurm/smoke_test.pbtxt \
+  DTRAIN_RUN_DIR=$work/smoke DTRAIN_EXTRA_ARGS='--device cpu --backend mpi-ring' \
+  sbatch --parsable --nodes=1 --ntasks-per-node=2 --output="$work/smoke.out" "$src/cluster/slurm/smoke_test.sbatch") ||
+  fail "sbatch refused cluster/slurm/smoke_test.sbatch"
+state=$(slurm_wait_job "$id" 300) || fail "the smoke job ($id) did not end in 300 s: $state (pending on its #SBATCH lines?)"
+result="$state $(slurm_job_field "$id" ExitCode)"
+cat "$work/smoke.out"
 [[ $result == "COMPLETED 0:0" ]] || fail "smoke job ended '$result', expected 'COMPLETED 0:0'"
 grep -q "2 ranks on 1 node" "$work/smoke.out" || fail "the smoke job's dtrain-info did not report its 2 ranks"
 grep -q "epoch 0 step 100/" "$work/smoke.out" || fail "the smoke job did not train 100 steps"

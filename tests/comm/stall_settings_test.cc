@@ -1,5 +1,6 @@
 // The stall inspector's thresholds: DTRAIN_STALL_WARNING_SECONDS / DTRAIN_STALL_ABORT_SECONDS over
-// the defaults (60 s, off), and one clear error naming the variable for anything else.
+// the defaults (60 s, 600 s: a stalled job ends by default), and one clear error naming the variable
+// for anything else.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -15,6 +16,8 @@ TEST(StallSettings, DefaultsAndEnvironment) {
   unsetenv("DTRAIN_STALL_WARNING_SECONDS");
   unsetenv("DTRAIN_STALL_ABORT_SECONDS");
   EXPECT_EQ(stall_settings_from_env().warning_seconds, 60.0);
+  EXPECT_EQ(stall_settings_from_env().abort_seconds, 600.0);
+  setenv("DTRAIN_STALL_ABORT_SECONDS", "0", 1);  // 0 turns the abort off
   EXPECT_EQ(stall_settings_from_env().abort_seconds, 0.0);
   setenv("DTRAIN_STALL_WARNING_SECONDS", "1.5", 1);
   setenv("DTRAIN_STALL_ABORT_SECONDS", "3", 1);

@@ -6,7 +6,8 @@
 missing_tensor (layer1.0.bn1.running_var dropped), extra_tensor (layer9.0.conv1.weight added),
 wrong_shape (conv1.weight's dimensions swapped), wrong_dtype (conv1.weight as F16),
 other_classes (fc of 10 classes), overlapping (fc.bias's bytes claimed by the next tensor too),
-cut_short (the last 100 bytes gone), header_too_long (a header length past the file's end).
+cut_short (the last 100 bytes gone), header_too_long (a header length past the file's end),
+nan_value (layer1.0.conv1.weight's element 5 a NaN).
 Standard library only; the tensors' bytes are copied, not interpreted.
 """
 import json
@@ -69,6 +70,9 @@ def main():
     # Overlap: shift the tensor after fc.bias 4 bytes into it; the file keeps its length, so only the
     # ranges' overlap is wrong (and a gap of 4 bytes at the end).
     write(f"{out}/overlapping.safetensors", t, shift="fc.bias")
+    raw = by["layer1.0.conv1.weight"][2]
+    nan = raw[:20] + struct.pack("<f", float("nan")) + raw[24:]
+    write(f"{out}/nan_value.safetensors", replaced(t, "layer1.0.conv1.weight", raw=nan))
     data = open(good, "rb").read()
     open(f"{out}/cut_short.safetensors", "wb").write(data[:-100])
     open(f"{out}/header_too_long.safetensors", "wb").write(struct.pack("<Q", len(data)) + data[8:])

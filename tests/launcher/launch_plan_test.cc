@@ -119,15 +119,40 @@ TEST(LaunchPlan, SingleNodeUsesLocalhostWithNpSlotsAndPassesMpiArgs) {
             "mpirun -np 4 --map-by slot --bind-to none -H localhost:4 --mca btl tcp,self /bin/prog 'a b' 'c;d'");
 }
 
-TEST(LaunchPlan, HostfileIsPassedThroughAndBoundsNp) {
+TEST(LaunchPlan, HostfileHostsGoToMpirunAsHostsAndBoundNp) {
   LaunchRequest r = program({"/bin/prog"});
   r.hostfile = "hosts.txt";
-  r.hostfile_contents = "n1 slots=2\nn2 slots=2\n";
+  r.hostfile_contents = "n1 slots=2\nn2\nn2\n";  // n2 once per slot, as Open MPI writes it
   const LaunchPlan plan = plan_launch(r, {});
   EXPECT_EQ(plan.argv[2], "4") << "-np defaults to all slots";
-  EXPECT_NE(std::find(plan.argv.begin(), plan.argv.end(), "--hostfile"), plan.argv.end());
+  const auto h = std::find(plan.argv.begin(), plan.argv.end(), "-H");
+  ASSERT_NE(h, plan.argv.end());
+  EXPECT_EQ(*(h + 1), "n1:2,n2:2");
   r.np = 5;
   EXPECT_NE(usage_error(r, {}).find("-np 5 is more than the 4 slots of hosts.txt"), std::string::npos);
+}
+
+// mpirun's placement options are passed on (--bind-to and --map-by replace the defaults, --npernode
+// replaces --map-by and sets -np's default per host); under srun each is an error naming it.
+TEST(LaunchPlan, MpirunPlacementOptionsArePassedOn) {
+  LaunchRequest r = program({"/bin/prog"});
+  r.hosts = "a:4,b:4";
+  r.bind_to = "core";
+  r.map_by = "node";
+  r.oversubscribe = true;
+  EXPECT_EQ(display_command(plan_launch(r, {}).argv),
+            "mpirun -np 8 --map-by node --bind-to core --oversubscribe -H a:4,b:4 /bin/prog");
+  r.map_by.clear();
+  r.npernode = 2;
+  EXPECT_EQ(display_command(plan_launch(r, {}).argv),
+            "mpirun -np 4 --npernode 2 --bind-to core --oversubscribe -H a:4,b:4 /bin/prog");
+  LaunchEnvironment slurm;
+  slurm.variables = {{"SLURM_JOB_ID", "7"}, {"SLURM_NTASKS", "4"}};
+  slurm.srun_available = slurm.srun_supports_pmix = true;
+  LaunchRequest in_job = program({"/bin/prog"});
+  in_job.bind_to = "core";
+  EXPECT_NE(usage_error(in_job, slurm).find("--bind-to is an mpirun option, and this run uses srun"),
+            std::string::npos);
 }
 
 TEST(LaunchPlan, InsideSlurmUsesSrunWithPmixOrMpirunAndDefaultsNpToTheTasks) {

@@ -29,8 +29,10 @@ int make_tree(int argc, char** argv) {
   tree.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   po::options_description d("dtrain-make-image-tree DIR [options]");
   d.add_options()("dir", po::value(&dir), "the tree to write (also the first positional argument)")(
-      "clean", po::bool_switch(&clean), "test tree: no corrupt file, non-image or empty class folder")(
-      "realistic", po::bool_switch(&realistic), "photo-like JPEGs of ImageNet's sizes and file sizes")(
+      "clean", po::value(&clean)->implicit_value(true)->default_value(false),
+      "test tree: no corrupt file, non-image or empty class folder")(
+      "realistic", po::value(&realistic)->implicit_value(true)->default_value(false),
+      "photo-like JPEGs of ImageNet's sizes and file sizes")(
       "classes", po::value(&tree.classes)->default_value(tree.classes), "--realistic: class folders (1-1000)")(
       "train-per-class", po::value(&tree.train_per_class)->default_value(tree.train_per_class),
       "--realistic: images per class in train/")(
@@ -38,7 +40,8 @@ int make_tree(int argc, char** argv) {
       "--realistic: images per class in val/")("seed", po::value(&tree.seed)->default_value(tree.seed),
                                                "--realistic: the tree is a function of the seed and the counts")(
       "threads", po::value(&tree.threads)->default_value(tree.threads), "--realistic: writer threads")(
-      "overwrite", po::bool_switch(&overwrite), "--realistic: replace DIR if it exists and is not empty");
+      "overwrite", po::value(&overwrite)->implicit_value(true)->default_value(false),
+      "--realistic: replace DIR if it exists and is not empty");
   po::positional_options_description positional;
   positional.add("dir", 1);
   const dtrain::runtime::ParsedCommandLine parsed = dtrain::runtime::parse_command_line(argc, argv, d, &positional);

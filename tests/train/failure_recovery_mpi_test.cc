@@ -86,6 +86,11 @@ TrainConfig diverging_config() {
   c.set_warmup_epochs(0);
   c.set_base_lr(1e30);  // the first update sends the weights past fp32's range
   c.set_epochs(3);
+  // Epochs long enough that the tolerated bad steps end inside one (a non-finite validation loss
+  // at an epoch's end fails the run too).
+  c.set_max_steps_per_epoch(20);
+  // The NaN path itself: the growth check (divergence_guard_test.cc) would stop the run first.
+  c.set_divergence_factor(0);
   return c;
 }
 
@@ -103,6 +108,17 @@ TEST(DivergenceGuard, NonFiniteLossStopsTheRunNamingTheStep) {
   const std::string later = error_of(tolerant);
   EXPECT_NE(later.find("3 check(s) in a row, more than max_nonfinite_steps 2 tolerates"), std::string::npos) << later;
   EXPECT_EQ(step_named(later), step + 2) << later;
+}
+
+// Non-finite losses tolerated to the epoch's end: the validation loss is NaN, and the run fails
+// there instead of reporting the epoch and going on (a diverged run is never a success).
+TEST(DivergenceGuard, ANonFiniteValidationLossFailsTheRun) {
+  TrainConfig c = diverging_config();
+  c.set_max_steps_per_epoch(3);
+  c.set_max_nonfinite_steps(100);
+  const std::string message = error_of(c);
+  EXPECT_NE(message.find("training diverged: validation loss "), std::string::npos) << message;
+  EXPECT_NE(message.find(" after epoch 0 (step 3, "), std::string::npos) << message;
 }
 
 TEST(DivergenceGuard, ADivergedModelIsNeverCheckpointed) {

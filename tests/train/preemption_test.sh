@@ -1,7 +1,9 @@
 #!/bin/bash
 # Preemption: a 2-rank dtrain-train signalled mid-epoch stops at a step boundary
 # the ranks agree on, writes exactly one checkpoint, exits 75, and `--resume latest` then ends
-# with parameters, momentum and BN state bit-identical to a run that was never interrupted.
+# with parameters, momentum and BN state bit-identical to a run that was never interrupted, and
+# reports the interrupted epoch's train loss over the whole epoch, as that run does (the
+# checkpoint carries the epoch's running sums).
 #   preemption_test.sh MPIEXEC "MPI FLAGS" DTRAIN_TRAIN SIGNAL WHOM
 # WHOM: "one" signals one rank only (the ranks must still agree), "all" signals every rank.
 set -u
@@ -51,4 +53,8 @@ count=$(ls "$work/pre"/ckpt-*.dtrain | wc -l)
 grep "resuming" "$work/resume.log"
 cmp <(tensors "$(newest "$work/full")") <(tensors "$(newest "$work/pre")") \
   || fail "the resumed run's final tensors differ from the uninterrupted run's"
-echo "PASS: stopped at a step boundary, one checkpoint, status 75, resumed to identical tensors"
+train_loss() { sed -n 's/.* epoch 0: train loss \([^,]*\),.*/\1/p' "$1"; }
+echo "epoch 0 train loss: uninterrupted $(train_loss "$work/full.log"), resumed $(train_loss "$work/resume.log")"
+[ -n "$(train_loss "$work/full.log")" ] && [ "$(train_loss "$work/full.log")" = "$(train_loss "$work/resume.log")" ] ||
+  fail "the resumed epoch's train loss differs from the uninterrupted run's"
+echo "PASS: stopped at a step boundary, one checkpoint, status 75, resumed to identical tensors and epoch loss"

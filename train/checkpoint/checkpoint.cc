@@ -1,8 +1,11 @@
 #include "train/checkpoint/checkpoint.h"
 
+#include <sys/statvfs.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -62,6 +65,36 @@ uint64_t read_header(std::ifstream& in, const std::string& path, proto::Checkpoi
   DTRAIN_USAGE_CHECK(header->ParseFromString(head)) << "checkpoint " << path << ": corrupt header";
   *data_bytes = size - prefix - length;
   return prefix + length;
+}
+
+// Bytes free to this process on the file system of `dir`; max when it cannot be told.
+uint64_t free_bytes(const std::string& dir) {
+  struct statvfs fs_info = {};
+  if (statvfs(dir.c_str(), &fs_info) != 0) return UINT64_MAX;
+  return uint64_t{fs_info.f_bavail} * fs_info.f_frsize;
+}
+
+// Rotation ahead of a write the disk has no room for: the run's files the write's rotation would
+// delete anyway (beyond the newest keep - 1) go first, oldest first, and never the newest one that
+// reads back (the last good checkpoint).
+void make_room(const std::string& dir, const std::string& run_id, int keep, uint64_t needed) {
+  uint64_t available = free_bytes(dir);
+  if (available >= needed) return;
+  std::vector<CheckpointFile> mine;
+  for (CheckpointFile& f : list_checkpoints(dir)) {
+    if (f.run_id == run_id) mine.push_back(std::move(f));
+  }
+  const auto newest_good =
+      std::find_if(mine.begin(), mine.end(), [](const CheckpointFile& f) { return f.written_unix_ns >= 0; });
+  const size_t kept = static_cast<size_t>(std::max(keep - 1, 0));
+  for (size_t i = mine.size(); i-- > kept && available < needed;) {
+    if (newest_good != mine.end() && mine[i].path == newest_good->path) continue;
+    std::error_code removing;
+    if (!fs::remove(mine[i].path, removing)) continue;
+    DTRAIN_LOG(kWarn) << "making room for the next checkpoint (" << needed << " bytes, " << available << " free in "
+                      << dir << "): removed the older " << mine[i].path << " before writing";
+    available = free_bytes(dir);
+  }
 }
 
 }  // namespace
@@ -163,6 +196,7 @@ std::string write_checkpoint(const std::string& dir, proto::CheckpointHeader hea
   const uint64_t length = head.size();
   const uint32_t head_crc = runtime::crc32c(head.data(), head.size(), runtime::crc32c(&length, sizeof(length)));
   const std::string path = dir + "/ckpt-" + std::to_string(header.global_step()) + "-" + run_id + ".dtrain";
+  make_room(dir, run_id, keep, sizeof(kMagic) + sizeof(length) + sizeof(head_crc) + head.size() + offset);
   {
     runtime::AtomicFile file(path, "checkpoint");
     file.write(kMagic, sizeof(kMagic));

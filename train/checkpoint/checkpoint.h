@@ -6,7 +6,9 @@
 //
 // Names: ckpt-<global_step>-<run_id>.dtrain, run_id 16 hex digits. Only names of exactly that form
 // (or ckpt-<step>.dtrain of older versions) are checkpoints: "ckpt-5000-good.dtrain" is not one.
-// Rotation keeps the newest `keep` files of the writing run and never touches another run's.
+// Rotation keeps the newest `keep` files of the writing run and never touches another run's. When
+// the disk has less room than the next file needs, the files beyond the newest keep - 1 go before
+// the write, never the newest good one (so a full disk still leaves the last good checkpoint).
 //
 // Errors: a file that is missing, truncated, corrupt or does not fit the model is a UsageError
 // naming it; a failed write (full disk, I/O error) is an Error naming the file.

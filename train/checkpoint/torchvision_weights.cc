@@ -1,5 +1,7 @@
 #include "train/checkpoint/torchvision_weights.h"
 
+#include <algorithm>
+#include <cmath>
 #include <set>
 #include <sstream>
 #include <vector>
@@ -106,7 +108,12 @@ std::string import_torchvision_weights(const std::string& path, models::Paramete
     const runtime::SafetensorsEntry& e = *file.find(t.name);
     if (t.data != nullptr) {
       file.read(e, t.data);
-      values += static_cast<int64_t>(e.bytes() / sizeof(float));
+      const size_t count = e.bytes() / sizeof(float);
+      const float* bad = std::find_if(t.data, t.data + count, [](float v) { return !std::isfinite(v); });
+      DTRAIN_USAGE_CHECK(bad == t.data + count)
+          << path << ": tensor " << t.name << " holds " << *bad << " at element " << bad - t.data << " of " << count
+          << " (a diverged or damaged model; export the weights of a finite one)";
+      values += static_cast<int64_t>(count);
     } else {
       int64_t tracked = 0;
       file.read(e, &tracked);

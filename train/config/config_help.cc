@@ -160,7 +160,8 @@ std::string train_help() {
       for (size_t pad = flag.size(); pad < 33; ++pad) out << ' ';
       out << "  " << field_summary(field);
       const std::string fallback = default_text(field);
-      if (!fallback.empty() && field->cpp_type() != pb::FieldDescriptor::CPPTYPE_BOOL) {
+      // A switch shows its default where it is on (bottleneck); off is what a switch means unset.
+      if (!fallback.empty() && (field->cpp_type() != pb::FieldDescriptor::CPPTYPE_BOOL || fallback == "true")) {
         out << " [" << fallback << "]";
       }
       out << "\n";

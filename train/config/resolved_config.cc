@@ -81,6 +81,12 @@ void check_optimization(const TrainConfig& c, const ResolvedConfig& r) {
   DTRAIN_USAGE_CHECK(c.bn_sync_group() >= 1)
       << "bn_sync_group " << c.bn_sync_group() << " is not a group size: use 1 (off) or a divisor of the world size";
   DTRAIN_USAGE_CHECK(c.label_smoothing() >= 0 && c.label_smoothing() < 1) << "label_smoothing outside [0, 1)";
+  DTRAIN_USAGE_CHECK(c.divergence_factor() == 0 || c.divergence_factor() > 1)
+      << "divergence_factor " << c.divergence_factor() << " must be above 1 (the growth that counts as divergence), "
+      << "or 0 for off";
+  DTRAIN_USAGE_CHECK(c.divergence_factor() == 0 || c.divergence_window() >= 1)
+      << "divergence_window must be at least 1 with divergence_factor " << c.divergence_factor();
+  DTRAIN_USAGE_CHECK(c.max_loss() >= 0) << "max_loss " << c.max_loss() << " must not be negative (0: no bound)";
 }
 
 // The loader's threads, queue and per-file limits.

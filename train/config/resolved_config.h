@@ -37,6 +37,8 @@ struct ResolvedConfig {
   std::string run_dir;
   bool fresh_run_dir = false;   // run_dir is that default name: the run takes a directory of its own
   float backbone_lr_scale = 1;  // backbone_lr_scale, 1 where unset
+  // Which setting gave the stall thresholds (flag, config file, variable or default), for the log.
+  std::string stall_source;
 };
 
 // Images one rank trains on per optimizer step: batch_per_rank x accumulation_steps (a stored

@@ -6,11 +6,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
 
+#include "comm/diagnostics/stall_inspector.h"
 #include "comm/gradient_sync/gradient_sync.h"
 #include "runtime/base/cli.h"
 #include "runtime/base/error.h"
@@ -63,6 +65,47 @@ void set_field(TrainConfig* config, const pb::FieldDescriptor* field, const std:
   }
 }
 
+// The stall thresholds: a flag wins, then the config file, then DTRAIN_STALL_WARNING_SECONDS /
+// DTRAIN_STALL_ABORT_SECONDS (what dtrain-run forwards and the benchmarks read), then the default.
+// Returns the log's line saying which applied.
+std::string apply_stall_variables(const runtime::po::variables_map& flags, pb::TextFormat::ParseInfoTree& in_file,
+                                  const std::string& path, TrainConfig* config) {
+  struct Threshold {
+    const char* field;
+    const char* variable;
+    const char* what;
+  };
+  const pb::Descriptor* descriptor = TrainConfig::descriptor();
+  const comm::StallSettings from_env = comm::stall_settings_from_env();  // UsageError naming a bad variable
+  std::ostringstream source;
+  for (const Threshold& t : {Threshold{"stall_warning_seconds", "DTRAIN_STALL_WARNING_SECONDS", "warning"},
+                             Threshold{"stall_abort_seconds", "DTRAIN_STALL_ABORT_SECONDS", "abort"}}) {
+    const pb::FieldDescriptor* field = descriptor->FindFieldByName(t.field);
+    const std::string flag = runtime::flag_name(t.field);
+    std::string from;
+    if (flags.count(flag.substr(2))) {
+      from = flag;
+    } else if (in_file.GetLocation(field, -1).line >= 0) {
+      from = path;
+    } else if (std::getenv(t.variable) != nullptr) {
+      const bool warning = std::string(t.what) == "warning";
+      config->GetReflection()->SetDouble(config, field, warning ? from_env.warning_seconds : from_env.abort_seconds);
+      from = t.variable;
+    } else {
+      from = "default";
+    }
+    const double seconds = config->GetReflection()->GetDouble(*config, field);
+    source << (source.tellp() > 0 ? ", " : "") << t.what << " ";
+    if (seconds > 0) {
+      source << seconds << " s";
+    } else {
+      source << "off";
+    }
+    source << " (" << from << ")";
+  }
+  return source.str();
+}
+
 }  // namespace
 
 TrainConfig default_train_config() {
@@ -99,8 +142,11 @@ TrainConfig default_train_config() {
   c.set_log_every_steps(50);
   c.set_timing_warmup_steps(5);
   c.set_keep_checkpoints(3);
+  c.set_divergence_factor(100);
+  c.set_divergence_window(10);
   c.set_stop_signals("TERM,USR1");
-  c.set_stall_warning_seconds(60);
+  c.set_stall_warning_seconds(comm::StallSettings{}.warning_seconds);
+  c.set_stall_abort_seconds(comm::StallSettings{}.abort_seconds);
   c.set_bn_sync_group(1);
   c.set_timeline_steps("10:12");  // after the first steps' warm-up (cuDNN's algorithm search, the allocator)
   c.set_profile_steps("21:40");
@@ -142,6 +188,7 @@ bool load_train_config(int argc, char** argv, ResolvedConfig* resolved) {
     return false;
   }
   const std::string path = cli.values.count("config") ? cli.values["config"].as<std::string>() : std::string();
+  pb::TextFormat::ParseInfoTree in_file;  // which fields the config file sets
   if (cli.values.count("config")) {
     DTRAIN_USAGE_CHECK(!std::filesystem::is_directory(path))
         << "--config " << path << ": is a directory, not a config file";
@@ -152,6 +199,7 @@ bool load_train_config(int argc, char** argv, ResolvedConfig* resolved) {
     CollectErrors errors(path);
     pb::TextFormat::Parser parser;
     parser.RecordErrorsTo(&errors);
+    parser.WriteLocationsTo(&in_file);
     TrainConfig from_file;
     DTRAIN_USAGE_CHECK(parser.ParseFromString(text.str(), &from_file)) << errors.first();
     // Repeated fields in the file replace the defaults instead of appending to them. Then merge the
@@ -170,7 +218,9 @@ bool load_train_config(int argc, char** argv, ResolvedConfig* resolved) {
     const std::string flag = runtime::flag_name(field->name()).substr(2);
     if (cli.values.count(flag)) set_field(config, field, cli.values[flag].as<std::string>());
   }
-  *resolved = resolve(loaded);      // every problem reported now, before MPI starts
+  const std::string stall_source = apply_stall_variables(cli.values, in_file, path, config);
+  *resolved = resolve(loaded);  // every problem reported now, before MPI starts
+  resolved->stall_source = stall_source;
   if (resolved->run_dir.empty()) {  // neither run_dir nor checkpoint_dir: a new directory of its own
     resolved->run_dir = default_run_dir(path, std::chrono::system_clock::now());
     resolved->fresh_run_dir = true;

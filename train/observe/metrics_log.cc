@@ -6,6 +6,7 @@
 #include <ctime>
 
 #include "runtime/base/error.h"
+#include "runtime/base/log.h"
 #include "runtime/io/json.h"
 
 namespace dtrain::train {
@@ -49,7 +50,7 @@ void MetricsLog::write(const std::string& event, const std::vector<std::pair<std
 }
 
 void MetricsLog::write_json(const std::string& event, const std::vector<std::pair<std::string, std::string>>& fields) {
-  if (file_ == nullptr) return;
+  if (file_ == nullptr || broken_) return;
   runtime::JsonObject record;
   record.text("event", event);
   record.text("time", utc_time(std::chrono::system_clock::now()));
@@ -57,8 +58,12 @@ void MetricsLog::write_json(const std::string& event, const std::vector<std::pai
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - g_program_start).count(), "%.3f");
   for (const auto& [name, json] : fields) record.raw(name, json);
   const std::string line = record.str() + "\n";
-  DTRAIN_CHECK(std::fwrite(line.data(), 1, line.size(), file_) == line.size() && std::fflush(file_) == 0)
-      << "writing the metrics file " << path_ << ": " << std::strerror(errno);
+  // A side output never costs the training: a full disk stops the records, not the run.
+  if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() || std::fflush(file_) != 0) {
+    broken_ = true;
+    DTRAIN_LOG(kWarn) << "metrics file " << path_ << ": cannot write (" << std::strerror(errno)
+                      << "); no more records go to it, training goes on";
+  }
 }
 
 }  // namespace dtrain::train

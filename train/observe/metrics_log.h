@@ -35,6 +35,7 @@ class MetricsLog {
  private:
   std::string path_;
   std::FILE* file_ = nullptr;
+  bool broken_ = false;  // a write failed (a full disk): warned once, nothing more is written
 };
 
 }  // namespace dtrain::train

@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "runtime/base/error.h"
+#include "runtime/base/log.h"
 #include "runtime/base/process_identity.h"
 #include "runtime/io/crc32c.h"
 #include "train/proto/tensorboard_event.pb.h"
@@ -86,8 +87,13 @@ void TensorBoardWriter::write_record(const std::string& bytes) {
   record += bytes;
   record += little_endian(runtime::masked_crc32c(bytes), 4);
   // One fwrite and a flush per record: a reader never sees half of one unless the disk fills.
-  DTRAIN_CHECK(std::fwrite(record.data(), 1, record.size(), file_) == record.size() && std::fflush(file_) == 0)
-      << "writing TensorBoard events to " << path_ << ": " << std::strerror(errno);
+  // A side output never costs the training: a full disk stops the events, not the run.
+  if (broken_) return;
+  if (std::fwrite(record.data(), 1, record.size(), file_) != record.size() || std::fflush(file_) != 0) {
+    broken_ = true;
+    DTRAIN_LOG(kWarn) << "tensorboard: cannot write " << path_ << " (" << std::strerror(errno)
+                      << "); no more events go to it, training goes on";
+  }
 }
 
 }  // namespace dtrain::train

@@ -34,6 +34,7 @@ class TensorBoardWriter {
 
   std::string path_;
   std::FILE* file_ = nullptr;
+  bool broken_ = false;  // a write failed (a full disk): warned once, nothing more is written
 };
 
 }  // namespace dtrain::train

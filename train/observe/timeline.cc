@@ -102,8 +102,13 @@ void Timeline::write(comm::StallChannel& stall, comm::FaultInjector& faults, con
   }
   if (ctx_.topology().world_rank != 0) return;
   const int ranks = ctx_.topology().world_size;
-  runtime::write_file_atomically(path_, timeline_document(all, other_data(ranks, totals[0], totals[1], ending)),
-                                 "timeline");
+  try {
+    runtime::write_file_atomically(path_, timeline_document(all, other_data(ranks, totals[0], totals[1], ending)),
+                                   "timeline");
+  } catch (const runtime::Error& e) {  // a side output never costs the training (a full disk, say)
+    DTRAIN_LOG(kWarn) << "timeline: not written: " << e.detail() << "; training goes on";
+    return;
+  }
   const TimelineRange& range = recorder_->range();
   DTRAIN_LOG(kInfo) << "timeline of steps " << range.first << "-" << range.last << " (" << ranks << " rank(s), "
                     << totals[0] << " spans" << (ending.empty() ? "" : "; " + ending) << ") written to " << path_
