@@ -182,8 +182,10 @@ const runtime::Tensor& GpuNormAct::backward(const runtime::Tensor& dy, runtime::
                         params_.grad(beta_), context_.batch_stats_reducer());
   });
   if (has_batch_norm()) {
-    params_.gradient_ready(gamma_);
+    // Beta was registered after gamma, so it sits first in the buffer: reporting it first keeps the
+    // ranges in buffer order, as the step profile and its bucket model take them.
     params_.gradient_ready(beta_);
+    params_.gradient_ready(gamma_);
   }
   return dx_;
 }
