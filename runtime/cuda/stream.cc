@@ -44,6 +44,11 @@ CudaEvent::CudaEvent(bool timing) {
   DTRAIN_CUDA_CHECK(cudaEventCreateWithFlags(&event_, timing ? cudaEventDefault : cudaEventDisableTiming));
 }
 
+CudaEvent::CudaEvent(int device, bool timing) {
+  DeviceGuard guard(device);
+  DTRAIN_CUDA_CHECK(cudaEventCreateWithFlags(&event_, timing ? cudaEventDefault : cudaEventDisableTiming));
+}
+
 CudaEvent::~CudaEvent() {
   if (event_ != nullptr) cudaEventDestroy(event_);
 }

@@ -36,10 +36,15 @@ class CudaStream {
   int device_ = 0;
 };
 
-// An event; `timing` enables elapsed_ms (and costs a little, so sync events leave it off).
+// An event; `timing` enables elapsed_ms (and costs a little, so sync events leave it off). An event
+// belongs to the device current when it is made, and recording it on another device's stream fails
+// (cudaErrorInvalidResourceHandle): objects that hold events for a device other than the current
+// one pass it, or make them under a DeviceGuard.
 class CudaEvent {
  public:
   explicit CudaEvent(bool timing = false);
+  // On `device`, whatever the current device.
+  CudaEvent(int device, bool timing);
   ~CudaEvent();
   CudaEvent(CudaEvent&& other) noexcept;
   CudaEvent& operator=(CudaEvent&& other) noexcept;

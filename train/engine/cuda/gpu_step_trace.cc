@@ -11,7 +11,7 @@ void GpuStepTrace::begin_step(TimelineRecorder* recorder, long step, int micro_b
 }
 
 size_t GpuStepTrace::next_event() {
-  if (used_ == events_.size()) events_.emplace_back(true);  // a timing event
+  if (used_ == events_.size()) events_.emplace_back(device_, true);  // a timing event on the step's device
   return used_++;
 }
 

@@ -21,7 +21,7 @@ namespace dtrain::train::cuda {
 
 class GpuStepTrace {
  public:
-  explicit GpuStepTrace(int device) : device_(device) {}
+  explicit GpuStepTrace(int device) : device_(device), anchor_(device, true) {}
 
   // The spans that follow belong to global step `step` (its micro-batch `micro_batch` with
   // accumulation, else -1) and go to `recorder`.
@@ -50,7 +50,7 @@ class GpuStepTrace {
   std::vector<runtime::CudaEvent> events_;
   size_t used_ = 0;
   std::vector<Pending> pending_;
-  runtime::CudaEvent anchor_{true};
+  runtime::CudaEvent anchor_;
 };
 
 }  // namespace dtrain::train::cuda

@@ -13,6 +13,17 @@
 #include "train/engine/cuda/sgd_update.h"
 
 namespace dtrain::train::cuda {
+namespace {
+
+// Events of the input slots on `device`, whatever the current device: recording an event made on
+// another device on the step's streams fails with an invalid resource handle.
+std::array<runtime::CudaEvent, GpuTrainStep::kInputSlots> slot_events(int device) {
+  runtime::DeviceGuard on(device);
+  std::array<runtime::CudaEvent, GpuTrainStep::kInputSlots> events;
+  return events;
+}
+
+}  // namespace
 
 GpuStepOptions gpu_step_options(const ResolvedConfig& config, const models::ResNetConfig& model, int height, int width,
                                 const float mean[3], const float std[3]) {
@@ -36,7 +47,12 @@ GpuStepOptions gpu_step_options(const ResolvedConfig& config, const models::ResN
 }
 
 GpuTrainStep::GpuTrainStep(const GpuStepOptions& options, comm::Communicator* comm, int device)
-    : options_(options), comm_(comm), copy_stream_(device), idle_(device) {
+    : options_(options),
+      comm_(comm),
+      copy_stream_(device),
+      copied_(slot_events(device)),
+      consumed_(slot_events(device)),
+      idle_(device) {
   DTRAIN_USAGE_CHECK(options.batch > 0 && options.height > 0 && options.width > 0)
       << "GPU step needs a positive batch and image size, got batch " << options.batch << " and " << options.height
       << "x" << options.width;

@@ -13,6 +13,7 @@
 // labels in page-locked host memory. The copy is asynchronous, into one of kInputSlots device
 // slots: run() and evaluate() return the slot, and the host memory must stay untouched until
 // input_copied(slot) says the copy is done (the loader's pinned batches are the staging ring).
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -143,7 +144,8 @@ class GpuTrainStep {
   runtime::CudaStream copy_stream_;
   // Device input slots, so the copies of the next steps overlap this one.
   runtime::Buffer images_[kInputSlots], labels_[kInputSlots];
-  runtime::CudaEvent copied_[kInputSlots], consumed_[kInputSlots];
+  // Made on the step's device (slot_events): the members are built before the constructor's guard.
+  std::array<runtime::CudaEvent, kInputSlots> copied_, consumed_;
   int slot_ = 0;
   bool any_step_ = false;
   runtime::Tensor input_, dlogits_;
