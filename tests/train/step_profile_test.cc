@@ -79,5 +79,29 @@ TEST(StepProfile, AStepOfOtherRangesIsAnErrorNamingTheRange) {
   EXPECT_THROW(StepProfile().json(ProfileSource{}), runtime::Error);
 }
 
+// Ranges out of buffer order (what the GPU engine reported when its batch norm gave gamma before
+// beta: beta sits first, 64-element slots of 32 channels) or empty are an error naming the range.
+TEST(StepProfile, RangesOutOfBufferOrderAreAnErrorNamingTheRange) {
+  try {
+    StepProfile().add({1, 1, 1, {{0, 160, 0.1}, {448, 32, 0.2}, {384, 32, 0.2}}});
+    FAIL() << "overlapping ranges were taken";
+  } catch (const runtime::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("gradient range 2 is [384, +32), before the end of the range reported "
+                                         "before it at 480"),
+              std::string::npos)
+        << e.what();
+  }
+  try {
+    StepProfile().add({1, 1, 1, {{0, 10, 0.1}, {16, 0, 0.2}}});
+    FAIL() << "an empty range was taken";
+  } catch (const runtime::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("gradient range 1 is [16, +0), of no elements"), std::string::npos)
+        << e.what();
+  }
+  StepProfile in_order;
+  in_order.add({1, 1, 1, {{0, 160, 0.1}, {384, 32, 0.2}, {448, 32, 0.2}}});  // gaps between slots are fine
+  EXPECT_EQ(in_order.steps(), 1u);
+}
+
 }  // namespace
 }  // namespace dtrain::train

@@ -1,6 +1,7 @@
 #include "train/observe/step_profile.h"
 
 #include <algorithm>
+#include <string>
 #include <utility>
 
 #include "runtime/base/error.h"
@@ -27,6 +28,18 @@ double median_ms(const std::vector<StepPhases>& steps, Of&& of) {
 }  // namespace
 
 void StepProfile::add(StepPhases phases) {
+  // The bucket model cuts buckets out of the ranges in order: each gradient element exactly once,
+  // front to back through the buffer (the layout's backward order).
+  int64_t end = 0;
+  for (size_t i = 0; i < phases.gradients.size(); ++i) {
+    const GradientReady& g = phases.gradients[i];
+    DTRAIN_CHECK(g.elements > 0 && g.offset >= end)
+        << "profiled step's gradient range " << i << " is [" << g.offset << ", +" << g.elements << ")"
+        << (g.elements > 0 ? ", before the end of the range reported before it at " + std::to_string(end)
+                           : std::string(", of no elements"))
+        << ": backward must report the ranges in buffer order, apart";
+    end = g.offset + g.elements;
+  }
   if (!steps_.empty()) {
     const std::vector<GradientReady>& first = steps_.front().gradients;
     DTRAIN_CHECK(phases.gradients.size() == first.size())

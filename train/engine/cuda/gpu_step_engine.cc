@@ -13,6 +13,7 @@
 #include "comm/gradient_sync/gradient_buckets.h"
 #include "runtime/base/error.h"
 #include "runtime/cuda/device_allocator.h"
+#include "runtime/cuda/stream.h"
 #include "runtime/rank/gpu_binding.h"
 #include "train/engine/batch_norm_group.h"
 #include "train/engine/cuda/gpu_train_step.h"
@@ -24,6 +25,9 @@ namespace {
 class GpuStepEngine final : public StepEngine {
  public:
   GpuStepEngine(const EngineSetup& setup, const runtime::RankContext& ctx, int gpu) : gpu_(gpu) {
+    // Whatever the communicator makes for device buffers, it makes on this rank's GPU, also where
+    // the caller has not made it current (tests pass the device without binding it).
+    const runtime::DeviceGuard on(gpu);
     const ResolvedConfig& config = setup.config;
     const cuda::GpuStepOptions o =
         cuda::gpu_step_options(config, setup.model, setup.image.height, setup.image.width, setup.mean, setup.std);
