@@ -58,6 +58,7 @@ std::vector<std::string> unread_dtrain_variables() {
                                               "DTRAIN_STALL_WARNING_SECONDS",
                                               "DTRAIN_STREAM_FLAG_KERNELS",
                                               "DTRAIN_REQUIRE_GPU",
+                                              "DTRAIN_TEST_FAILED_RANK_WAIT_SECONDS",
                                               "DTRAIN_DATA_DIR",
                                               "DTRAIN_RUN_DIR",
                                               "DTRAIN_BIN",
