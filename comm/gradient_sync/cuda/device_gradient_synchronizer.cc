@@ -15,7 +15,11 @@ DeviceGradientSynchronizer::DeviceGradientSynchronizer(Communicator& comm, float
       compute_(compute),
       comm_stream_(device, -1),
       buckets_(count, bucket_bytes),
-      ready_(buckets_.size()) {}
+      reduced_(device, false) {
+  // On `device`, whatever the current device: they are recorded on its streams.
+  ready_.reserve(buckets_.size());
+  for (size_t i = 0; i < buckets_.size(); ++i) ready_.emplace_back(device, false);
+}
 
 DeviceGradientSynchronizer::~DeviceGradientSynchronizer() {
   try {
