@@ -42,11 +42,22 @@ def dtype_code(tensor, name):
 
 
 def dense(tensor):
-    """Whether the elements fill numel() slots from data_ptr() with no gaps, in some memory format:
-    enough for the element-wise collectives (all-reduce, broadcast), which never ask which
-    dimension an element belongs to. channels_last models keep their weights and gradients so."""
+    """Whether the elements fill numel() slots from data_ptr() with no gaps, in the default memory
+    format or a channels_last one (channels_last models keep their weights and gradients so)."""
     return (tensor.is_contiguous() or tensor.is_contiguous(memory_format=torch.channels_last)
             or tensor.is_contiguous(memory_format=torch.channels_last_3d))
+
+
+def wire_buffer(output):
+    """The buffer an element-wise collective (all-reduce, broadcast) hands the library for `output`:
+    `output` itself when its memory holds the elements in the default (row-major) order, else a
+    new tensor in that order, which the caller copies back into `output`. So every rank sends the
+    same element at the same offset whatever the memory format of its tensor, and ranks whose
+    tensors differ in format (rank 0 channels_last, rank 1 not) still agree, at the price of two
+    copies of a channels_last tensor."""
+    if output.is_contiguous():
+        return output
+    return torch.empty_like(output, memory_format=torch.contiguous_format)
 
 
 def check_tensor(tensor, name, elementwise=False):

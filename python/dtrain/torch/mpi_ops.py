@@ -48,27 +48,29 @@ def _allreduce_steps(tensor, output, name, op, prescale, postscale):
     handles.check_tensor(tensor, name, elementwise=True)
     if output is not tensor:
         handles.check_tensor(output, name, elementwise=True)
-        output.copy_(tensor)
+    wire = handles.wire_buffer(output)
+    if wire is not tensor:
+        wire.copy_(tensor)
     floating = tensor.dtype in handles.FLOATING
     device, stream = handles.device_of(tensor, name)
     if op == Product:
-        handles.check_tensor(output, name)  # gathered along the first dimension below
-        _scale(output, prescale)
-        flat = output.reshape(1, -1)
-        gathered = yield from _allgather_steps(flat, name)
+        _scale(wire, prescale)
+        gathered = yield from _allgather_steps(wire.reshape(1, -1), name)
         wide = torch.float64 if floating else tensor.dtype
-        output.copy_(gathered.to(wide).prod(0).to(tensor.dtype).view_as(output))
-        _scale(output, postscale)
-        return output
-    integer_average = op == Average and not floating
-    library_op = _c.OP_SUM if integer_average else _LIBRARY_OP[op]
-    p = handles.pointer(output)
-    lib_op = handles.submit("allreduce", f"allreduce '{name}'", name.encode(), p, p, output.numel(),
-                            handles.dtype_code(tensor, name), library_op, float(prescale), float(postscale), device,
-                            stream, device=device)
-    yield [lib_op]
-    if integer_average:
-        output.copy_(torch.div(output, basics.size(), rounding_mode="floor"))
+        wire.copy_(gathered.to(wide).prod(0).to(tensor.dtype).view_as(wire))
+        _scale(wire, postscale)
+    else:
+        integer_average = op == Average and not floating
+        library_op = _c.OP_SUM if integer_average else _LIBRARY_OP[op]
+        p = handles.pointer(wire)
+        lib_op = handles.submit("allreduce", f"allreduce '{name}'", name.encode(), p, p, wire.numel(),
+                                handles.dtype_code(tensor, name), library_op, float(prescale), float(postscale),
+                                device, stream, device=device)
+        yield [lib_op]
+        if integer_average:
+            wire.copy_(torch.div(wire, basics.size(), rounding_mode="floor"))
+    if wire is not output:
+        output.copy_(wire)
     return output
 
 
@@ -255,12 +257,15 @@ def _broadcast_steps(tensor, output, root_rank, name):
         handles.check_tensor(output, name, elementwise=True)
     if not isinstance(root_rank, int) or not 0 <= root_rank < basics.size():
         raise ValueError(f"broadcast '{name}': root_rank {root_rank!r} is not a rank of 0..{basics.size() - 1}")
-    if output is not tensor:
-        output.copy_(tensor)
+    wire = handles.wire_buffer(output)
+    if wire is not tensor:
+        wire.copy_(tensor)
     device, stream = handles.device_of(tensor, name)
-    op = handles.submit("broadcast", f"broadcast '{name}'", name.encode(), handles.pointer(output), output.numel(),
+    op = handles.submit("broadcast", f"broadcast '{name}'", name.encode(), handles.pointer(wire), wire.numel(),
                         handles.dtype_code(tensor, name), root_rank, device, stream, device=device)
     yield [op]
+    if wire is not output:
+        output.copy_(wire)
     return output
 
 
