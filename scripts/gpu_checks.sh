@@ -184,7 +184,7 @@ if [ -x $TORCH_PY ] && [ -n "$DTRAIN_LIBRARY" ]; then
   done
   [ "$GPUS" -ge 2 ] && check python_init_comm_np$GPUS $PYMPI -np $GPUS $TORCH_PY tests/python/init_comm_test.py
   check python_errors_cuda_np$GPUS $PYMPI -np $GPUS $TORCH_PY tests/python/errors_test.py
-  check python_mnist_cuda_np$GPUS $PYMPI -np $GPUS $TORCH_PY examples/torch/mnist.py --epochs 3 --lr 0.05 \
+  check python_mnist_cuda_np$GPUS $PYMPI -np $GPUS $TORCH_PY examples/torch/mnist.py --epochs 3 --lr 0.025 \
     --momentum 0.9 --batch-size 32 --fp16-allreduce --use-mixed-precision --min-accuracy 0.9
   check python_imagenet_cuda_np$GPUS bash -c "cd $OUT && $PYMPI -np $GPUS $TORCH_PY $PWD/examples/torch/imagenet_resnet.py \
     --arch resnet18 --epochs 2 --batches-per-allreduce 2 --batch-size 16 --warmup-epochs 1 --base-lr 0.05 \
