@@ -181,6 +181,7 @@ if [ -x $TORCH_PY ] && [ -n "$DTRAIN_LIBRARY" ]; then
   for np in 1 $GPUS; do
     check python_collectives_cuda_np$np $PYMPI -np $np $TORCH_PY tests/python/collectives_test.py
     check python_optimizer_cuda_np$np $PYMPI -np $np $TORCH_PY tests/python/optimizer_test.py
+    check python_memory_format_cuda_np$np $PYMPI -np $np $TORCH_PY tests/python/memory_format_test.py
   done
   [ "$GPUS" -ge 2 ] && check python_init_comm_np$GPUS $PYMPI -np $GPUS $TORCH_PY tests/python/init_comm_test.py
   check python_errors_cuda_np$GPUS $PYMPI -np $GPUS $TORCH_PY tests/python/errors_test.py
