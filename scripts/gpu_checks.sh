@@ -188,8 +188,8 @@ if [ -x $TORCH_PY ] && [ -n "$DTRAIN_LIBRARY" ]; then
   check python_mnist_cuda_np$GPUS $PYMPI -np $GPUS $TORCH_PY examples/torch/mnist.py --epochs 3 --lr 0.025 \
     --momentum 0.9 --batch-size 32 --fp16-allreduce --use-mixed-precision --min-accuracy 0.9
   check python_imagenet_cuda_np$GPUS bash -c "cd $OUT && $PYMPI -np $GPUS $TORCH_PY $PWD/examples/torch/imagenet_resnet.py \
-    --arch resnet18 --epochs 2 --batches-per-allreduce 2 --batch-size 16 --warmup-epochs 1 --base-lr 0.05 \
-    --synthetic-samples 512 --fp16-allreduce --checkpoint-format $OUT/imagenet-{epoch}.pth.tar"
+    --arch resnet18 --epochs 2 --batches-per-allreduce 2 --batch-size 16 --warmup-epochs 1 --base-lr 0.0125 \
+    --synthetic-samples 512 --fp16-allreduce --max-loss-ratio 0.6 --checkpoint-format $OUT/imagenet-{epoch}.pth.tar"
 else
   echo "SKIP python_* (no $TORCH_PY, or no libdtrain.so.1 in $BIN/../lib: set DTRAIN_LIBRARY)"
 fi

@@ -35,6 +35,11 @@ parser.add_argument("--no-cuda", action="store_true", default=False)
 parser.add_argument("--seed", type=int, default=42)
 parser.add_argument("--synthetic-samples", type=int, default=256)
 parser.add_argument("--image-size", type=int, default=32)
+parser.add_argument("--max-loss-ratio", type=float, default=None,
+                    help="exit 1 unless the last epoch's training loss is below this fraction of the first's "
+                         "(of the epochs this run trains, at least 2). The training loss, not the validation "
+                         "one: on a few tiny synthetic images BatchNorm's running statistics, which validation "
+                         "uses, lag the weights by far after the few steps of a short run")
 
 
 class TinyResNet(nn.Module):
@@ -144,6 +149,7 @@ def train(epoch):
         optimizer.step()
     if hvd.rank() == 0:
         print(f"epoch {epoch + 1}: train loss {train_loss.avg.item():.4f}, accuracy {100 * train_accuracy.avg.item():.2f}%")
+    return train_loss.avg.item()
 
 
 def validate(epoch):
@@ -213,7 +219,14 @@ if __name__ == "__main__":
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
     hvd.broadcast_optimizer_state(optimizer, root_rank=0)
 
+    losses = []
     for epoch in range(resume_from_epoch, args.epochs):
-        train(epoch)
+        losses.append(train(epoch))
         validate(epoch)
         save_checkpoint(epoch)
+    if args.max_loss_ratio is not None:
+        if len(losses) < 2:
+            raise SystemExit(f"--max-loss-ratio needs 2 or more epochs trained; this run trained {len(losses)}")
+        if not losses[-1] < args.max_loss_ratio * losses[0]:
+            raise SystemExit(f"training loss {losses[-1]:.4f} in the last epoch is not below --max-loss-ratio "
+                             f"{args.max_loss_ratio} times {losses[0]:.4f}, the first epoch's")
