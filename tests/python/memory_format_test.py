@@ -1,5 +1,5 @@
 """All-reduce, broadcast and DistributedOptimizer on tensors dense in a channels_last memory format
-(4-D channels_last, 5-D channels_last_3d), against exact references: results are right and keep
+(4-D channels_last, 5-D channels_last_3d; Sum, Min, Product, integer Average, fp16 compression), against exact references: results are right and keep
 the input's memory format, also when ranks hold the same tensor in different formats; a conv model
 in channels_last on N ranks with batch B each ends with the weights of one process on N*B samples;
 broadcast_parameters and broadcast_optimizer_state on such a model. Tensors that are not dense
@@ -47,6 +47,15 @@ def test_allreduce(shape, fmt, mixed):
     lowest = torch.stack([values(shape, r, "sum") for r in range(n)]).min(0).values
     handle = hvd.allreduce_async(x, op=hvd.Min, name=f"mf.min.{label}")
     equal(hvd.synchronize(handle), lowest, f"allreduce_async Min {label}")
+    small = values(shape, me, "prod").remainder(7) + 1  # products of n <= 4 factors < 8: exact
+    product = torch.stack([values(shape, r, "prod").remainder(7) + 1 for r in range(n)]).prod(0)
+    equal(hvd.allreduce(formatted(small, mine), op=hvd.Product, name=f"mf.prod.{label}"), product,
+          f"allreduce Product {label}")
+    ints = formatted(values(shape, me, "int").to(torch.int32), mine)
+    total = sum(values(shape, r, "int") for r in range(n)).to(torch.int64)
+    out = hvd.allreduce(ints, op=hvd.Average, name=f"mf.int.{label}")
+    equal(out, torch.div(total, n, rounding_mode="floor").to(torch.int32), f"allreduce int32 Average {label}")
+    kept(out, mine, f"allreduce int32 Average {label}")
     address = x.data_ptr()
     hvd.allreduce_(x, op=hvd.Sum, name=f"mf.inplace.{label}")
     equal(x, expected, f"allreduce_ {label}")
