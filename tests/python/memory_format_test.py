@@ -1,9 +1,10 @@
 """All-reduce, broadcast and DistributedOptimizer on tensors dense in a channels_last memory format
-(4-D channels_last, 5-D channels_last_3d; Sum, Min, Product, integer Average, fp16 compression), against exact references: results are right and keep
-the input's memory format, also when ranks hold the same tensor in different formats; a conv model
-in channels_last on N ranks with batch B each ends with the weights of one process on N*B samples;
-broadcast_parameters and broadcast_optimizer_state on such a model. Tensors that are not dense
-(a transposed view, a strided slice) still get a ValueError.
+(4-D channels_last, 5-D channels_last_3d; Sum, Min, Product, integer Average, fp16 compression)
+against exact references: results are right and keep the input's memory format, also when ranks
+hold the same tensor in different formats; a conv model in channels_last on N ranks with batch B
+each ends with the weights of one process on N*B samples; broadcast_parameters and
+broadcast_optimizer_state on such a model. Tensors that are not dense (a transposed view, a
+strided slice) still get a ValueError.
   mpirun -np N python3 memory_format_test.py"""
 import zlib
 
