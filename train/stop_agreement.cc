@@ -14,6 +14,7 @@ bool StopAgreement::agreed_before_training() {
 }
 
 bool StopAgreement::agreed() {
+  ++calls_;
   if (request_ != MPI_REQUEST_NULL) {
     // Posted a step ago: by now every rank has long posted it too.
     TrainerCollective watched(stall_, faults_, "trainer: stop-signal agreement");
@@ -21,6 +22,7 @@ bool StopAgreement::agreed() {
     if (any_ != 0) return true;
   }
   mine_ = runtime::stop_signal_received();
+  if (mine_ != 0 && noticed_call_ < 0) noticed_call_ = calls_;
   DTRAIN_MPI_CHECK(MPI_Iallreduce(&mine_, &any_, 1, MPI_INT, MPI_MAX, world_, &request_));
   return false;
 }

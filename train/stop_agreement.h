@@ -37,14 +37,20 @@ class StopAgreement {
   // Where the signal came from, for the log: its name on the rank that got it, else "on another
   // rank".
   std::string source() const;
+  // How many steps (calls of agreed()) ago this rank first posted its signal; -1 when the signal
+  // came to another rank only. The bound the agreement promises (at most two) is measured from
+  // there: the time a launcher takes to relay a signal to the ranks is not ours.
+  int steps_since_signal() const { return noticed_call_ < 0 ? -1 : calls_ - noticed_call_; }
 
  private:
   MPI_Comm world_;
   comm::StallChannel& stall_;
   comm::FaultInjector& faults_;
   MPI_Request request_ = MPI_REQUEST_NULL;
-  int mine_ = 0;  // the signal this rank got (0: none) when it posted its flag
-  int any_ = 0;   // the largest over the ranks
+  int mine_ = 0;           // the signal this rank got (0: none) when it posted its flag
+  int any_ = 0;            // the largest over the ranks
+  int calls_ = 0;          // of agreed()
+  int noticed_call_ = -1;  // the call that first posted this rank's signal
 };
 
 }  // namespace dtrain::train

@@ -195,6 +195,10 @@ bool Trainer::end_step(const StepPosition& at) {
 EpochResult Trainer::stop_epoch(const StepPosition& at, EpochRun& run) {
   Parts& p = *parts_;
   const bool saved = !config_.fields.checkpoint_dir().empty();
+  if (const int since = p.stop->steps_since_signal(); since >= 0) {
+    DTRAIN_LOG0(kInfo) << "the stop signal reached rank 0 in step " << p.global_step - since << ", " << since
+                       << " step(s) before the stop";
+  }
   DTRAIN_LOG0(kWarn) << "stopped by a stop signal (" << p.stop->source() << ") at step " << p.global_step << " (epoch "
                      << at.epoch << ", step " << at.step + 1 << " of " << at.steps << ")"
                      << (saved                     ? "; checkpoint written"

@@ -48,7 +48,13 @@ if [ "$launcher" = dtrain-run ]; then
   stop=$(sed -n 's/.*stopped by a stop signal (SIGUSR1) at step \([0-9]*\) .*checkpoint written.*/\1/p' "$work/run.log")
   [ -n "$stop" ] || fail "no 'stopped by a stop signal (SIGUSR1) ... checkpoint written' line"
   echo "stopped at step $stop, $((stop - before)) step(s) after the last one logged before the signal"
-  [ "$stop" -le $((before + 3)) ] || fail "stopped at step $stop, more than 3 steps after step $before"
+  # The promise is two steps from the signal reaching the ranks; the relay through dtrain-run and
+  # mpirun takes what the machine gives it (under load, several of these few-millisecond steps).
+  reached=$(sed -n 's/.*the stop signal reached rank 0 in step \([0-9]*\),.*/\1/p' "$work/run.log")
+  [ -n "$reached" ] || fail "no 'the stop signal reached rank 0 in step N' line"
+  echo "the signal reached rank 0 in step $reached"
+  [ "$stop" -le $((reached + 2)) ] || fail "stopped at step $stop, more than 2 steps after step $reached"
+  [ "$stop" -le $((before + 20)) ] || fail "stopped at step $stop, 20 steps after step $before: the relay is too slow"
   expected=$stop
 else
   [ "$rc" != 0 ] || fail "mpirun exited 0 after SIG$signal"
