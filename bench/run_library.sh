@@ -51,9 +51,9 @@ for ((round = 1; round <= rounds; ++round)); do
     echo "## round $round, $np ranks, load $(cut -d' ' -f1 /proc/loadavg)"
     mpirun "${flags[@]}" -np "$np" "$bin/dtrain-bench-library" --sizes "$sizes" \
       --json "$out/library_np${np}_r${round}.json"
-    mpirun "${flags[@]}" -np "$np" "$bin/dtrain-bench-allreduce" -b "$first" -e "$last" -f 4 -w 5 -n 20 \
+    mpirun "${flags[@]}" -np "$np" "$bin/dtrain-bench-allreduce" -b "$first" -e "$last" -f 4 -w 5 --iters 20 \
       --backend auto --metrics-file "$out/communicator_np${np}_r${round}.json"
-    mpirun "${flags[@]}" -np "$np" "$bin/dtrain-bench-allreduce" -b "$first" -e "$last" -f 4 -w 5 -n 20 \
+    mpirun "${flags[@]}" -np "$np" "$bin/dtrain-bench-allreduce" -b "$first" -e "$last" -f 4 -w 5 --iters 20 \
       --backend raw-mpi --metrics-file "$out/mpi_np${np}_r${round}.json"
   done
 done 2>&1 | grep -v ' INFO ' | tee "$out/tables.txt"

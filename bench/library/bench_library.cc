@@ -7,7 +7,7 @@
 //              waited in turn; us per call as the median and p90 over --latency-reps repetitions
 //              (a repetition's time / calls, the slowest rank), and every single call on rank 0
 //   bandwidth  fp32 sums of --sizes bytes through the ABI and MPI_Allreduce on the same buffers, in
-//              the same process, alternating; out of place and in place; mean of -n calls after -w
+//              the same process, alternating; out of place and in place; mean of --iters calls after -w
 //              warm-up calls, the slowest rank (as dtrain-bench-allreduce, which measures dtrain's
 //              own communicator: bench/run_library.sh runs both)
 //   fusion     --fusion-ops named 4-byte all-reduces submitted at once, then all waited: the time
@@ -32,7 +32,7 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: mpirun -np N dtrain-bench-library [--modes latency,bandwidth,fusion] [--latency-calls 1000]\n"
-    "         [--latency-reps 10] [--sizes 1M,4M,16M,64M] [-w 5] [-n 20] [--fusion-ops 1000]\n"
+    "         [--latency-reps 10] [--sizes 1M,4M,16M,64M] [-w 5] [--iters 20] [--fusion-ops 1000]\n"
     "         [--fusion-reps 10] [--json FILE]\n";
 
 int positive(const std::string& flag, const std::string& text) {
@@ -85,7 +85,7 @@ Options parse(int argc, char** argv) {
       o.latency_reps = positive(flag, value);
     } else if (flag == "-w") {
       o.warmup = value == "0" ? 0 : positive(flag, value);
-    } else if (flag == "-n") {
+    } else if (flag == "--iters") {
       o.iters = positive(flag, value);
     } else if (flag == "--fusion-ops") {
       o.fusion_ops = positive(flag, value);

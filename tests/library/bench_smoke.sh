@@ -8,7 +8,7 @@ bench=$1 source=$2 scratch=$3
 shift 3
 rm -rf "$scratch"
 mkdir -p "$scratch"
-"$@" -np 2 "$bench" --latency-calls 20 --latency-reps 2 --sizes 4K,64K -w 1 -n 2 --fusion-ops 50 --fusion-reps 2 \
+"$@" -np 2 "$bench" --latency-calls 20 --latency-reps 2 --sizes 4K,64K -w 1 --iters 2 --fusion-ops 50 --fusion-reps 2 \
   --json "$scratch/library_np2_r1.json" | tee "$scratch/out.txt"
 grep -q "# all correct" "$scratch/out.txt"
 /usr/bin/python3 - "$scratch/library_np2_r1.json" <<'PY'
