@@ -16,18 +16,13 @@
 #include <cstring>
 #include <string>
 
+#include "tests/library/abi_check.h"
+
 namespace {
 
-int failures = 0;
-
-void check(bool ok, const std::string& what) {
-  if (ok) return;
-  std::fprintf(stderr, "CHECK FAILED: %s (last error: %s)\n", what.c_str(), dtrain_last_error());
-  ++failures;
-}
-bool text_has(const char* fragment) {
-  return std::strstr(dtrain_last_error(), fragment) != nullptr;
-}
+using dtrain::test::check;
+using dtrain::test::failures;
+using dtrain::test::text_has;
 
 void lifecycle() {
   float x = 1;

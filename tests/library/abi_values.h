@@ -110,4 +110,22 @@ inline std::string label(const char* what, int dtype, int64_t count, int extra =
          "/" + std::to_string(extra2);
 }
 
+// An all-gather where rank r sends count + r x skew elements: each rank's count, where its part
+// lands in the result, and the result's length.
+struct GatherLayout {
+  std::vector<int64_t> counts;
+  std::vector<int64_t> offsets;
+  int64_t total = 0;
+};
+
+inline GatherLayout gather_layout(int64_t count, int skew, int ranks) {
+  GatherLayout g;
+  for (int r = 0; r < ranks; ++r) {
+    g.counts.push_back(count + r * skew);
+    g.offsets.push_back(g.total);
+    g.total += g.counts.back();
+  }
+  return g;
+}
+
 }  // namespace dtrain::test

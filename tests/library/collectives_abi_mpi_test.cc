@@ -113,14 +113,7 @@ TEST(AbiBroadcast, EveryDtypeAndCountFromTheLastRank) {
 
 // Rank r sends count + r x skew elements (skew 0: equal counts, the Communicator's path).
 void check_allgather(int dtype, int64_t count, int skew, bool in_place) {
-  std::vector<int64_t> counts(static_cast<size_t>(size()));
-  std::vector<int64_t> offsets(counts.size());
-  int64_t total = 0;
-  for (int r = 0; r < size(); ++r) {
-    counts[static_cast<size_t>(r)] = count + r * skew;
-    offsets[static_cast<size_t>(r)] = total;
-    total += counts[static_cast<size_t>(r)];
-  }
+  const auto [counts, offsets, total] = gather_layout(count, skew, size());
   const int64_t mine = counts[static_cast<size_t>(rank())];
   Buffer send(dtype, mine);
   Buffer recv(dtype, total);

@@ -12,18 +12,13 @@
 #include <string>
 #include <vector>
 
+#include "tests/library/abi_check.h"
+
 namespace {
 
-int failures = 0;
-
-void check(bool ok, const std::string& what) {
-  if (ok) return;
-  std::fprintf(stderr, "CHECK FAILED: %s (last error: %s)\n", what.c_str(), dtrain_last_error());
-  ++failures;
-}
-bool text_has(const char* fragment) {
-  return std::strstr(dtrain_last_error(), fragment) != nullptr;
-}
+using dtrain::test::check;
+using dtrain::test::failures;
+using dtrain::test::text_has;
 
 void wait_all(const std::vector<dtrain_handle>& handles, const char* what) {
   for (dtrain_handle h : handles) check(dtrain_wait(h) == DTRAIN_OK, what);
