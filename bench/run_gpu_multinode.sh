@@ -27,19 +27,7 @@ MPI=(mpirun --allow-run-as-root -np 2 -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE -x 
 RESULTS=$OUT/steps.txt
 : > "$RESULTS"
 
-# step NAME LIMIT_S COMMAND...: runs it under `timeout`, logs to $OUT/NAME.log, records the verdict.
-step() {
-  local name=$1 limit=$2
-  shift 2
-  local start=$SECONDS
-  timeout -k 10 "$limit" "$@" > "$OUT/$name.log" 2>&1
-  local rc=$?
-  local verdict=PASS
-  [[ $rc -eq 0 ]] || verdict="FAIL (rc $rc)"
-  [[ $rc -eq 124 || $rc -eq 137 ]] && verdict="HUNG (killed after ${limit} s)"
-  grep -q "WATCHDOG" "$OUT/$name.log" && verdict="HUNG (watchdog)"
-  printf "%-44s %-28s %4d s\n" "$name" "$verdict" $((SECONDS - start)) | tee -a "$RESULTS"
-}
+source "$(dirname "$0")/timed_step.sh"  # step NAME LIMIT_S COMMAND...
 
 nvidia-smi -L > "$OUT/gpus.txt" 2>&1
 if [[ $PART != bench ]]; then

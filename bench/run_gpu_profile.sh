@@ -31,18 +31,7 @@ SIM=(-x DTRAIN_MPI_DEVICE_POINTERS=stage)
 STEPS=$OUT/steps.txt
 touch "$STEPS"
 
-# step NAME LIMIT_S COMMAND...: runs it under `timeout`, logs to $OUT/NAME.log, records the verdict.
-step() {
-  local name=$1 limit=$2
-  shift 2
-  local start=$SECONDS
-  timeout -k 10 "$limit" "$@" > "$OUT/$name.log" 2>&1
-  local rc=$?
-  local verdict=PASS
-  [[ $rc -eq 0 ]] || verdict="FAIL (rc $rc)"
-  [[ $rc -eq 124 || $rc -eq 137 ]] && verdict="HUNG (killed after ${limit} s)"
-  printf "%-40s %-28s %4d s\n" "$name" "$verdict" $((SECONDS - start)) | tee -a "$STEPS"
-}
+source "$(dirname "$0")/timed_step.sh"  # step NAME LIMIT_S COMMAND...
 
 nvidia-smi -L > "$OUT/gpus.txt" 2>&1
 TRAIN=(--precision bf16 --timing-warmup-steps 20 --steps 30)
