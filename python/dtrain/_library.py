@@ -47,7 +47,7 @@ def _load():
     for path, origin in _candidates():
         name = str(path)
         if isinstance(path, pathlib.Path) and not path.exists():
-            looked.append(f"{name} ({origin}): no such file")
+            looked.append(f"{name} ({origin}): no such file{_other_abis(path)}")
             continue
         try:
             lib = ctypes.CDLL(name, mode=ctypes.RTLD_GLOBAL)
@@ -56,15 +56,57 @@ def _load():
             if isinstance(path, pathlib.Path):
                 break  # the file exists but does not load: say so rather than try another
             continue
+        if not isinstance(path, pathlib.Path):
+            name = _loaded_file(name) or name
+        _check_abi(lib, name, origin)
         _declare(lib)
-        if lib.dtrain_check_abi(ABI_VERSION) != OK:
-            raise ImportError(f"dtrain: {name} ({origin}) is not the library this package was written for: "
-                              f"{lib.dtrain_last_error().decode()}; set {LIBRARY_VARIABLE} to a libdtrain.so "
-                              f"with ABI {ABI_VERSION}")
         return lib, name
     raise ImportError("dtrain: cannot load libdtrain.so; looked at:\n  " + "\n  ".join(looked) +
-                      f"\nSet {LIBRARY_VARIABLE} to the path of {SONAME} (in a build: build/lib/; installed: "
-                      "<prefix>/lib/).")
+                      f"\nThis package expects ABI {ABI_VERSION}: set {LIBRARY_VARIABLE} to the path of {SONAME} "
+                      "(in a build: build/lib/; installed: <prefix>/lib/).")
+
+
+def _check_abi(lib, name, origin):
+    """ImportError naming the file and both ABI versions unless `lib` is a libdtrain of ABI_VERSION.
+
+    Asks the library for its number (dtrain_abi_version, in every ABI) rather than trusting its
+    file name, which a copy or a symbolic link may change."""
+    if not hasattr(lib, "dtrain_abi_version"):
+        raise ImportError(f"dtrain: {name} ({origin}) is not a libdtrain (it has no dtrain_abi_version); this "
+                          f"package expects libdtrain ABI {ABI_VERSION} ({SONAME}): set {LIBRARY_VARIABLE} to it")
+    lib.dtrain_abi_version.restype, lib.dtrain_abi_version.argtypes = ctypes.c_int, []
+    found = lib.dtrain_abi_version()
+    if found != ABI_VERSION:
+        version = ""
+        if hasattr(lib, "dtrain_version"):
+            lib.dtrain_version.restype, lib.dtrain_version.argtypes = ctypes.c_char_p, []
+            version = f" (libdtrain {lib.dtrain_version().decode(errors='replace')})"
+        raise ImportError(f"dtrain: {name} ({origin}) has ABI {found}{version}, but this package expects ABI "
+                          f"{ABI_VERSION}: set {LIBRARY_VARIABLE} to a {SONAME}, or install the dtrain package "
+                          f"of ABI {found}")
+
+
+def _other_abis(path):
+    """', but DIR has libdtrain.so.N' for the other ABIs' libraries beside a missing `path`."""
+    try:
+        others = sorted(p.name for p in path.parent.glob("libdtrain.so.*") if p.suffix[1:].isdigit())
+    except OSError:
+        return ""
+    return f" (the folder has {', '.join(others)}: another ABI)" if others else ""
+
+
+def _loaded_file(soname):
+    """The file the dynamic loader chose for `soname`, from this process's memory map."""
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                file = line.rstrip("\n").split(maxsplit=5)[-1]
+                base = os.path.basename(file)
+                if file.startswith("/") and (base == soname or base.startswith(soname + ".")):
+                    return file
+    except OSError:
+        pass
+    return None
 
 
 def _declare(lib):
@@ -73,6 +115,7 @@ def _declare(lib):
     handle_p = ctypes.POINTER(ctypes.c_int64)
     signatures = {
         "dtrain_version": (c_char_p, []),
+        "dtrain_abi_version": (c_int, []),
         "dtrain_check_abi": (c_int, [c_int]),
         "dtrain_last_error": (c_char_p, []),
         "dtrain_status_name": (c_char_p, [c_int]),
