@@ -18,6 +18,17 @@ raises(ValueError, "root_rank 7 is not a rank", lambda: hvd.broadcast(torch.ones
 raises(ValueError, "splits", lambda: hvd.alltoall(torch.ones(3), splits=[5] * n, name="splits"), "bad splits")
 raises(NotImplementedError, "Adasum", lambda: hvd.DistributedOptimizer(
     torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=1), op=hvd.Adasum), "Adasum optimizer")
+raises(NotImplementedError, "allreduce: op=Adasum is not supported by dtrain; use Average or Sum",
+       lambda: hvd.allreduce(torch.ones(2), op=hvd.Adasum, name="adasum"), "Adasum allreduce")
+# Process sets other than the global one: refused on every rank, naming the ranks, before any communication.
+raises(NotImplementedError, "add_process_set([0]): dtrain supports the global process set only",
+       lambda: hvd.add_process_set([0]), "add_process_set")
+raises(NotImplementedError, "add_process_set([0, 1]): dtrain supports the global process set only",
+       lambda: hvd.add_process_set(hvd.ProcessSet([0, 1])), "add_process_set of a ProcessSet")
+raises(NotImplementedError, "remove_process_set: dtrain supports the global process set only",
+       lambda: hvd.remove_process_set(hvd.global_process_set), "remove_process_set")
+raises(NotImplementedError, "process_set of ranks [0]: dtrain supports the global process set only",
+       lambda: hvd.allreduce(torch.ones(2), process_set=hvd.ProcessSet([0]), name="subset"), "a process_set argument")
 
 # Two operations of one name in flight on this rank: the second is refused at once. (Rank 0's first
 # cannot finish before the others submit theirs, after the barrier.)

@@ -4,7 +4,8 @@ process that trained on the N*B samples (float64 to 1e-10, float32 to 1e-5), wit
 backward_passes_per_step 1 and 2, a gradient_predivide_factor, and the AMP pattern
 (synchronize, unscale, step inside skip_synchronize). Also: broadcast_parameters with int64
 buffers, broadcast_optimizer_state restoring momentum, the zero_grad AssertionError, SyncBatchNorm
-against torch's BatchNorm over the union of the batches.
+against torch's BatchNorm over the union of the batches, parameters some ranks do not use, and
+broadcast_optimizer_state of optimizers that have not stepped.
   mpirun -np N python3 optimizer_test.py"""
 import zlib
 
@@ -45,10 +46,13 @@ def reference_weights(dtype, data):
     return [p.detach().clone() for p in model.parameters()]
 
 
-def distributed_weights(dtype, data, passes=1, predivide=1.0, amp=False, num_groups=0):
+def distributed_weights(dtype, data, passes=1, predivide=1.0, amp=False, num_groups=0, per_step=None):
+    """`passes` backward passes per step, DistributedOptimizer told `per_step` (default: passes; more
+    than passes: step() must reduce what the hooks have not submitted yet, as at an epoch's end)."""
     model = make_model(dtype)
     optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9),
-                                         named_parameters=model.named_parameters(), backward_passes_per_step=passes,
+                                         named_parameters=model.named_parameters(),
+                                         backward_passes_per_step=per_step or passes,
                                          gradient_predivide_factor=predivide, num_groups=num_groups)
     scale = 1024.0
     for x, y in data:
@@ -72,12 +76,13 @@ def test_equivalence():
     for dtype, tolerance in ((torch.float64, 1e-10), (torch.float32, 1e-5)):
         data = batches(dtype)
         expected = reference_weights(dtype, data)
-        for passes, predivide, amp, groups in ((1, 1.0, False, 0), (2, 1.0, False, 0), (1, 2.0, False, 0),
-                                               (1, 1.0, True, 0), (2, 1.0, False, 2)):
-            got = distributed_weights(dtype, data, passes, predivide, amp, groups)
+        for passes, predivide, amp, groups, per_step in ((1, 1.0, False, 0, 1), (2, 1.0, False, 0, 2),
+                                                         (1, 2.0, False, 0, 1), (1, 1.0, True, 0, 1),
+                                                         (2, 1.0, False, 2, 2), (2, 1.0, False, 0, 3)):
+            got = distributed_weights(dtype, data, passes, predivide, amp, groups, per_step)
             for i, (a, e) in enumerate(zip(got, expected)):
-                equal(a, e, f"{dtype} backward_passes_per_step={passes} gradient_predivide_factor={predivide} "
-                      f"amp={amp} num_groups={groups}: parameter {i} after {STEPS} steps", atol=tolerance)
+                equal(a, e, f"{dtype} {passes} pass(es), backward_passes_per_step={per_step} gradient_predivide_factor="
+                      f"{predivide} amp={amp} num_groups={groups}: parameter {i} after {STEPS} steps", atol=tolerance)
 
 
 def test_sparse_as_dense():
@@ -168,6 +173,66 @@ def test_broadcast_parameters_and_state():
     check(wrapped.param_groups[0]["lr"] == 1e-3, "broadcast_optimizer_state: Adam's learning rate from the root")
 
 
+def test_unused_parameters():
+    """A parameter that only some ranks' forward uses (a branch taken by even ranks, another by odd
+    ones, a third by none): every rank still takes part in its all-reduce, with zeros where it has no
+    gradient (as in Horovod), so the step is one process's on the mean of all ranks' losses and
+    nobody waits for a gradient that never comes."""
+    def make():
+        torch.manual_seed(seed % 1000 + 1)
+        return on_device(torch.nn.ModuleList(torch.nn.Linear(5, 3) for _ in range(3)).double())
+
+    def loss_on(model, r, x, y):
+        return loss_of(model[r % 2], x, y)  # model[2] is never used
+
+    data = batches(torch.float64)
+    reference = make()
+    optimizer = torch.optim.SGD(reference.parameters(), lr=0.1)
+    for x, y in data:
+        optimizer.zero_grad()
+        parts = [loss_on(reference, r, x[r * BATCH:(r + 1) * BATCH], y[r * BATCH:(r + 1) * BATCH]) for r in range(n)]
+        (sum(parts) / n).backward()
+        optimizer.step()
+    model = make()
+    optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                         named_parameters=model.named_parameters())
+    for x, y in data:
+        optimizer.zero_grad()
+        loss_on(model, me, x[me * BATCH:(me + 1) * BATCH], y[me * BATCH:(me + 1) * BATCH]).backward()
+        optimizer.step()
+    for (name, a), e in zip(model.named_parameters(), reference.parameters()):
+        equal(a, e, f"unused parameters: {name} after {STEPS} steps", atol=1e-12)
+    if n > 1:
+        equal(model[2].weight.grad, torch.zeros_like(model[2].weight), "a parameter no rank used: a zero gradient")
+
+
+def test_fresh_optimizer_state():
+    """The start of a Horovod script: broadcast_parameters, then broadcast_optimizer_state of optimizers
+    that have not stepped yet (empty state on every rank): the state stays empty, the root's
+    hyperparameters arrive, and training then matches one process with the whole batch."""
+    data = batches(torch.float64)
+    expected = reference_weights(torch.float64, data)
+    model = make_model(torch.float64)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(me)  # only the root's weights are right
+    optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1 + me, momentum=0.9),
+                                         named_parameters=model.named_parameters())
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    hvd.broadcast_optimizer_state(optimizer, root_rank=0)
+    check(len(optimizer.state) == 0, f"fresh SGD: state after broadcast_optimizer_state {dict(optimizer.state)}")
+    check(optimizer.param_groups[0]["lr"] == 0.1, f"fresh SGD: lr {optimizer.param_groups[0]['lr']}, the root's 0.1")
+    for x, y in data:
+        optimizer.zero_grad()
+        loss_of(model, x[me * BATCH:(me + 1) * BATCH], y[me * BATCH:(me + 1) * BATCH]).backward()
+        optimizer.step()
+    for i, (a, e) in enumerate(zip(model.parameters(), expected)):
+        equal(a, e, f"fresh SGD broadcast, then {STEPS} steps: parameter {i}", atol=1e-10)
+    adam = torch.optim.Adam(make_model(torch.float64).parameters(), lr=1e-3 * (me + 1))
+    hvd.broadcast_optimizer_state(adam, root_rank=0)
+    check(len(adam.state) == 0 and adam.param_groups[0]["lr"] == 1e-3, "fresh Adam: empty state, the root's lr")
+
+
 def test_sync_batch_norm():
     for shape in ((BATCH, 6), (BATCH, 6, 5, 3)):
         g = generator(f"bn/{shape}")
@@ -197,6 +262,7 @@ def test_sync_batch_norm():
         equal(sync(x_all[me]).detach(), bn.eval()(x_all[me]).detach(), f"SyncBatchNorm {shape}: eval", atol=1e-12)
 
 
-for test in (test_equivalence, test_sparse_as_dense, test_zero_grad_in_flight, test_broadcast_parameters_and_state, test_sync_batch_norm):
+for test in (test_equivalence, test_sparse_as_dense, test_zero_grad_in_flight, test_broadcast_parameters_and_state,
+             test_unused_parameters, test_fresh_optimizer_state, test_sync_batch_norm):
     test()
 harness.finish("optimizer")

@@ -39,7 +39,22 @@ global_process_set = ProcessSet()
 
 def check_process_set(process_set):
     if process_set is not global_process_set:
-        raise NotImplementedError("dtrain supports the global process set only (process_set=global_process_set)")
+        ranks = getattr(process_set, "ranks", process_set)
+        raise NotImplementedError(f"process_set of ranks {list(ranks) if ranks is not None else None}: dtrain "
+                                  "supports the global process set only (process_set=global_process_set)")
+
+
+def add_process_set(process_set):
+    """Horovod's dynamic process sets: refused, naming the ranks (dtrain reduces over every rank)."""
+    ranks = getattr(process_set, "ranks", process_set)
+    raise NotImplementedError(f"add_process_set({list(ranks) if ranks is not None else None}): dtrain supports the "
+                              "global process set only (process_set=global_process_set)")
+
+
+def remove_process_set(process_set):
+    """The global process set cannot be removed, and there is no other."""
+    del process_set
+    raise NotImplementedError("remove_process_set: dtrain supports the global process set only, which stays")
 
 
 def raise_status(status, what):

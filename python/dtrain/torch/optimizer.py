@@ -99,11 +99,16 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def synchronize(self):
         """Waits for every gradient's all-reduce (starting those whose hooks have not fired: unused
-        parameters) and leaves the averaged gradients in p.grad."""
+        parameters, with zeros where there is no gradient) and leaves the averaged gradients in p.grad."""
         if basics.size() == 1:
             self._synchronized = True
             return
-        missing = [p for p in self._params() if p.grad is not None and p not in self._handles]
+        # A parameter this rank's forward did not use (p.grad None) may have a gradient on another
+        # rank, which waits for this one's all-reduce: it takes part with zeros, as in Horovod.
+        missing = [p for p in self._params() if p not in self._handles]
+        for p in missing:
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
         missing += [p for p, entry in self._handles.items() if entry[0] is None]
         if missing:
             self._handles.update(self._submit(missing))
