@@ -20,6 +20,8 @@ raises(NotImplementedError, "Adasum", lambda: hvd.DistributedOptimizer(
     torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=1), op=hvd.Adasum), "Adasum optimizer")
 raises(NotImplementedError, "allreduce: op=Adasum is not supported by dtrain; use Average or Sum",
        lambda: hvd.allreduce(torch.ones(2), op=hvd.Adasum, name="adasum"), "Adasum allreduce")
+raises(AttributeError, "dtrain.torch has no elastic: elastic training is not supported", lambda: hvd.elastic,
+       "hvd.elastic")
 # Process sets other than the global one: refused on every rank, naming the ranks, before any communication.
 raises(NotImplementedError, "add_process_set([0]): dtrain supports the global process set only",
        lambda: hvd.add_process_set([0]), "add_process_set")
@@ -61,4 +63,6 @@ if harness.DEVICE.type == "cuda" and torch.cuda.device_count() > 1:
 # Still usable afterwards.
 out = hvd.allreduce(torch.full((3,), float(me)), op=hvd.Sum, name="after errors")
 check(out.tolist() == [float(sum(range(n)))] * 3, "an allreduce after the errors")
-harness.finish("errors")
+harness.finish("errors", after_shutdown=lambda: raises(
+    hvd.HorovodInternalError, "init: dtrain_init: dtrain was shut down and cannot start again in this process",
+    hvd.init, "init after shutdown"))

@@ -41,7 +41,8 @@ def start():
 def check(condition, what):
     if not condition:
         failures.append(what)
-        print(f"FAIL rank {hvd.rank()}: {what}", flush=True)
+        where = f"rank {hvd.rank()}" if hvd.is_initialized() else "a rank after shutdown"
+        print(f"FAIL {where}: {what}", flush=True)
 
 
 def equal(actual, expected, what, atol=0.0):
@@ -73,8 +74,9 @@ def on_device(tensor):
     return tensor.to(DEVICE)
 
 
-def finish(label):
-    """Every rank's failures counted together; exit 1 if any rank failed."""
+def finish(label, after_shutdown=None):
+    """Every rank's failures counted together; exit 1 if any rank failed. `after_shutdown()`, checks of
+    this rank alone once dtrain has stopped, fails this rank's exit status only."""
     try:
         total = hvd.allreduce(torch.tensor([len(failures)]), op=hvd.Sum, name="test.verdict").item()
     except Exception:  # noqa: BLE001
@@ -84,4 +86,8 @@ def finish(label):
         print(f"{label}: {'all checks passed' if total == 0 else f'{total} failure(s)'} on {hvd.size()} rank(s)",
               flush=True)
     hvd.shutdown()
+    if after_shutdown is not None:
+        before = len(failures)
+        after_shutdown()
+        total += len(failures) - before
     sys.exit(0 if total == 0 else 1)

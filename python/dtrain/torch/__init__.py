@@ -18,3 +18,17 @@ from dtrain.torch.optimizer import DistributedOptimizer
 from dtrain.torch.sync_batch_norm import SyncBatchNorm
 
 __all__ = [name for name in dir() if not name.startswith("_")]
+
+# Horovod names dtrain does not have: the AttributeError says why and what to use instead.
+_ABSENT = {
+    "elastic": "elastic training is not supported (dtrain runs a fixed set of MPI ranks; a preempted job "
+               "resumes from its checkpoint instead)",
+    "sparse_allreduce_async": "sparse all-reduce is not supported; DistributedOptimizer(sparse_as_dense=True) "
+                              "reduces sparse gradients as dense ones",
+}
+
+
+def __getattr__(name):
+    if name in _ABSENT:
+        raise AttributeError(f"dtrain.torch has no {name}: {_ABSENT[name]} (docs/python.md, What differs)")
+    raise AttributeError(f"module 'dtrain.torch' has no attribute '{name}'")

@@ -85,17 +85,23 @@ def init(comm=None, process_sets=None):
     if _c.lib.dtrain_is_initialized():
         return
     if comm is None:
-        check(_c.lib.dtrain_init(), "init")
+        _check_start(_c.lib.dtrain_init(), "init")
     elif isinstance(comm, (list, tuple)):
         raise NotImplementedError("init(comm=<list of ranks>): pass an mpi4py communicator of those ranks instead")
     else:
         from mpi4py import MPI
-        check(_c.lib.dtrain_init_comm(MPI._handleof(comm)), "init(comm)")
+        _check_start(_c.lib.dtrain_init_comm(MPI._handleof(comm)), "init(comm)")
     _initialized_here = True
     _install_excepthook()
     # Registered now, after the script's imports: exit handlers run last-registered first, so dtrain
     # shuts down before mpi4py (imported earlier) finalizes MPI.
     atexit.register(_shutdown_at_exit)
+
+
+def _check_start(status, what):
+    """check() for init: a failed start is no "not initialized; use hvd.init()", which the caller just did."""
+    if status != _c.OK:
+        raise (ValueError if status == _c.INVALID_ARGUMENT else DtrainInternalError)(f"{what}: {_c.last_error()}")
 
 
 def shutdown():
