@@ -87,7 +87,8 @@ def _check_abi(lib, name, origin):
 
 
 def _other_abis(path):
-    """', but DIR has libdtrain.so.N' for the other ABIs' libraries beside a missing `path`."""
+    """' (the folder has libdtrain.so.N: another ABI)' where other ABIs' libraries lie beside a missing
+    `path` (DTRAIN_LIBRARY naming a folder of an older or newer build), else ''."""
     try:
         others = sorted(p.name for p in path.parent.glob("libdtrain.so.*") if p.suffix[1:].isdigit())
     except OSError:

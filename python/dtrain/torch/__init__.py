@@ -1,11 +1,10 @@
 """Horovod's PyTorch API on dtrain: `import dtrain.torch as hvd` in place of `import horovod.torch as
 hvd`. docs/python.md lists what is supported, what differs and what is new."""
-from dtrain.torch.basics import (HorovodInternalError, DtrainInternalError, ProcessSet, add_process_set, ccl_built, cross_rank,
-                                 cross_size, cuda_built, ddl_built, fusion_stats, global_process_set, gloo_built, gloo_enabled,
-                                 init, is_homogeneous, is_initialized, local_rank, local_size, mpi_built,
-                                 mpi_enabled, mpi_threads_supported, nccl_built, rank, remove_process_set, rocm_built, shutdown,
-                                 size,
-                                 start_timeline, stop_timeline)
+from dtrain.torch.basics import (HorovodInternalError, DtrainInternalError, ProcessSet, add_process_set, ccl_built,
+                                 cross_rank, cross_size, cuda_built, ddl_built, fusion_stats, global_process_set,
+                                 gloo_built, gloo_enabled, init, is_homogeneous, is_initialized, local_rank,
+                                 local_size, mpi_built, mpi_enabled, mpi_threads_supported, nccl_built, rank,
+                                 remove_process_set, rocm_built, shutdown, size, start_timeline, stop_timeline)
 from dtrain.torch.compression import Compression
 from dtrain.torch.functions import (allgather_object, broadcast_object, broadcast_optimizer_state,
                                     broadcast_parameters)
