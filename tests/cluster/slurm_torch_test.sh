@@ -26,8 +26,12 @@ chmod 755 "$work"
 trap 'status=$?; slurm_cluster_stop; ((status == 0 || status == 77)) || slurm_cluster_show_logs; rm -rf "$work"' EXIT
 slurm_cluster_start "$work" || skip "$slurm_cluster_error"
 
-# What every job script starts with: the package and library named, as a user's job script would.
+# What every job script starts with: #SBATCH lines and the package and library named, as
+# docs/python.md's job script has them.
 prologue="#!/bin/bash
+#SBATCH --nodes=1
+#SBATCH --ntasks-per-node=2
+#SBATCH --time=5:00
 export PYTHONPATH=$src/python:$src/tests/python DTRAIN_LIBRARY=$library PYTHONDONTWRITEBYTECODE=1 OMP_NUM_THREADS=1
 cd $work"
 test_script=$src/tests/python/launcher_test.py
