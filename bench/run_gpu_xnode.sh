@@ -3,21 +3,22 @@
 # nodes of DTRAIN_RANKS_PER_NODE ranks (2 x 2 and 4 x 1), device buffers staged through pinned host
 # memory across nodes (DTRAIN_MPI_DEVICE_POINTERS=stage), every run under a time limit
 # (timed_step.sh: a hang costs its limit, not the call), one JSON per run, and after every part the
-# table of bench/summarize_xnode.py over all of $OUT (images/s per GPU, % of 1 GPU, the ceiling the
-# measured link sets, the ratio to the peer on the same layout). Parts, each within one 10-minute
-# call; run them in this order (link measures what train's ceiling and the peer ratios read):
+# table of bench/summarize_xnode.py over all of $XNODE_DIR (images/s per GPU, % of 1 GPU, the
+# ceiling the measured link sets, the ratio to the peer on the same layout). Parts, each within one
+# 10-minute call (times estimated from earlier runs of the same tools), in any order: the summary
+# after the last one has every row.
 #   train   dtrain-bench-train ResNet-50 bf16 b256: 1 GPU; 4 GPUs nccl; 2x2 hierarchical with the
-#           default, fp32 and bf16 wire; 4x1 hierarchical bf16; 4x1 staged mpi-ring fp32, bf16 (~6 min)
+#           default, fp32 and bf16 wire; 4x1 hierarchical bf16; 4x1 staged mpi-ring fp32, bf16 (~4 min)
 #   link    64 MiB all-reduce on 4x1, three interleaved rounds of host mpi-ring, host MPI_Allreduce
 #           and device-buffer staged mpi-ring (the staging's cost), NCCL on sockets once; then the
-#           peer on 1 GPU (~4 min)
+#           peer on 1 GPU (~3 min)
 #   peer    PyTorch DDP + torch.compile (bench/peers/pytorch_resnet50.py, bf16 b256), NCCL told of
 #           the simulated nodes (NCCL_HOSTID per node): 2x2 and 4x1 on sockets only (P2P and SHM
-#           off), and 2x2 with NVLink inside a node, sockets across (~7 min)
+#           off), and 2x2 with NVLink inside a node, sockets across (~8 min)
 #   e2e     dtrain-train, synthetic and from JPEG files (bench/make_jpeg_tree.sh, made once in
-#           $JPEG_DIR), on 1 GPU and 2x2 hierarchical; the files on 4 GPUs nccl (~7 min)
+#           $JPEG_DIR), on 1 GPU and 2x2 hierarchical; the files on 4 GPUs nccl (~6 min)
 #   fmnist  Fashion-MNIST, the shipped config, 15 epochs, global batch 64 as the CPU reference:
-#           2x2 with the default backend and wire against 4 GPUs nccl (~4 min)
+#           2x2 with the default backend and wire against 4 GPUs nccl (~3 min)
 #   summary the table alone
 # From the repository root; binaries in $BIN (dtrain-bench-train, dtrain-bench-allreduce,
 # dtrain-train, and tests/dtrain-make-image-tree or dtrain-make-image-tree for e2e). Results
