@@ -57,9 +57,9 @@ MPI=(mpirun --allow-run-as-root --bind-to none -x LD_LIBRARY_PATH -x NCCL_NVLS_E
 source "$(dirname "$0")/timed_step.sh"  # step NAME LIMIT_S COMMAND...
 if [[ $DRY_RUN == 1 ]]; then
   step() { printf "%s (limit %s s):" "$1" "$2"; shift 2; printf " %q" "$@"; echo; }
-else
+elif [[ ${PARTS[*]} != summary ]]; then
   GPUS=$(nvidia-smi -L 2> /dev/null | wc -l)
-  if [[ $GPUS -lt 4 ]] && ! [[ ${#PARTS[@]} -eq 1 && ${PARTS[0]} == summary ]]; then
+  if [[ $GPUS -lt 4 ]]; then
     echo "run_gpu_xnode.sh: needs 4 GPUs (one per rank), found $GPUS" >&2
     exit 2
   fi
