@@ -124,12 +124,13 @@ if wants peer; then
   peer 2x2_nvlink_inside 2
 fi
 
-dtrain_train() {  # dtrain_train NAME NP RPN ARGS...: dtrain-train, one validation record per epoch
+dtrain_train() {  # dtrain_train NAME NP RPN ARGS...: dtrain-train, one validation record per epoch; a fresh run dir
+  [[ $DRY_RUN == 1 ]] || rm -rf "$OUT/runs/$1" "$OUT/$1.jsonl"
   local name=$1 np=$2 rpn=$3
   shift 3
   # shellcheck disable=SC2046
   step "$name" 300 "${MPI[@]}" -np "$np" $(layout "$rpn") "$BIN/dtrain-train" --device gpu \
-    --metrics_file "$OUT/$name.jsonl" "$@"
+    --metrics_file "$OUT/$name.jsonl" --run-dir "$OUT/runs/$name" "$@"
 }
 if wants e2e; then
   RN50=(--batch_per_rank 256 --log_every_steps 25 --timing_warmup_steps 5 --max_validation_batches 4)
@@ -161,6 +162,6 @@ if [[ $DRY_RUN != 1 ]]; then
   if [[ -n $BACK && $BACK != "$OUT" ]]; then
     mkdir -p "$BACK"
     cp "$OUT/summary.txt" "$BACK/"
-    tar czf "$BACK/xnode.tgz" -C "$OUT" --exclude=./cache .
+    tar czf "$BACK/xnode.tgz" -C "$OUT" --exclude=./cache --exclude=./runs .  # runs/: final weights
   fi
 fi
