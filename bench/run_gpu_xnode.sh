@@ -74,7 +74,8 @@ bench_train() {  # bench_train NAME NP RPN ARGS...
   shift 3
   # shellcheck disable=SC2046
   step "train_$name" 150 "${MPI[@]}" -np "$np" $(layout "$rpn") "$BIN/dtrain-bench-train" --precision bf16 \
-    --batch-per-rank 256 --timing-warmup-steps 10 --steps 30 --world-sizes "$np" --metrics-file "$OUT/train_$name.json" "$@"
+    --batch-per-rank 256 --timing-warmup-steps 10 --steps 30 --world-sizes "$np" \
+    --metrics-file "$OUT/train_$name.json" "$@"
 }
 if wants train; then
   bench_train 1gpu 1 -

@@ -96,7 +96,8 @@ fi
 if [ -x $TESTS/dtrain-multinode-shape-gpu-mpi-tests ] && [ "$GPUS" -ge 4 ]; then
   SHAPE="$MPI -np 4 -x DTRAIN_MPI_DEVICE_POINTERS=stage"
   T=$TESTS/dtrain-multinode-shape-gpu-mpi-tests
-  check_within 300 multinode_shape_2x2 $SHAPE -x DTRAIN_RANKS_PER_NODE=2 $T --gtest_filter='*/NodeShapeEquivalence.*/hierarchical_*'
+  check_within 300 multinode_shape_2x2 $SHAPE -x DTRAIN_RANKS_PER_NODE=2 $T \
+    --gtest_filter='*/NodeShapeEquivalence.*/hierarchical_*'
   check_within 300 multinode_shape_4x1 $SHAPE -x DTRAIN_RANKS_PER_NODE=1 $T
   grep -hs " wire, \| refused: " "$OUT"/multinode_shape_2x2.log "$OUT"/multinode_shape_4x1.log
 fi
