@@ -48,7 +48,7 @@ if [[ $PART != tests ]]; then
     step "bench_train_$backend" 200 "${MPI[@]}" "$BIN/dtrain-bench-train" --backend "$backend" --precision bf16 \
       --batch-per-rank 256 --timing-warmup-steps 10 --steps 30 --world-sizes 1,2 --metrics-file "$OUT/train_$backend.json"
   done
-  A=(-b 64M -e 64M -w 5 -n 20)
+  A=(-b 64M -e 64M -w 5 --iters 20)
   for piece in 1048576 4194304 16777216; do
     step "allreduce_mpi_ring_piece$piece" 120 "${MPI[@]}" -x DTRAIN_STAGING_PIECE_BYTES=$piece \
       "$BIN/dtrain-bench-allreduce" "${A[@]}" --backend mpi-ring --metrics-file "$OUT/allreduce_mpi-ring_piece$piece.json"

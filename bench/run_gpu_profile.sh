@@ -47,12 +47,12 @@ if [[ $PART == profiles || $PART == all ]]; then
     --run-dir /tmp/dtrain_train_profile_run --profile-out "$OUT/dtrain_train_profile_b256.json" --profile-steps 21:40
 fi
 if [[ $PART == curves || $PART == all ]]; then
-  A=(-b 1K -e 1G -f 4 -w 5 -n 20)
+  A=(-b 1K -e 1G -f 4 -w 5 --iters 20)
   for np in 2 4; do
     step "allreduce_nccl_np$np" 150 "${MPI[@]}" -np $np "$BIN/dtrain-bench-allreduce" "${A[@]}" --backend nccl \
       --metrics-file "$OUT/allreduce_nccl_np$np.json"
   done
-  H=(-b 64K -e 256M -f 4 -w 3 -n 10)
+  H=(-b 64K -e 256M -f 4 -w 3 --iters 10)
   for np in 2 4; do
     step "allreduce_mpi-ring_sim${np}x1" 180 "${MPI[@]}" -np $np "${SIM[@]}" -x DTRAIN_RANKS_PER_NODE=1 \
       "$BIN/dtrain-bench-allreduce" "${H[@]}" --backend mpi-ring --metrics-file "$OUT/allreduce_mpi-ring_sim${np}x1.json"

@@ -49,7 +49,7 @@ trace)  # where a staged step's time goes: DTRAIN_STAGING_TRACE, fp32 and bf16 w
 lanes)  # rings side by side (DTRAIN_RING_LANES) on the staged all-reduce and the hierarchical step
   for lanes in 1 2 4 8; do
     step "ar_mpi-ring_lanes$lanes" 120 "${MPI[@]}" -np 2 -x DTRAIN_RING_LANES=$lanes "$BIN/dtrain-bench-allreduce" \
-      -b 64M -e 64M -w 5 -n 20 --backend mpi-ring --metrics-file "$OUT/ar_mpi-ring_lanes$lanes.json"
+      -b 64M -e 64M -w 5 --iters 20 --backend mpi-ring --metrics-file "$OUT/ar_mpi-ring_lanes$lanes.json"
   done
   for lanes in 1 8; do for wire in fp32 bf16; do
     step "bt_hier_${wire}_lanes$lanes" 200 "${MPI[@]}" -np 2 -x DTRAIN_RING_LANES=$lanes "$BIN/dtrain-bench-train" \
@@ -58,10 +58,10 @@ lanes)  # rings side by side (DTRAIN_RING_LANES) on the staged all-reduce and th
 segments)  # the host ring's segment size on the staged 64 MiB all-reduce
   for seg in 65536 1048576 4194304; do
     step "ar_mpi-ring_segment$seg" 120 "${MPI[@]}" -np 2 -x DTRAIN_RING_SEGMENT_BYTES=$seg "$BIN/dtrain-bench-allreduce" \
-      -b 64M -e 64M -w 5 -n 20 --backend mpi-ring --metrics-file "$OUT/ar_mpi-ring_segment$seg.json"
+      -b 64M -e 64M -w 5 --iters 20 --backend mpi-ring --metrics-file "$OUT/ar_mpi-ring_segment$seg.json"
   done ;;
 allreduce)
-  A=(-b 64M -e 64M -w 5 -n 20)
+  A=(-b 64M -e 64M -w 5 --iters 20)
   for flag in 0 1; do
     DTRAIN_STREAM_FLAG_KERNELS=$flag step "ar_mpi-ring_kernels$flag" 120 "${MPI[@]}" -np 2 "$BIN/dtrain-bench-allreduce" \
       "${A[@]}" --backend mpi-ring --metrics-file "$OUT/ar_mpi-ring_kernels$flag.json"

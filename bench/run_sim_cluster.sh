@@ -25,7 +25,7 @@ for rate in "${rates[@]}"; do
     for backend in mpi-ring hierarchical raw-mpi; do
       echo "## $backend"
       build/bin/dtrain-run -np 4 --hostfile "$state/hostfile" -- \
-        "$bench" -b 1M -e 64M -f 4 -w 3 -n 10 --backend "$backend" --metrics-file "$out/allreduce_${backend}_np4.json"
+        "$bench" -b 1M -e 64M -f 4 -w 3 --iters 10 --backend "$backend" --metrics-file "$out/allreduce_${backend}_np4.json"
     done
   ) 2>&1 | grep -v ' INFO ' | tee "$out/allreduce_tables.txt"
   bench/plot_if_possible.sh "$out/allreduce_busbw.png" "$out"/allreduce_*_np4.json

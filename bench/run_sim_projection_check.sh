@@ -33,7 +33,7 @@ for nodes in 2 4; do
     (
       source "$state/env"
       "$bin/dtrain-run" -np "$nodes" --hostfile "$state/hostfile" -- "$bin/dtrain-bench-allreduce" -b 1M -e 16M \
-        -f 2 -w 2 -n 5 --backend mpi-ring --metrics-file "$out/allreduce_$tag.json" > "$out/allreduce_$tag.log" 2>&1
+        -f 2 -w 2 --iters 5 --backend mpi-ring --metrics-file "$out/allreduce_$tag.json" > "$out/allreduce_$tag.log" 2>&1
       "$bin/dtrain-run" -np "$nodes" --hostfile "$state/hostfile" -- "$bin/dtrain-train" "${args[@]}" \
         --run-dir "$runs/$tag" --profile-out "$out/measured_$tag.json" > "$out/train_$tag.log" 2>&1
     )

@@ -89,6 +89,18 @@ if [ -x $TESTS/dtrain-multinode-gpu-mpi-tests ] && [ "$GPUS" -ge 1 ]; then
   grep -hs "simulated nodes, \|worst relative" "$OUT"/multinode_train_steps_*.log "$OUT/rank_equivalence_backends.log" \
     "$OUT/cross_node_wire.log"
 fi
+# Rank equivalence at the real multi-node shape, 4 ranks on 4 GPUs (one each, by local rank) against
+# 1 GPU with 4x the batch: 2 simulated nodes x 2 GPUs (hierarchical: NCCL inside each node, the
+# staged host ring across) and 4 x 1 (hierarchical and staged mpi-ring), fp32 and bf16 wire. Each
+# layout in a process of its own; about 1 min each.
+if [ -x $TESTS/dtrain-multinode-shape-gpu-mpi-tests ] && [ "$GPUS" -ge 4 ]; then
+  SHAPE="$MPI -np 4 -x DTRAIN_MPI_DEVICE_POINTERS=stage"
+  T=$TESTS/dtrain-multinode-shape-gpu-mpi-tests
+  check_within 300 multinode_shape_2x2 $SHAPE -x DTRAIN_RANKS_PER_NODE=2 $T \
+    --gtest_filter='*/NodeShapeEquivalence.*/hierarchical_*'
+  check_within 300 multinode_shape_4x1 $SHAPE -x DTRAIN_RANKS_PER_NODE=1 $T
+  grep -hs " wire, \| refused: " "$OUT"/multinode_shape_2x2.log "$OUT"/multinode_shape_4x1.log
+fi
 if [ -x $TESTS/dtrain-comm-robustness-mpi-tests ] && [ "$GPUS" -ge 2 ]; then
   check_within 240 comm_robustness_np2 $MPI -np 2 $TESTS/dtrain-comm-robustness-mpi-tests
   check_within 300 comm_gpu_collectives_np2 $MPI -np 2 $TESTS/dtrain-comm-gpu-mpi-tests

@@ -36,11 +36,10 @@
 #include "runtime/mpi/mpi_agreement.h"
 #include "runtime/rank/gpu_binding.h"
 #include "runtime/rank/rank_context.h"
+#include "tests/comm/gpu_rank_equivalence.h"
 #include "tests/comm/test_backends.h"
 #include "tests/comm/watchdog.h"
 #include "tests/support/mpi_world.h"
-#include "tests/train/tiny_config.h"
-#include "train/trainer.h"
 
 #if DTRAIN_WITH_CUDA
 #include <cuda_runtime_api.h>
@@ -189,46 +188,14 @@ INSTANTIATE_TEST_SUITE_P(Backends, TrainingFaults, testing::Values("hierarchical
                            return p.param == "mpi-ring" ? std::string("mpi_ring") : p.param;
                          });
 
-TrainConfig gpu_bn_free_config(int batch_per_rank, const std::string& backend) {
-  TrainConfig c = small_bn_free_config(batch_per_rank);
-  c.set_device("gpu");
-  c.set_precision("fp32");
-  c.set_no_tf32(true);
-  c.set_backend(backend);
-  return c;
-}
-
 // As tests/train/rank_equivalence_mpi_test.cc on GPUs, with the backend chosen and, except for
 // nccl, every rank its own simulated node: the worst relative parameter difference after an
 // epoch between N GPUs with batch B and 1 GPU with batch N x B (fp32 wire), on rank 0; -1 elsewhere.
 double worst_difference_from_one_gpu(const std::string& backend, const std::string& wire) {
-  setenv("DTRAIN_MPI_DEVICE_POINTERS", "stage", 1);
-  const int n = world_size();
-  const int batch = 4;
-  TrainConfig config = gpu_bn_free_config(batch, backend);
-  config.set_gradient_wire_dtype(wire);
   const runtime::NodeLayout layout = backend == "nccl" ? runtime::NodeLayout{} : runtime::NodeLayout{1, false};
   const runtime::RankContext world(MPI_COMM_WORLD, layout);
   const runtime::GpuBinding binding = runtime::bind_gpu(world, may_share_gpus(backend));
-  Trainer parallel(resolve(config), world, binding.device.index);
-  parallel.train_epoch(0);
-  models::ParameterSet& trained = parallel.parameters();
-  const std::vector<float> distributed(trained.params_flat(), trained.params_flat() + trained.flat_size());
-  if (world_rank() != 0) return -1;
-  const runtime::RankContext alone(MPI_COMM_SELF, runtime::NodeLayout{});
-  config.set_batch_per_rank(batch * n);
-  config.set_backend("auto");
-  config.set_gradient_wire_dtype("fp32");
-  Trainer single(resolve(config), alone, binding.device.index);
-  single.train_epoch(0);
-  models::ParameterSet& q = single.parameters();
-  EXPECT_EQ(static_cast<size_t>(q.flat_size()), distributed.size());
-  double worst = 0;
-  for (size_t i = 0; i < std::min(distributed.size(), static_cast<size_t>(q.flat_size())); ++i) {
-    const double a = distributed[i], b = q.params_flat()[i];
-    worst = std::max(worst, std::fabs(a - b) / std::max(1e-3, std::fabs(b)));
-  }
-  return worst;
+  return test::compare_with_one_gpu(world, binding.device.index, backend, wire).worst_relative;
 }
 
 class RankEquivalenceOnBackends : public testing::TestWithParam<std::string> {};
