@@ -30,12 +30,12 @@ TEST_P(Synchronizer, AveragesAllBucketsAndOverlapsBackward) {
   MpiRingCommunicator comm(MPI_COMM_WORLD, RingTuning{});
   const uint64_t seed = test::shared_seed(MPI_COMM_WORLD);
   const size_t count = 250007;                                     // 4 buckets of 64 K elements plus a short one
-  GradientSynchronizer sync(comm, nullptr, 0, 1024, DType::kF32);  // an empty model is fine too
+  GradientSynchronizer sync(comm, nullptr, plan_buckets(0, {1024, 0}), DType::kF32);  // an empty model is fine too
   sync.begin_step();
   sync.finish();
 
   std::vector<float> grads(count);
-  GradientSynchronizer synchronizer(comm, grads.data(), count, 256 * 1024, wire);
+  GradientSynchronizer synchronizer(comm, grads.data(), plan_buckets(count, {256 * 1024, 0}), wire);
   ASSERT_EQ(synchronizer.bucket_count(), 4u);
   for (int step = 0; step < 2; ++step) {
     std::vector<double> mean(count, 0.0);
@@ -66,7 +66,7 @@ TEST_P(Synchronizer, AveragesAllBucketsAndOverlapsBackward) {
 TEST_P(Synchronizer, RejectsDoubleReports) {
   MpiRingCommunicator comm(MPI_COMM_WORLD, RingTuning{});
   std::vector<float> grads(100, 1.0f);
-  GradientSynchronizer synchronizer(comm, grads.data(), grads.size(), 64, GetParam());
+  GradientSynchronizer synchronizer(comm, grads.data(), plan_buckets(grads.size(), {64, 0}), GetParam());
   synchronizer.begin_step();
   synchronizer.mark_ready(0, 10);
   EXPECT_THROW(synchronizer.mark_ready(5, 12), runtime::Error);
@@ -82,7 +82,7 @@ TEST_P(Synchronizer, BucketSpansAreWhenTheAllReducesRan) {
   MpiRingCommunicator comm(MPI_COMM_WORLD, RingTuning{});
   const size_t count = 250007;
   std::vector<float> grads(count, 1.0f);
-  GradientSynchronizer synchronizer(comm, grads.data(), count, 256 * 1024, wire);
+  GradientSynchronizer synchronizer(comm, grads.data(), plan_buckets(count, {256 * 1024, 0}), wire);
   const auto now = runtime::steady_seconds;
   const double began = now();
   synchronizer.begin_step();
