@@ -116,8 +116,8 @@ Options parse(int argc, char** argv, bool* help) {
   DTRAIN_USAGE_CHECK(o.steps > 0) << "--steps " << o.steps << ": must be positive";
   DTRAIN_USAGE_CHECK(o.bucket_mib > 0) << "--bucket-mib " << o.bucket_mib << ": must be positive";
   DTRAIN_USAGE_CHECK(o.tail_bucket_mib >= 0) << "--tail-bucket-mib " << o.tail_bucket_mib << ": must not be negative";
-  DTRAIN_USAGE_CHECK(o.first_bucket_mib >= 0) << "--first-bucket-mib " << o.first_bucket_mib
-                                              << ": must not be negative";
+  DTRAIN_USAGE_CHECK(o.first_bucket_mib >= 0)
+      << "--first-bucket-mib " << o.first_bucket_mib << ": must not be negative";
   DTRAIN_USAGE_CHECK(o.profile_steps > 0) << "--profile-steps " << o.profile_steps << ": must be positive";
   train::TrainConfig c = train::default_train_config();
   c.set_model("resnet");

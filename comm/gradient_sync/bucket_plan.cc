@@ -11,9 +11,8 @@ namespace {
 // `ranges` sorted by position, checked disjoint and inside [0, count).
 std::vector<GradientRange> sorted_ranges(size_t count, std::span<const GradientRange> ranges) {
   std::vector<GradientRange> sorted(ranges.begin(), ranges.end());
-  std::sort(sorted.begin(), sorted.end(), [](const GradientRange& a, const GradientRange& b) {
-    return a.begin < b.begin;
-  });
+  std::sort(sorted.begin(), sorted.end(),
+            [](const GradientRange& a, const GradientRange& b) { return a.begin < b.begin; });
   for (size_t i = 0; i < sorted.size(); ++i) {
     DTRAIN_CHECK(sorted[i].begin <= sorted[i].end && sorted[i].end <= count)
         << "gradient range [" << sorted[i].begin << ", " << sorted[i].end << ") is outside a buffer of " << count;
@@ -89,7 +88,8 @@ BucketPlan plan_buckets(size_t count, const BucketSizes& sizes, std::span<const 
     return plan;
   }
   for (const GradientRange& r : sorted) {
-    size_t i = static_cast<size_t>(std::upper_bound(plan.cuts.begin(), plan.cuts.end(), r.begin) - plan.cuts.begin()) - 1;
+    size_t i =
+        static_cast<size_t>(std::upper_bound(plan.cuts.begin(), plan.cuts.end(), r.begin) - plan.cuts.begin()) - 1;
     for (; i < plan.size() && plan.cuts[i] < r.end; ++i) {
       plan.reported[i] += std::min(r.end, plan.cuts[i + 1]) - std::max(r.begin, plan.cuts[i]);
     }
@@ -101,6 +101,7 @@ std::string describe_buckets(size_t buckets, const BucketSizes& sizes) {
   const auto mib = [](size_t bytes) { return static_cast<double>(bytes) / (1 << 20); };
   std::ostringstream text;
   text << buckets << " gradient bucket(s) of up to " << mib(sizes.body_bytes) << " MiB";
+  if (buckets <= 1) return text.str();  // the whole buffer: no first or last of their own
   if (sizes.first_bytes > 0) text << ", the first (backward's first) " << mib(sizes.first_bytes) << " MiB";
   if (sizes.tail_bytes > 0) text << ", the last (backward's final one) " << mib(sizes.tail_bytes) << " MiB";
   return text.str();

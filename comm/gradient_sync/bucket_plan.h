@@ -28,7 +28,7 @@ namespace dtrain::comm {
 struct BucketSizes {
   size_t body_bytes = size_t{kDefaultBucketMib} << 20;
   size_t tail_bytes = size_t{kDefaultTailBucketMib} << 20;  // the end of the buffer: backward's last
-  size_t first_bytes = 0;                                    // the start of the buffer: backward's first
+  size_t first_bytes = 0;                                   // the start of the buffer: backward's first
 };
 
 // The sizes of a config's MiB fields (0 for tail or first: none).
@@ -49,8 +49,8 @@ struct BucketPlan {
 // buffer, in any order; empty: unknown. A UsageError for a body of less than one element.
 BucketPlan plan_buckets(size_t count, const BucketSizes& sizes, std::span<const GradientRange> ranges = {});
 
-// For the log: "K gradient bucket(s) of up to B MiB" and the special ones, e.g.
-// "7 gradient bucket(s) of up to 25 MiB, the last (backward's final one) 1 MiB".
+// For the log: "K gradient bucket(s) of up to B MiB" and, with more than one, the special ones,
+// e.g. "7 gradient bucket(s) of up to 25 MiB, the last (backward's final one) 1 MiB".
 std::string describe_buckets(size_t buckets, const BucketSizes& sizes);
 
 }  // namespace dtrain::comm

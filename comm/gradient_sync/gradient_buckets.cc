@@ -5,8 +5,8 @@
 namespace dtrain::comm {
 
 GradientBuckets::GradientBuckets(BucketPlan plan) : plan_(std::move(plan)) {
-  DTRAIN_CHECK(plan_.reported.size() == plan_.size()) << "a bucket plan of " << plan_.size() << " buckets counts "
-                                                      << plan_.reported.size() << " of them";
+  DTRAIN_CHECK(plan_.reported.size() == plan_.size())
+      << "a bucket plan of " << plan_.size() << " buckets counts " << plan_.reported.size() << " of them";
   for (size_t i = 0; i < plan_.size(); ++i) {
     DTRAIN_CHECK(begin(i) < end(i) && plan_.reported[i] <= end(i) - begin(i))
         << "bucket " << i << " of a plan is empty or reports more than its elements";

@@ -4,13 +4,14 @@
 // are 0, cuts moved to parameter boundaries only within an eighth of a bucket, the alignment gaps
 // left out of each bucket's count, and with ranges reported in backward order every bucket
 // launching during backward, in buffer order, the small tail last.
+#include "comm/gradient_sync/bucket_plan.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <random>
 #include <vector>
 
-#include "comm/gradient_sync/bucket_plan.h"
 #include "comm/gradient_sync/gradient_buckets.h"
 #include "runtime/base/error.h"
 #include "tests/support/test_seed.h"
@@ -38,7 +39,9 @@ void expect_partition(const BucketPlan& plan, size_t count) {
   EXPECT_EQ(std::count(owners.begin(), owners.end(), 1), static_cast<long>(count)) << "elements not in one bucket";
 }
 
-size_t elements(const BucketPlan& plan, size_t i) { return plan.cuts[i + 1] - plan.cuts[i]; }
+size_t elements(const BucketPlan& plan, size_t i) {
+  return plan.cuts[i + 1] - plan.cuts[i];
+}
 
 TEST(BucketPlan, EqualBucketsWithoutTailOrFirst) {
   for (const size_t count : kCounts) {

@@ -62,8 +62,8 @@ TEST_P(SynchronizerAbandonedMidStep, QueuedBucketsFinishBeforeTheirBuffersGo) {
     const size_t count = (size_t{1} << 22) + 5;  // 17 buckets of 1 MiB
     std::vector<float> grads(count, static_cast<float>(world_rank() + 1));
     for (DType wire : {DType::kBF16, DType::kF32}) {
-      auto sync = std::make_unique<GradientSynchronizer>(*b.comm, grads.data(), plan_buckets(count, {size_t{1} << 20, 0}),
-                                                         wire);
+      auto sync = std::make_unique<GradientSynchronizer>(*b.comm, grads.data(),
+                                                         plan_buckets(count, {size_t{1} << 20, 0}), wire);
       sync->begin_step();
       sync->mark_ready(count / 4, count);  // the last three quarters: 13 buckets queued
       sync.reset();                        // unwinding from the exception

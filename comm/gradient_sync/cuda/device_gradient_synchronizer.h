@@ -36,8 +36,7 @@ class DeviceGradientSynchronizer final : public GradientSync {
  public:
   // plan: the cuts of the buffer (plan_buckets); `compute`: the stream backward runs on;
   // `device`: its GPU (the comm stream is made there).
-  DeviceGradientSynchronizer(Communicator& comm, float* gradients, BucketPlan plan, cudaStream_t compute,
-                             int device);
+  DeviceGradientSynchronizer(Communicator& comm, float* gradients, BucketPlan plan, cudaStream_t compute, int device);
   ~DeviceGradientSynchronizer() override;
 
   void begin_step() override;

@@ -49,7 +49,7 @@ struct GpuStepOptions {
   SgdOptions sgd;
   bool exempt_norm_and_bias_from_decay = false;
   float label_smoothing = 0.0f;
-  comm::BucketSizes buckets;  // the defaults of gradient_sync.h
+  comm::BucketSizes buckets;   // the defaults of gradient_sync.h
   int accumulation_steps = 1;  // micro-batches (of `batch` images) per optimizer step
   // kGpu: the step decodes the loader's deferred JPEGs (device_jpeg_stage.h); a UsageError on a
   // GPU without a hardware JPEG decoder or without nvJPEG.
