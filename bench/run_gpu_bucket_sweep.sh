@@ -9,6 +9,8 @@
 # $OUT. About 5 min on nvidia-h100-x4 for the 12 pairs.
 #   BIN=build/bin OUT=/tmp/out bench/run_gpu_bucket_sweep.sh
 #   BUCKETS="8 16" TAILS="0 1" FIRST=1 bench/run_gpu_bucket_sweep.sh   (FIRST: --first-bucket-mib)
+# REF_BIN=<another build's bin> adds a row of that build at its default buckets (a build from
+# before bucket plans: equal 25 MiB buckets, the classifier's one held until backward ended).
 set -uo pipefail
 BIN=${BIN:-build/bin}
 OUT=${OUT:-/tmp/dtrain_bucket_sweep}
@@ -31,6 +33,10 @@ source "$(dirname "$0")/timed_step.sh"  # step NAME LIMIT_S COMMAND...
 nvidia-smi -L > "$OUT/gpus.txt" 2>&1
 step baseline_1gpu 180 "${MPI[@]}" -np 1 "$BIN/dtrain-bench-train" "${TRAIN[@]}" --world-sizes 1 \
   --metrics-file "$OUT/baseline_1gpu.json"
+if [[ -n ${REF_BIN:-} ]]; then
+  step reference_build 90 "${MPI[@]}" -np 4 "$REF_BIN/dtrain-bench-train" "${TRAIN[@]}" --backend hierarchical \
+    --world-sizes 4 --metrics-file "$OUT/reference_build.json"
+fi
 for bucket in $BUCKETS; do
   for tail in $TAILS; do
     step "sim2x2_bucket${bucket}_tail${tail}" 90 "${MPI[@]}" -np 4 "$BIN/dtrain-bench-train" "${TRAIN[@]}" \
@@ -60,6 +66,12 @@ for r in rows:
     eff = "%.1f%%" % (100 * r["img_per_sec_per_gpu"] / base) if base else "-"
     print("%7d %5d %6d %8d %9d %10.2f %10.1f %10s" % (r["bucket_mib"], r["tail_bucket_mib"], r["first_bucket_mib"],
           r["buckets"], r["buckets_during_backward"], r["step_ms_median"], r["img_per_sec_per_gpu"], eff))
+path = os.path.join(out, "reference_build.json")
+if os.path.exists(path):
+    r = json.load(open(path))[0]
+    eff = "%.1f%%" % (100 * r["img_per_sec_per_gpu"] / base) if base else "-"
+    print("%-31s %9s %10.2f %10.1f %10s  (REF_BIN, its defaults)" % ("reference build", "-", r["step_ms_median"],
+          r["img_per_sec_per_gpu"], eff))
 if rows:
     best = max(rows, key=lambda r: r["img_per_sec_per_gpu"])
     print("# fastest: --bucket-mib %d --tail-bucket-mib %d" % (best["bucket_mib"], best["tail_bucket_mib"]))
