@@ -19,6 +19,7 @@
 #include "train/config/config_text.h"
 #include "train/data/datasets.h"
 #include "train/engine/batch_norm_group.h"
+#include "train/engine/gradient_bucket_plan.h"
 #include "train/observe/step_observers.h"
 #include "train/trainer.h"
 #include "train/trainer_parts.h"
@@ -37,10 +38,10 @@ std::string markdown_code_block(const std::string& text) {
   return out;
 }
 
-// The log's account of gradient averaging: the buckets, or that one rank averages nothing.
-std::string buckets_text(size_t buckets, int bucket_mib) {
+// The log's account of gradient averaging: the bucket plan, or that one rank averages nothing.
+std::string buckets_text(size_t buckets, const TrainConfig& c) {
   if (buckets == 0) return "no gradient buckets (one rank: nothing to average)";
-  return std::to_string(buckets) + " gradient bucket(s) of up to " + std::to_string(bucket_mib) + " MiB";
+  return comm::describe_buckets(buckets, gradient_bucket_sizes(c));
 }
 
 }  // namespace
@@ -223,7 +224,7 @@ void Trainer::log_start(const LoaderOptions& loader) {
   DTRAIN_LOG0(kInfo) << p.schedule->describe(ctx_.topology().world_size, config_.fields.batch_per_rank(),
                                              config_.fields.accumulation_steps())
                      << "; " << p.engine->parameters().parameter_count() << " parameters in "
-                     << buckets_text(p.engine->gradient_buckets(), config_.fields.bucket_mib());
+                     << buckets_text(p.engine->gradient_buckets(), config_.fields);
   for (const std::string& name : runtime::unread_dtrain_variables()) {
     DTRAIN_LOG0(kWarn) << name << " is set, but no dtrain tool reads it (a typo? dtrain-train's settings are its "
                        << "flags and config file; docs/configuration.md lists the variables)";

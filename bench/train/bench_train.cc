@@ -56,6 +56,8 @@ struct Options {
   std::string backend = "auto";
   std::string gradient_wire_dtype = "fp32";  // the hierarchical backend's cross-node format
   int bucket_mib = comm::kDefaultBucketMib;
+  int tail_bucket_mib = comm::kDefaultTailBucketMib;
+  int first_bucket_mib = 0;
   double lr = 0.1;
   std::string json;
   std::string profile_out;
@@ -84,6 +86,10 @@ Options parse(int argc, char** argv, bool* help) {
       "gradient-wire-dtype", runtime::po::value(&o.gradient_wire_dtype)->default_value(o.gradient_wire_dtype),
       "fp32, bf16 or fp16: the hierarchical backend's cross-node format")(
       "bucket-mib", runtime::po::value(&o.bucket_mib)->default_value(o.bucket_mib), "gradient bucket size in MiB")(
+      "tail-bucket-mib", runtime::po::value(&o.tail_bucket_mib)->default_value(o.tail_bucket_mib),
+      "the bucket backward completes last, in MiB (0: equal buckets)")(
+      "first-bucket-mib", runtime::po::value(&o.first_bucket_mib)->default_value(o.first_bucket_mib),
+      "the bucket backward completes first, in MiB (0: none)")(
       "base-lr", runtime::po::value(&o.lr)->default_value(o.lr),
       "the lr for a global batch of 256 (linear scaling rule)")("metrics-file", runtime::po::value(&o.json),
                                                                 "also write the results to this JSON file")(
@@ -109,6 +115,9 @@ Options parse(int argc, char** argv, bool* help) {
   DTRAIN_USAGE_CHECK(o.warmup >= 0) << "--timing-warmup-steps " << o.warmup << ": must not be negative";
   DTRAIN_USAGE_CHECK(o.steps > 0) << "--steps " << o.steps << ": must be positive";
   DTRAIN_USAGE_CHECK(o.bucket_mib > 0) << "--bucket-mib " << o.bucket_mib << ": must be positive";
+  DTRAIN_USAGE_CHECK(o.tail_bucket_mib >= 0) << "--tail-bucket-mib " << o.tail_bucket_mib << ": must not be negative";
+  DTRAIN_USAGE_CHECK(o.first_bucket_mib >= 0)
+      << "--first-bucket-mib " << o.first_bucket_mib << ": must not be negative";
   DTRAIN_USAGE_CHECK(o.profile_steps > 0) << "--profile-steps " << o.profile_steps << ": must be positive";
   train::TrainConfig c = train::default_train_config();
   c.set_model("resnet");
@@ -118,6 +127,8 @@ Options parse(int argc, char** argv, bool* help) {
   c.set_batch_per_rank(o.batch);
   c.set_image_size(o.image_size);
   c.set_bucket_mib(o.bucket_mib);
+  c.set_tail_bucket_mib(o.tail_bucket_mib);
+  c.set_first_bucket_mib(o.first_bucket_mib);
   c.set_backend(o.backend);
   c.set_gradient_wire_dtype(o.gradient_wire_dtype);
   o.config = train::resolve(c);
@@ -197,7 +208,7 @@ void profile_steps(const Options& o, int k, int rank, const std::string& gpu, do
   source.device = gpu;
   source.batch_per_gpu = o.batch;
   source.world_size = k;
-  source.bucket_bytes = static_cast<int64_t>(o.bucket_mib) << 20;
+  source.bucket_bytes = static_cast<int64_t>(o.bucket_mib) << 20;  // the body's
   source.step_ms = step_ms;
   profile.write(o.profile_out, source, "--profile-out file");
 }
@@ -251,6 +262,7 @@ Row run_world(const Options& o, int k, const runtime::RankContext& world_ctx, in
     row.peak_mem = peak;
     row.loss = step.last_result().mean_loss;
     row.overlapped_buckets = step.buckets_during_backward();
+    row.buckets = static_cast<int>(step.gradient_buckets());
     DTRAIN_CHECK(std::isfinite(row.loss)) << "rank " << rank << ": the loss is " << row.loss << " after "
                                           << o.warmup + o.steps << " steps at world size " << k;
     MPI_Comm_free(&sub);
@@ -288,6 +300,11 @@ void write_json(const std::string& path, const Options& o, const std::string& gp
                           .integer("measured_steps", o.steps)
                           .text("backend", o.backend)
                           .text("gradient_wire_dtype", o.gradient_wire_dtype)
+                          .integer("bucket_mib", o.bucket_mib)
+                          .integer("tail_bucket_mib", o.tail_bucket_mib)
+                          .integer("first_bucket_mib", o.first_bucket_mib)
+                          .integer("buckets", r.buckets)
+                          .integer("buckets_during_backward", r.overlapped_buckets)
                           .boolean("tf32", o.precision == "fp32" && !o.no_tf32)
                           .text("host", runtime::process_identity().host)
                           .text("date", utc_date())
@@ -319,9 +336,10 @@ int bench_main(int argc, char** argv) {
   if (root) {
     std::printf(
         "# dtrain-bench-train: ResNet-%d, %s %s, batch %d per GPU, %dx%d, %d warm-up + %d measured steps, "
-        "%s\n# %s\n#\n",
+        "%s\n# gradient buckets: body %d MiB, tail %d MiB, first %d MiB (overlap: buckets launched during "
+        "backward / buckets)\n# %s\n#\n",
         o.depth, o.precision.c_str(), o.layout.c_str(), o.batch, o.image_size, o.image_size, o.warmup, o.steps,
-        binding.device.name.c_str(), command.c_str());
+        binding.device.name.c_str(), o.bucket_mib, o.tail_bucket_mib, o.first_bucket_mib, command.c_str());
     std::printf("# %5s %12s %12s %10s %8s %10s %12s %10s %9s\n", "GPUs", "img/s/GPU", "img/s total", "step(ms)",
                 "speedup", "efficiency", "peak mem(GB)", "loss", "overlap");
     std::fflush(stdout);
@@ -338,7 +356,8 @@ int bench_main(int argc, char** argv) {
     if (root) {
       std::printf("  %5d %12.1f %12.1f %10.2f %8s %10s %12.2f %10.4f %9s\n", k, r.per_gpu, r.total, r.step_ms,
                   table_cell(r.speedup, "%.3f").c_str(), table_cell(r.efficiency * 100, "%.1f%%").c_str(),
-                  r.peak_mem / 1e9, r.loss, k > 1 ? (std::to_string(r.overlapped_buckets) + " buckets").c_str() : "-");
+                  r.peak_mem / 1e9, r.loss,
+                  k > 1 ? (std::to_string(r.overlapped_buckets) + "/" + std::to_string(r.buckets)).c_str() : "-");
       std::fflush(stdout);
     }
   }

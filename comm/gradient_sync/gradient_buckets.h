@@ -5,33 +5,35 @@
 // consistency-check policy of both: the communicator checks every call of the first step (that
 // every rank has the same buckets), and later steps cannot differ from the first.
 //
-// [0, count) fp32 elements are cut into buckets of bucket_bytes / 4 consecutive elements (the last
-// one shorter). Each step, backward reports the ranges it has written; the moment a bucket's last
-// element is reported, `launch(index)` is called for it, once. finish_step() launches the buckets
-// some elements of which were never reported, so every bucket is averaged every step.
+// [0, count) fp32 elements are cut where a BucketPlan says (bucket_plan.h). Each step, backward
+// reports the ranges it has written; the moment the last element of a bucket that backward
+// reports (the plan counts them: alignment gaps are never reported) is in, `launch(index)` is
+// called for it, once. finish_step() launches the buckets some elements of which were never
+// reported, so every bucket is averaged every step.
 #include <algorithm>
 #include <cstddef>
 #include <vector>
 
+#include "comm/gradient_sync/bucket_plan.h"
 #include "runtime/base/error.h"
 
 namespace dtrain::comm {
 
 class GradientBuckets {
  public:
-  GradientBuckets(size_t count, size_t bucket_bytes);
+  explicit GradientBuckets(BucketPlan plan);
 
   size_t size() const { return pending_.size(); }
-  size_t begin(size_t i) const { return i * per_bucket_; }
-  size_t end(size_t i) const { return std::min(count_, (i + 1) * per_bucket_); }
+  size_t begin(size_t i) const { return plan_.cuts[i]; }
+  size_t end(size_t i) const { return plan_.cuts[i + 1]; }
 
   void begin_step();
 
   template <typename Launch>
   void mark_ready(size_t begin, size_t end, Launch&& launch) {
-    DTRAIN_CHECK(in_step_ && begin <= end && end <= count_)
-        << "gradient range [" << begin << ", " << end << ") reported outside a step or a buffer of " << count_;
-    for (size_t i = begin / per_bucket_; i < size() && this->begin(i) < end; ++i) {
+    DTRAIN_CHECK(in_step_ && begin <= end && end <= count())
+        << "gradient range [" << begin << ", " << end << ") reported outside a step or a buffer of " << count();
+    for (size_t i = bucket_of(begin); i < size() && this->begin(i) < end; ++i) {
       const size_t overlap = std::min(end, this->end(i)) - std::max(begin, this->begin(i));
       DTRAIN_CHECK(overlap <= pending_[i]) << "gradient elements reported twice in bucket " << i;
       pending_[i] -= overlap;
@@ -61,8 +63,13 @@ class GradientBuckets {
   bool check_calls_this_step() const { return steps_begun_ == 1; }
 
  private:
-  size_t count_;
-  size_t per_bucket_;
+  size_t count() const { return plan_.cuts.empty() ? 0 : plan_.cuts.back(); }
+  // The bucket holding element `at` (size() when there is none).
+  size_t bucket_of(size_t at) const {
+    return static_cast<size_t>(std::upper_bound(plan_.cuts.begin(), plan_.cuts.end(), at) - plan_.cuts.begin()) - 1;
+  }
+
+  BucketPlan plan_;
   std::vector<size_t> pending_;  // elements not yet reported this step
   std::vector<bool> launched_;
   int launched_early_ = 0;

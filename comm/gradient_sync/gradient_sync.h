@@ -13,9 +13,14 @@
 
 namespace dtrain::comm {
 
-// The bucket size when nobody chose one: PyTorch DDP's 25 MiB, so the two are compared like for
-// like (the trainer's bucket_mib, dtrain-bench-train's --bucket-mib and the GPU step's options).
+// The bucket sizes when nobody chose them, for every tool (the trainer's bucket_mib and
+// tail_bucket_mib, dtrain-bench-train's flags of the same names, the GPU step's options): change
+// them here. The body: PyTorch DDP's 25 MiB, so the two are compared like for like. The tail: the
+// bucket backward completes last (bucket_plan.h), small, because none of its all-reduce overlaps
+// backward. Multi-node runs (4x H100 as 2x2, hierarchical) measured 82% of one GPU's rate at 25
+// MiB against 90-91% at 4-16 MiB: bench/run_gpu_bucket_sweep.sh measures the pairs.
 inline constexpr int kDefaultBucketMib = 25;
+inline constexpr int kDefaultTailBucketMib = 1;
 
 class GradientSync {
  public:

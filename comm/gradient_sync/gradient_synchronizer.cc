@@ -1,14 +1,15 @@
 #include "comm/gradient_sync/gradient_synchronizer.h"
 
+#include <utility>
+
 #include "comm/diagnostics/fault_injection.h"
 #include "comm/host/host_reduce.h"
 #include "runtime/base/error.h"
 
 namespace dtrain::comm {
 
-GradientSynchronizer::GradientSynchronizer(Communicator& comm, float* gradients, size_t count, size_t bucket_bytes,
-                                           DType wire)
-    : comm_(comm), gradients_(gradients), wire_(wire), buckets_(count, bucket_bytes), work_(buckets_.size()) {
+GradientSynchronizer::GradientSynchronizer(Communicator& comm, float* gradients, BucketPlan plan, DType wire)
+    : comm_(comm), gradients_(gradients), wire_(wire), buckets_(std::move(plan)), work_(buckets_.size()) {
   DTRAIN_USAGE_CHECK(wire == DType::kF32 || wire == DType::kBF16 || wire == DType::kF16)
       << "gradient wire format must be fp32, bf16 or fp16, not " << runtime::dtype_name(wire);
   if (wire != DType::kF32) {

@@ -2,7 +2,7 @@
 // Averages a model's gradients over the ranks while backward is still running (DDP / Horovod style).
 //
 // The gradients live in one flat buffer laid out in the order backward produces them, cut into
-// buckets of consecutive elements (25 MiB by default). Backward reports each finished range with
+// buckets of consecutive elements where a BucketPlan says (bucket_plan.h). Backward reports each finished range with
 // mark_ready(); the moment a bucket's last element is reported, its all-reduce (average) starts on
 // the communicator and runs while backward continues with earlier layers. finish() starts whatever
 // is left, waits for every bucket, and leaves the buffer averaged. Optionally the wire format is
@@ -28,8 +28,8 @@ namespace dtrain::comm {
 
 class GradientSynchronizer final : public GradientSync {
  public:
-  // wire: kF32, kBF16 or kF16.
-  GradientSynchronizer(Communicator& comm, float* gradients, size_t count, size_t bucket_bytes, DType wire);
+  // wire: kF32, kBF16 or kF16. plan: the cuts of [0, count) (plan_buckets(count, ...)).
+  GradientSynchronizer(Communicator& comm, float* gradients, BucketPlan plan, DType wire);
   ~GradientSynchronizer() override;
   GradientSynchronizer(const GradientSynchronizer&) = delete;
   GradientSynchronizer& operator=(const GradientSynchronizer&) = delete;

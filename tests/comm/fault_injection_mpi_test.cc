@@ -71,7 +71,7 @@ TEST_P(HostFaults, FailedAllReduceThrowsFromFinishOnEveryRank) {
   test::Backend b = make_faulty(GetParam(), 3);
   const size_t count = 250007;  // 4 buckets of 64 K elements
   std::vector<float> grads(count);
-  GradientSynchronizer sync(*b.comm, grads.data(), count, 256 * 1024, DType::kF32);
+  GradientSynchronizer sync(*b.comm, grads.data(), plan_buckets(count, {256 * 1024, 0}), DType::kF32);
   std::string error;
   int failed_step = -1;
   for (int step = 0; step < 3 && failed_step < 0; ++step) {

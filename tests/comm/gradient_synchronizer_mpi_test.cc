@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <iterator>
 #include <numeric>
+#include <random>
 
 #include "comm/backends/mpi_ring_communicator.h"
 #include "comm/gradient_sync/gradient_synchronizer.h"
@@ -29,13 +31,13 @@ TEST_P(Synchronizer, AveragesAllBucketsAndOverlapsBackward) {
   const DType wire = GetParam();
   MpiRingCommunicator comm(MPI_COMM_WORLD, RingTuning{});
   const uint64_t seed = test::shared_seed(MPI_COMM_WORLD);
-  const size_t count = 250007;                                     // 4 buckets of 64 K elements plus a short one
-  GradientSynchronizer sync(comm, nullptr, 0, 1024, DType::kF32);  // an empty model is fine too
+  const size_t count = 250007;  // 4 buckets of 64 K elements plus a short one
+  GradientSynchronizer sync(comm, nullptr, plan_buckets(0, {1024, 0}), DType::kF32);  // an empty model is fine too
   sync.begin_step();
   sync.finish();
 
   std::vector<float> grads(count);
-  GradientSynchronizer synchronizer(comm, grads.data(), count, 256 * 1024, wire);
+  GradientSynchronizer synchronizer(comm, grads.data(), plan_buckets(count, {256 * 1024, 0}), wire);
   ASSERT_EQ(synchronizer.bucket_count(), 4u);
   for (int step = 0; step < 2; ++step) {
     std::vector<double> mean(count, 0.0);
@@ -66,7 +68,7 @@ TEST_P(Synchronizer, AveragesAllBucketsAndOverlapsBackward) {
 TEST_P(Synchronizer, RejectsDoubleReports) {
   MpiRingCommunicator comm(MPI_COMM_WORLD, RingTuning{});
   std::vector<float> grads(100, 1.0f);
-  GradientSynchronizer synchronizer(comm, grads.data(), grads.size(), 64, GetParam());
+  GradientSynchronizer synchronizer(comm, grads.data(), plan_buckets(grads.size(), {64, 0}), GetParam());
   synchronizer.begin_step();
   synchronizer.mark_ready(0, 10);
   EXPECT_THROW(synchronizer.mark_ready(5, 12), runtime::Error);
@@ -82,7 +84,7 @@ TEST_P(Synchronizer, BucketSpansAreWhenTheAllReducesRan) {
   MpiRingCommunicator comm(MPI_COMM_WORLD, RingTuning{});
   const size_t count = 250007;
   std::vector<float> grads(count, 1.0f);
-  GradientSynchronizer synchronizer(comm, grads.data(), count, 256 * 1024, wire);
+  GradientSynchronizer synchronizer(comm, grads.data(), plan_buckets(count, {256 * 1024, 0}), wire);
   const auto now = runtime::steady_seconds;
   const double began = now();
   synchronizer.begin_step();
@@ -103,6 +105,70 @@ TEST_P(Synchronizer, BucketSpansAreWhenTheAllReducesRan) {
     elements += spans[i].bytes / runtime::dtype_size(wire);
   }
   EXPECT_EQ(elements, count);
+}
+
+// Parameters laid out as a ParameterSet does (each at a multiple of 64, gaps between), the same on
+// every rank: drawn from the shared seed.
+std::vector<GradientRange> parameter_layout(uint64_t seed, size_t target, size_t* count) {
+  std::mt19937_64 rng(seed);
+  std::vector<GradientRange> ranges;
+  size_t at = 0;
+  while (at < target) {
+    at = (at + 63) / 64 * 64;
+    const size_t numel = 1 + rng() % (rng() % 8 == 0 ? 70000 : 3000);
+    ranges.push_back({at, at + numel});
+    at += numel;
+  }
+  *count = at;
+  return ranges;
+}
+
+// The plans (equal buckets, a small tail and first bucket, cut at parameter boundaries) average
+// alike: each within the float64 tolerance, and, on 1-2 ranks, bit for bit as equal buckets do (a
+// sum of two is the same in either order; with more ranks the ring's chain for an element starts
+// where the element falls in its bucket's chunks, so the rounding may differ). With the layout,
+// every bucket starts during backward, the gaps (never reported) notwithstanding.
+TEST_P(Synchronizer, BucketPlansAverageAlike) {
+  const DType wire = GetParam();
+  MpiRingCommunicator comm(MPI_COMM_WORLD, RingTuning{});
+  const uint64_t seed = test::shared_seed(MPI_COMM_WORLD);
+  size_t count = 0;
+  const std::vector<GradientRange> ranges = parameter_layout(seed, (size_t{1} << 20) + 3, &count);
+  std::vector<double> mean(count, 0.0);
+  std::vector<float> mine(count, 0.0f);
+  for (int r = 0; r < world_size(); ++r) {
+    const auto v = test::random_values(seed, r, 1, count, DType::kBF16);
+    for (const GradientRange& g : ranges) {
+      for (size_t i = g.begin; i < g.end; ++i) {
+        mean[i] += v[i] / world_size();
+        if (r == world_rank()) mine[i] = static_cast<float>(v[i]);
+      }
+    }
+  }
+  const BucketSizes equal{256 * 1024, 0}, shaped{256 * 1024, 16 * 1024, 8 * 1024};
+  const BucketPlan plans[] = {plan_buckets(count, equal), plan_buckets(count, shaped),
+                              plan_buckets(count, shaped, ranges)};
+  std::vector<float> first_result;
+  for (size_t p = 0; p < std::size(plans); ++p) {
+    std::vector<float> grads = mine;
+    GradientSynchronizer synchronizer(comm, grads.data(), plans[p], wire);
+    synchronizer.begin_step();
+    for (const GradientRange& g : ranges) synchronizer.mark_ready(g.begin, g.end);  // backward order
+    if (p == 2) {
+      EXPECT_EQ(synchronizer.launched_during_backward(), static_cast<int>(synchronizer.bucket_count()));
+    }
+    synchronizer.finish();
+    size_t wrong = 0;
+    for (size_t i = 0; i < count; ++i) {
+      if (!(std::fabs(grads[i] - mean[i]) <= test::tolerance(mean[i], 1.0, wire))) ++wrong;
+    }
+    EXPECT_EQ(wrong, 0u) << "plan " << p << " of " << plans[p].size() << " buckets";
+    EXPECT_TRUE(runtime::same_on_every_rank(MPI_COMM_WORLD, runtime::fingerprint(grads.data(), count * 4)));
+    if (p == 0) first_result = grads;
+    if (world_size() <= 2) {
+      EXPECT_TRUE(grads == first_result) << "plan " << p << " differs from equal buckets";
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(WireFormats, Synchronizer, testing::Values(DType::kF32, DType::kBF16, DType::kF16),

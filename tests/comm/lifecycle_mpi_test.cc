@@ -62,7 +62,8 @@ TEST_P(SynchronizerAbandonedMidStep, QueuedBucketsFinishBeforeTheirBuffersGo) {
     const size_t count = (size_t{1} << 22) + 5;  // 17 buckets of 1 MiB
     std::vector<float> grads(count, static_cast<float>(world_rank() + 1));
     for (DType wire : {DType::kBF16, DType::kF32}) {
-      auto sync = std::make_unique<GradientSynchronizer>(*b.comm, grads.data(), count, size_t{1} << 20, wire);
+      auto sync = std::make_unique<GradientSynchronizer>(*b.comm, grads.data(),
+                                                         plan_buckets(count, {size_t{1} << 20, 0}), wire);
       sync->begin_step();
       sync->mark_ready(count / 4, count);  // the last three quarters: 13 buckets queued
       sync.reset();                        // unwinding from the exception
@@ -84,7 +85,7 @@ TEST(SynchronizerAbandonedMidStep, InjectedBackwardFaultThrowsWithBucketsInFligh
   std::vector<float> grads(count, 1.0f);
   std::string error;
   {
-    GradientSynchronizer sync(*b.comm, grads.data(), count, size_t{1} << 20, DType::kBF16);
+    GradientSynchronizer sync(*b.comm, grads.data(), plan_buckets(count, {size_t{1} << 20, 0}), DType::kBF16);
     unsetenv("DTRAIN_FAULT_INJECT_BACKWARD");
     try {
       for (int step = 0; step < 3; ++step) {

@@ -97,7 +97,7 @@ struct TrainingRun {
     o.numerics = models::cuda::ConvNumerics::kBf16Nhwc;
     o.batch = 16;
     o.height = o.width = 64;
-    o.bucket_bytes = size_t{2} << 20;  // ~47 buckets for ResNet-50's 94 MB of gradients
+    o.buckets = {size_t{2} << 20, size_t{1} << 20};  // ~47 buckets for ResNet-50's 94 MB of gradients, a 1 MiB tail
     step = std::make_unique<cuda::GpuTrainStep>(o, comm.get(), binding.device.index);
     const size_t pixels = size_t{3} * o.batch * o.height * o.width;
     images = runtime::Buffer(runtime::MemoryKind::kPinnedHost, pixels);

@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "comm/backends/factory.h"
-#include "comm/gradient_sync/gradient_buckets.h"
+#include "comm/gradient_sync/bucket_plan.h"
 #include "runtime/memory/buffer.h"
 #include "runtime/rank/gpu_binding.h"
 #include "runtime/rank/rank_context.h"
@@ -63,7 +63,7 @@ TEST(TimelineOnGpu, BucketAllReducesLieInsideTheStepOnTheGpu) {
   o.model.in_channels = 3;
   o.batch = 16;
   o.height = o.width = 32;
-  o.bucket_bytes = size_t{256} << 10;  // about 0.9 M parameters (3.6 MB): 14 buckets or so
+  o.buckets = {size_t{256} << 10, 0};  // about 0.9 M parameters (3.6 MB): 14 buckets or so
   const int device = binding.device.index;
   cuda::GpuTrainStep step(o, comm.get(), device);
   const size_t pixels = size_t{3} * o.batch * o.height * o.width;
@@ -90,7 +90,7 @@ TEST(TimelineOnGpu, BucketAllReducesLieInsideTheStepOnTheGpu) {
   step.synchronize();
 
   const size_t count = static_cast<size_t>(step.model().device_parameters().count());
-  const size_t buckets = world_size() > 1 ? comm::GradientBuckets(count, o.bucket_bytes).size() : 0;  // 1 rank: none
+  const size_t buckets = step.gradient_buckets();  // 1 rank: none
   EXPECT_TRUE(world_size() == 1 || buckets >= 4) << buckets << " buckets";
   EXPECT_EQ(recorder.dropped(), 0u);
   ASSERT_EQ(recorder.spans().size(), 3 * (4 + buckets));

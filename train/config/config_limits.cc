@@ -96,6 +96,10 @@ void validate_limits(const proto::TrainConfig& c, uint64_t host_memory_bytes) {
       << "prefetch_batches " << c.prefetch_batches() << " is over " << kMaxPrefetchBatches << " batches";
   DTRAIN_USAGE_CHECK(c.bucket_mib() <= kMaxBucketMib)
       << "bucket_mib " << c.bucket_mib() << " is over " << kMaxBucketMib << " MiB";
+  DTRAIN_USAGE_CHECK(c.tail_bucket_mib() <= kMaxBucketMib)
+      << "tail_bucket_mib " << c.tail_bucket_mib() << " is over " << kMaxBucketMib << " MiB";
+  DTRAIN_USAGE_CHECK(c.first_bucket_mib() <= kMaxBucketMib)
+      << "first_bucket_mib " << c.first_bucket_mib() << " is over " << kMaxBucketMib << " MiB";
   DTRAIN_USAGE_CHECK(c.accumulation_steps() <= kMaxAccumulationSteps)
       << "accumulation_steps " << c.accumulation_steps() << " is over " << kMaxAccumulationSteps
       << " micro-batches per optimizer step";

@@ -5,7 +5,7 @@
 //  - every floating-point field is finite (--base_lr inf, nan), every integer field (and every
 //    element of a repeated one) is not negative;
 //  - the sizes that allocate or start threads stay within what a host can serve: image_size,
-//    val_resize, loader_threads, prefetch_batches, bucket_mib, max_file_mib;
+//    val_resize, loader_threads, prefetch_batches, bucket_mib (tail and first too), max_file_mib;
 //  - the loader's batches (prefetch depth plus the two the engine holds, of batch_per_rank images
 //    of image_size^2 x 3 bytes) fit in this host's memory: a cheap lower bound on what the run needs.
 #include <cstdint>

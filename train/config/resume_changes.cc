@@ -46,6 +46,8 @@ const std::set<std::string>& free_fields() {
                                                "allow_gpu_sharing",
                                                "backend",
                                                "bucket_mib",
+                                               "tail_bucket_mib",
+                                               "first_bucket_mib",
                                                "gradient_wire_dtype",
                                                "max_validation_batches",
                                                "max_nonfinite_steps",

@@ -18,6 +18,7 @@
 #include "runtime/memory/dtype.h"
 #include "train/engine/batch_norm_group.h"
 #include "train/engine/gradient_accumulation.h"
+#include "train/engine/gradient_bucket_plan.h"
 #include "train/engine/sgd.h"
 #include "train/engine/step_engine.h"
 
@@ -31,9 +32,9 @@ class CpuStepEngine final : public StepEngine {
       : setup_(setup), model_(setup.model), comm_(std::move(comm)), bn_group_(std::move(bn_group)) {
     const TrainConfig& c = setup.config.fields;
     models::ParameterSet& params = model_.parameters();
-    sync_ = std::make_unique<comm::GradientSynchronizer>(
-        *comm_, params.grads_flat(), static_cast<size_t>(params.flat_size()), static_cast<size_t>(c.bucket_mib()) << 20,
-        setup.config.gradient_wire_dtype);
+    sync_ = std::make_unique<comm::GradientSynchronizer>(*comm_, params.grads_flat(),
+                                                         gradient_bucket_plan(params, gradient_bucket_sizes(c)),
+                                                         setup.config.gradient_wire_dtype);
     // Synchronized BN: every BN layer exchanges its statistics over this rank's group.
     DTRAIN_CHECK((bn_group_ ? bn_group_->group_size() : 1) == c.bn_sync_group())
         << "bn_sync_group " << c.bn_sync_group() << " needs a BN group of that size (make_batch_norm_group)";

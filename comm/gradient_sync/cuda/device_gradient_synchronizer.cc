@@ -8,13 +8,13 @@
 
 namespace dtrain::comm {
 
-DeviceGradientSynchronizer::DeviceGradientSynchronizer(Communicator& comm, float* gradients, size_t count,
-                                                       size_t bucket_bytes, cudaStream_t compute, int device)
+DeviceGradientSynchronizer::DeviceGradientSynchronizer(Communicator& comm, float* gradients, BucketPlan plan,
+                                                       cudaStream_t compute, int device)
     : comm_(comm),
       gradients_(gradients),
       compute_(compute),
       comm_stream_(device, -1),
-      buckets_(count, bucket_bytes),
+      buckets_(std::move(plan)),
       reduced_(device, false) {
   // On `device`, whatever the current device: they are recorded on its streams.
   ready_.reserve(buckets_.size());

@@ -3,7 +3,7 @@
 // waiting on the GPU: the device counterpart of GradientSynchronizer (gradient_synchronizer.h),
 // with the same bucket bookkeeping (GradientBuckets) and consistency-check policy.
 //
-// The fp32 flat gradient buffer (backward order) is cut into buckets. The layers report each
+// The fp32 flat gradient buffer (backward order) is cut into buckets (a BucketPlan). The layers report each
 // gradient right after queueing the kernel that writes it (mark_ready). When a bucket's last
 // element is reported, an event is recorded on the compute stream, the comm stream waits for it,
 // and the bucket's all-reduce (average) is queued on the comm stream, where it runs beside the
@@ -34,9 +34,9 @@ namespace dtrain::comm {
 
 class DeviceGradientSynchronizer final : public GradientSync {
  public:
-  // `compute`: the stream backward runs on; `device`: its GPU (the comm stream is made there).
-  DeviceGradientSynchronizer(Communicator& comm, float* gradients, size_t count, size_t bucket_bytes,
-                             cudaStream_t compute, int device);
+  // plan: the cuts of the buffer (plan_buckets); `compute`: the stream backward runs on;
+  // `device`: its GPU (the comm stream is made there).
+  DeviceGradientSynchronizer(Communicator& comm, float* gradients, BucketPlan plan, cudaStream_t compute, int device);
   ~DeviceGradientSynchronizer() override;
 
   void begin_step() override;

@@ -11,6 +11,7 @@
 #include "train/engine/cuda/accumulate_gradients.h"
 #include "train/engine/cuda/normalize_images.h"
 #include "train/engine/cuda/sgd_update.h"
+#include "train/engine/gradient_bucket_plan.h"
 
 namespace dtrain::train::cuda {
 namespace {
@@ -40,7 +41,7 @@ GpuStepOptions gpu_step_options(const ResolvedConfig& config, const models::ResN
   o.sgd = SgdOptions{c.momentum(), c.weight_decay(), c.nesterov()};
   o.exempt_norm_and_bias_from_decay = c.exclude_norm_and_bias_from_decay();
   o.label_smoothing = static_cast<float>(c.label_smoothing());
-  o.bucket_bytes = static_cast<size_t>(c.bucket_mib()) << 20;
+  o.buckets = gradient_bucket_sizes(c);
   o.accumulation_steps = c.accumulation_steps();
   o.jpeg_decoder = config.jpeg_decoder;  // resolve() allows gpu with image folders only
   return o;
@@ -73,8 +74,8 @@ GpuTrainStep::GpuTrainStep(const GpuStepOptions& options, comm::Communicator* co
   DTRAIN_USAGE_CHECK(options.accumulation_steps >= 1)
       << "accumulation_steps must be at least 1, got " << options.accumulation_steps;
   if (comm_ != nullptr && comm_->size() > 1) {
-    sync_ = std::make_unique<comm::DeviceGradientSynchronizer>(*comm_, params.grads_f32(), count, options.bucket_bytes,
-                                                               stream, device);
+    sync_ = std::make_unique<comm::DeviceGradientSynchronizer>(
+        *comm_, params.grads_f32(), gradient_bucket_plan(params.layout(), options.buckets), stream, device);
   }
   if (options.accumulation_steps > 1) {
     gradient_sum_ = runtime::Buffer(runtime::MemoryKind::kDevice, count * sizeof(float), stream);

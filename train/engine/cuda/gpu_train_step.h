@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "comm/gradient_sync/bucket_plan.h"
 #include "comm/gradient_sync/cuda/device_gradient_synchronizer.h"
 #include "comm/gradient_sync/gradient_sync.h"
 #include "models/cuda/classification_metrics.h"
@@ -48,7 +49,7 @@ struct GpuStepOptions {
   SgdOptions sgd;
   bool exempt_norm_and_bias_from_decay = false;
   float label_smoothing = 0.0f;
-  size_t bucket_bytes = size_t{comm::kDefaultBucketMib} << 20;
+  comm::BucketSizes buckets;   // the defaults of gradient_sync.h
   int accumulation_steps = 1;  // micro-batches (of `batch` images) per optimizer step
   // kGpu: the step decodes the loader's deferred JPEGs (device_jpeg_stage.h); a UsageError on a
   // GPU without a hardware JPEG decoder or without nvJPEG.
