@@ -49,15 +49,13 @@ void GradientSynchronizer::begin_step() {
   buckets_.begin_step();
   comm_.set_consistency_check(buckets_.check_calls_this_step());
   for (Work& w : work_) w = Work();
-  if (!phase_timing_) {
-    phase_logs_.clear();
-    return;
+  timed_ = phase_timing_;
+  if (!timed_) return;
+  // Made once and kept: an abandoned step's all-reduce may still report to its bucket's log.
+  if (phase_logs_.empty()) {
+    for (size_t i = 0; i < buckets_.size(); ++i) phase_logs_.push_back(std::make_unique<PhaseLog>());
   }
-  phase_logs_.resize(buckets_.size());
-  for (std::unique_ptr<PhaseLog>& log : phase_logs_) {
-    if (!log) log = std::make_unique<PhaseLog>();
-    log->clear();
-  }
+  for (std::unique_ptr<PhaseLog>& log : phase_logs_) log->clear();
 }
 
 void GradientSynchronizer::mark_ready(size_t begin, size_t end) {
@@ -72,7 +70,7 @@ void GradientSynchronizer::launch(size_t i) {
   Collective call;
   call.count = buckets_.end(i) - buckets_.begin(i);
   call.op = ReduceOp::kAverage;
-  call.trace = phase_logs_.empty() ? nullptr : phase_logs_[i].get();
+  call.trace = timed_ ? phase_logs_[i].get() : nullptr;
   float* slice = gradients_ + buckets_.begin(i);
   if (wire_ == DType::kF32) {
     call.send = call.recv = slice;
@@ -89,7 +87,7 @@ std::vector<GradientSynchronizer::BucketSpan> GradientSynchronizer::bucket_spans
   for (size_t i = 0; i < buckets_.size(); ++i) {
     const Work::Span ran = work_[i].span();
     spans.push_back({i, (buckets_.end(i) - buckets_.begin(i)) * runtime::dtype_size(wire_), ran.begin, ran.end,
-                     phase_logs_.empty() ? std::vector<CallPhase>() : phase_logs_[i]->phases()});
+                     timed_ ? phase_logs_[i]->phases() : std::vector<CallPhase>()});
   }
   return spans;
 }

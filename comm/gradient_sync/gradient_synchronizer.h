@@ -80,10 +80,11 @@ class GradientSynchronizer final : public GradientSync {
   float* gradients_;
   DType wire_;
   GradientBuckets buckets_;
-  std::vector<Work> work_;                  // per bucket, this step
-  std::vector<runtime::Buffer> wire_copy_;  // per bucket: the 16-bit copy when the wire format is narrower
-  bool phase_timing_ = false;
-  std::vector<std::unique_ptr<PhaseLog>> phase_logs_;  // per bucket, this step; null: not timed
+  std::vector<Work> work_;                             // per bucket, this step
+  std::vector<runtime::Buffer> wire_copy_;             // per bucket: the 16-bit copy when the wire format is narrower
+  bool phase_timing_ = false;                          // from the next step on
+  bool timed_ = false;                                 // this step
+  std::vector<std::unique_ptr<PhaseLog>> phase_logs_;  // per bucket, made at the first timed step
   uint64_t steps_ = 0;
   uint64_t fault_step_ = 0;  // DTRAIN_FAULT_INJECT_BACKWARD (fault_injection.h)
 };
