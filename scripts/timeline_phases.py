@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Where a step's gradient averaging loses time, from a dtrain-train --timeline file (Chrome trace
-JSON): per rank and step, when backward ended and when the step's last bucket all-reduce ended
-(milliseconds after the step's forward began), the tail between the two (the time after backward
-that the step waits for its gradients; negative: the buckets were done first), and each bucket
-phase's total time in the step (summed over the buckets, and the part of it after backward
-ended), then the means over every rank and step.
+JSON): per rank and step, when backward ended, when the step's last bucket all-reduce ended and
+when its SGD update ended (milliseconds after the step's forward began), the tail between the
+first two (the time after backward that the step waits for its gradients; negative: the buckets
+were done first), and each bucket phase's total time in the step (summed over the buckets, and the
+part of it after backward ended), then the means over every rank and step.
 
 The phases are the spans inside the buckets that the backends report (docs/observability.md):
 with --backend hierarchical "intra-node reduce-scatter", "cross-node ring" and "intra-node
@@ -40,7 +40,8 @@ def load(path):
 def collect(events, only_rank):
     """(rank, step) -> {"forward": [...], "backward": [...], "buckets": [...], "phases": {name: [...]}},
     each a list of (begin_us, end_us)."""
-    steps = defaultdict(lambda: {"forward": [], "backward": [], "buckets": [], "phases": defaultdict(list)})
+    steps = defaultdict(
+        lambda: {"forward": [], "backward": [], "SGD update": [], "buckets": [], "phases": defaultdict(list)})
     for e in events:
         if e.get("ph") != "X" or "step" not in e.get("args", {}):
             continue
@@ -50,7 +51,7 @@ def collect(events, only_rank):
         span = (float(e["ts"]), float(e["ts"]) + float(e["dur"]))
         entry = steps[(rank, e["args"]["step"])]
         name = e["name"]
-        if name in ("forward", "backward"):
+        if name in ("forward", "backward", "SGD update"):
             entry[name].append(span)
             continue
         m = BUCKET_SPAN.match(name)
@@ -71,6 +72,7 @@ def summarize(steps):
         origin = min(b for b, _ in s["forward"])
         backward_end = max(e for _, e in s["backward"])  # the last micro-batch's, with accumulation
         last_bucket_end = max(e for _, e in s["buckets"])
+        update_end = max((e for _, e in s["SGD update"]), default=None)  # None: a partial file
         phases = {}
         for phase, spans in sorted(s["phases"].items()):
             total = sum(e - b for b, e in spans)
@@ -83,6 +85,7 @@ def summarize(steps):
             "backward_end_ms": (backward_end - origin) / 1e3,
             "last_bucket_end_ms": (last_bucket_end - origin) / 1e3,
             "tail_ms": (last_bucket_end - backward_end) / 1e3,
+            "update_end_ms": None if update_end is None else (update_end - origin) / 1e3,
             "all_reduce_total_ms": sum(e - b for b, e in s["buckets"]) / 1e3,
             "phases": phases,
         })
@@ -93,6 +96,8 @@ def means(rows):
     n = len(rows)
     out = {k: sum(r[k] for r in rows) / n
            for k in ("backward_end_ms", "last_bucket_end_ms", "tail_ms", "all_reduce_total_ms")}
+    updates = [r["update_end_ms"] for r in rows if r["update_end_ms"] is not None]
+    out["update_end_ms"] = sum(updates) / len(updates) if updates else None
     phases = defaultdict(lambda: {"total_ms": 0.0, "after_backward_ms": 0.0})
     for r in rows:
         for phase, p in r["phases"].items():
@@ -102,18 +107,25 @@ def means(rows):
     return out
 
 
+def ms(value, width):
+    return f"{'-':>{width}}" if value is None else f"{value:>{width}.2f}"
+
+
 def print_table(rows, mean):
     names = sorted({p for r in rows for p in r["phases"]})
     print("times in ms after the step's forward began; tail = last bucket end - backward end;")
     print("per phase: total over the step's buckets (after backward ended)")
-    print(f"{'rank':>4} {'step':>5} {'bkts':>4} {'bwd end':>9} {'last bkt':>9} {'tail':>8} {'all-red':>8}  phases")
+    print(f"{'rank':>4} {'step':>5} {'bkts':>4} {'bwd end':>9} {'last bkt':>9} {'tail':>8} {'upd end':>9} "
+          f"{'all-red':>8}  phases")
     for r in rows:
         phases = "  ".join(f"{p} {r['phases'][p]['total_ms']:.2f} ({r['phases'][p]['after_backward_ms']:.2f})"
                            for p in names if p in r["phases"])
         print(f"{r['rank']:>4} {r['step']:>5} {r['buckets']:>4} {r['backward_end_ms']:>9.2f} "
-              f"{r['last_bucket_end_ms']:>9.2f} {r['tail_ms']:>8.2f} {r['all_reduce_total_ms']:>8.2f}  {phases}")
+              f"{r['last_bucket_end_ms']:>9.2f} {r['tail_ms']:>8.2f} {ms(r['update_end_ms'], 9)} "
+              f"{r['all_reduce_total_ms']:>8.2f}  {phases}")
     print(f"mean of {len(rows)} rank-steps: backward end {mean['backward_end_ms']:.2f}, last bucket end "
-          f"{mean['last_bucket_end_ms']:.2f}, tail {mean['tail_ms']:.2f}, bucket all-reduces "
+          f"{mean['last_bucket_end_ms']:.2f}, tail {mean['tail_ms']:.2f}, update end {ms(mean['update_end_ms'], 0)}, "
+          f"bucket all-reduces "
           f"{mean['all_reduce_total_ms']:.2f}")
     for phase, p in mean["phases"].items():
         print(f"  {phase:<28} {p['total_ms']:9.2f} total  {p['after_backward_ms']:9.2f} after backward")

@@ -44,7 +44,7 @@ for r in rows:
     assert set(r["phases"]) == names, r["phases"]
     assert all(p["spans"] == r["buckets"] for p in r["phases"].values()), r
     assert abs(r["tail_ms"] - (r["last_bucket_end_ms"] - r["backward_end_ms"])) < 1e-9, r
-    assert 0 < r["backward_end_ms"] and 0 < r["last_bucket_end_ms"], r
+    assert 0 < r["backward_end_ms"] < r["update_end_ms"] and r["last_bucket_end_ms"] <= r["update_end_ms"], r
     for p in r["phases"].values():
         assert 0 <= p["after_backward_ms"] <= p["total_ms"] + 1e-9, r
     # The phases run one after another inside the bucket spans.
@@ -52,14 +52,14 @@ for r in rows:
 print("summary of", len(rows), "rank-steps checks")
 EOF
 
-# A hand-made trace (microseconds): forward 1000-2000, backward 2000-5000; bucket 0 at 3000-4000
+# A hand-made trace (microseconds): forward 1000-2000, backward 2000-5000, SGD update 7000-7500; bucket 0 at 3000-4000
 # (reduce-scatter 200, ring 600, all-gather 200), bucket 1 at 5000-7000 (500, 1000, 500) and a
 # staged piece's D2H at 4500-5500 (half of it after backward).
 "$py" - <<'EOF' > made.json
 import json
 def x(name, ts, end, **args):
     return {"name": name, "ph": "X", "pid": 0, "tid": 4, "ts": ts, "dur": end - ts, "args": dict(step=7, **args)}
-ev = [x("forward", 1000, 2000), x("backward", 2000, 5000),
+ev = [x("forward", 1000, 2000), x("backward", 2000, 5000), x("SGD update", 7000, 7500),
       x("all-reduce bucket 0", 3000, 4000, bucket=0), x("intra-node reduce-scatter bucket 0", 3000, 3200, bucket=0),
       x("cross-node ring bucket 0", 3200, 3800, bucket=0), x("intra-node all-gather bucket 0", 3800, 4000, bucket=0),
       x("all-reduce bucket 1", 5000, 7000, bucket=1), x("intra-node reduce-scatter bucket 1", 5000, 5500, bucket=1),
@@ -73,7 +73,8 @@ import json, sys
 r = json.load(open(sys.argv[1]))["steps"]
 assert len(r) == 1, r
 r = r[0]
-want = {"backward_end_ms": 4.0, "last_bucket_end_ms": 6.0, "tail_ms": 2.0, "all_reduce_total_ms": 3.0, "buckets": 2}
+want = {"backward_end_ms": 4.0, "last_bucket_end_ms": 6.0, "tail_ms": 2.0, "update_end_ms": 6.5,
+        "all_reduce_total_ms": 3.0, "buckets": 2}
 for k, v in want.items():
     assert abs(r[k] - v) < 1e-9, (k, r[k], v)
 want = {"intra-node reduce-scatter": (0.7, 0.5), "cross-node ring": (1.6, 1.0), "intra-node all-gather": (0.7, 0.5),
