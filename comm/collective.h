@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "comm/call_trace.h"
 #include "runtime/memory/dtype.h"
 
 namespace dtrain::comm {
@@ -44,6 +45,9 @@ struct Collective {
   ReduceOp op = ReduceOp::kSum;
   int root = 0;
   Location where;
+  // Where the call reports its phases (call_trace.h); null: nowhere. Not part of what the
+  // consistency check compares.
+  CallTrace* trace = nullptr;
 };
 
 // "all_reduce(count=1000, fp32, sum)": for error messages.

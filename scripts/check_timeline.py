@@ -15,8 +15,17 @@ needs it and the way a reader trusts it:
     backward begins and ends before the SGD update begins (on the GPU: inside the step as the GPU
     ran it, H2D copy to SGD update), and the step loop's "step" span holds its data wait.
 
+  - with --hierarchical L (--backend hierarchical, L ranks per node): every bucket all-reduce of
+    every step holds its phases on the comm track (docs/observability.md): "intra-node
+    reduce-scatter", "cross-node ring", "intra-node all-gather" (L = 1: the cross-node ring
+    alone), once each, inside the bucket's span, in that order, with their bytes (the bucket padded
+    to L equal shards; the ring moves one shard, in fp32 or 16 bits); on a GPU, where the ring is
+    staged through the host, each piece's "D2H", "host ring" and "H2D" inside the ring, in that
+    order, the pieces' bytes adding up to the ring's (no pieces at all where the MPI takes device
+    pointers).
+
   check_timeline.py FILE --ranks N --steps A:B --device cpu|gpu [--checkpoint-step S]
-                    [--partial-rank R]
+                    [--partial-rank R] [--hierarchical L]
 
 --checkpoint-step: rank 0 has a "checkpoint write" span at that step. --partial-rank R: the file of
 a run that failed inside the range: only rank R's spans, otherData "complete" false, and only the
@@ -28,6 +37,73 @@ import sys
 from collections import defaultdict
 
 EPS = 0.002  # microseconds: ts and dur are printed with three decimals
+# A staged piece's host ring is timed by the host clock, its copies by CUDA events turned into host
+# time after the range, which can put them a few microseconds late: comparisons across the two.
+CROSS_CLOCK_US = 100.0
+PHASES = ["intra-node reduce-scatter", "cross-node ring", "intra-node all-gather"]
+PIECE_PHASES = ["D2H", "host ring", "H2D"]
+
+
+def check_bucket_phases(r, s, bucket, spans, local, gpu, fail):
+    """spans: this bucket's spans of step s on rank r, name -> [(ts, end, args)]."""
+    where = f"rank {r} step {s} bucket {bucket}"
+    outer = spans["all-reduce"][0]
+    wanted = PHASES if local > 1 else ["cross-node ring"]
+    unexpected = set(spans) - set(wanted) - set(PIECE_PHASES) - {"all-reduce"}
+    if unexpected:
+        fail(f"{where}: phases {sorted(unexpected)} besides {wanted}")
+    got = {}
+    for name in wanted:
+        if len(spans.get(name, [])) != 1:
+            fail(f"{where}: {len(spans.get(name, []))} {name!r} span(s), expected 1")
+            return
+        got[name] = spans[name][0]
+        if got[name][0] + EPS < outer[0] or got[name][1] > outer[1] + EPS:
+            fail(f"{where}: {name} [{got[name][0]}, {got[name][1]}] outside the bucket [{outer[0]}, {outer[1]}]")
+    for a, b in zip(wanted, wanted[1:]):
+        if got[a][1] > got[b][0] + EPS:
+            fail(f"{where}: {a} ends at {got[a][1]}, after {b} begins at {got[b][0]}")
+    bucket_bytes = outer[2]["bytes"]
+    ring = got["cross-node ring"][2].get("bytes", -1)
+    if local > 1:
+        rs, ag = got[PHASES[0]][2].get("bytes", -1), got[PHASES[2]][2].get("bytes", -1)
+        shard = rs // (4 * local)
+        covers = any(shard * local >= bucket_bytes // e > (shard - 1) * local for e in (4, 2))
+        if rs != ag or rs != shard * local * 4 or not covers:
+            fail(f"{where}: reduce-scatter {rs} B and all-gather {ag} B are not the {bucket_bytes} B bucket "
+                 f"padded to {local} fp32 shards")
+        shards = [shard]
+    else:
+        shards = [bucket_bytes // e for e in (4, 2)]  # the bucket's bytes are in fp32 or a 16-bit wire format
+    if ring not in [n * e for n in shards for e in (4, 2)]:
+        fail(f"{where}: cross-node ring {ring} B, expected a shard of {' or '.join(map(str, shards))} elements "
+             f"in fp32 or 16 bits")
+    pieces = {name: sorted(spans.get(name, []), key=lambda t: t[2].get("piece", -1)) for name in PIECE_PHASES}
+    counts = {len(v) for v in pieces.values()}
+    if not gpu:
+        if counts != {0}:
+            fail(f"{where}: staged pieces on the CPU path")
+        return
+    if counts == {0}:
+        return  # an MPI that takes device pointers runs the ring on them: no staged pieces
+    if len(counts) != 1 or 0 in counts:
+        fail(f"{where}: staged pieces {[(n, len(v)) for n, v in pieces.items()]}, expected each piece's "
+             f"{', '.join(PIECE_PHASES)}")
+        return
+    cross = got["cross-node ring"]
+    for k, trio in enumerate(zip(*(pieces[n] for n in PIECE_PHASES))):
+        for name, span in zip(PIECE_PHASES, trio):
+            if span[2].get("piece") != k:
+                fail(f"{where}: {name} pieces numbered {[t[2].get('piece') for t in pieces[name]]}")
+                return
+            if span[0] + CROSS_CLOCK_US < cross[0] or span[1] > cross[1] + CROSS_CLOCK_US:
+                fail(f"{where}: {name} piece {k} outside the cross-node ring")
+        for a, b in zip(trio, trio[1:]):
+            if a[1] > b[0] + CROSS_CLOCK_US:
+                fail(f"{where} piece {k}: its phases out of order ({PIECE_PHASES})")
+    if sum(t[2].get("bytes", 0) for t in pieces["host ring"]) != ring:
+        fail(f"{where}: the pieces' host rings moved {sum(t[2].get('bytes', 0) for t in pieces['host ring'])} B, "
+             f"the cross-node ring {ring} B")
 
 
 def main():
@@ -38,6 +114,7 @@ def main():
     ap.add_argument("--device", choices=["cpu", "gpu"], required=True)
     ap.add_argument("--checkpoint-step", type=int)
     ap.add_argument("--partial-rank", type=int)
+    ap.add_argument("--hierarchical", type=int, metavar="L", help="ranks per node of a --backend hierarchical run")
     a = ap.parse_args()
     first, last = (int(x) for x in a.steps.split(":"))
     failures = []
@@ -113,6 +190,7 @@ def main():
     steps_whole = [first] if partial else list(range(first, last + 1))
     for r in ranks:
         by_step = defaultdict(lambda: defaultdict(list))  # step -> name -> [(ts, end)]
+        by_bucket = defaultdict(lambda: defaultdict(list))  # (step, bucket) -> phase -> [(ts, end, args)]
         loop = track_of(r, "step loop")
         comm = track_of(r, comm_track)
         if not loop:
@@ -131,6 +209,14 @@ def main():
                     if not isinstance(e["args"].get("bytes"), int) or e["args"]["bytes"] <= 0:
                         fail(f"rank {r}: {name} without its bytes")
                     name = "all-reduce"
+                if "bucket" in e["args"]:
+                    phase = e["name"].split(" bucket ")[0]
+                    by_bucket[(e["args"].get("step"), e["args"]["bucket"])][phase].append(
+                        (e["ts"], e["ts"] + e["dur"], e["args"]))
+                    if phase != "all-reduce":
+                        if tid not in comm:
+                            fail(f"rank {r}: {e['name']} on track {thread_names.get((pid, tid))}")
+                        continue
                 by_step[e["args"].get("step")][name].append((e["ts"], e["ts"] + e["dur"]))
                 names_by_track.setdefault(name, set()).add(thread_names.get((pid, tid), ""))
         expected_steps = set(range(first, last + 1))
@@ -175,6 +261,10 @@ def main():
                 if b0 + EPS < gpu_step[0] or b1 > gpu_step[1] + EPS:
                     fail(f"rank {r} step {s}: a bucket all-reduce outside the step")
             buckets = len(got.get("all-reduce", []))
+            if a.hierarchical is not None:
+                for (step_of, bucket), spans in sorted(by_bucket.items()):
+                    if step_of == s:
+                        check_bucket_phases(r, s, bucket, spans, a.hierarchical, gpu, fail)
             print(f"rank {r} step {s}: forward {fwd[1] - fwd[0]:.1f} us, backward {bwd[1] - bwd[0]:.1f} us, "
                   f"{buckets} bucket all-reduce(s), SGD update {sgd[1] - sgd[0]:.1f} us")
         if a.checkpoint_step is not None and r == 0:

@@ -24,6 +24,15 @@ COLOURS = {
     "backward": "tab:orange",
     "gradient wait": "tab:pink",
     "all-reduce": "tab:red",
+    # a bucket's phases (docs/observability.md), drawn thinner over the bucket's bar
+    "intra-node reduce-scatter": "gold",
+    "intra-node all-reduce": "gold",
+    "cross-node ring": "darkred",
+    "intra-node all-gather": "khaki",
+    "intra-node broadcast": "khaki",
+    "D2H": "lightblue",
+    "host ring": "salmon",
+    "H2D": "lightgreen",
     "SGD update": "tab:green",
     "loss read-back": "tab:olive",
     "checkpoint write": "tab:purple",
@@ -63,7 +72,8 @@ def main():
     for e in spans:
         y = row_of[(e["pid"], e["tid"])]
         start, width = e["ts"] / 1000.0, e["dur"] / 1000.0  # ms
-        name = "all-reduce" if e["name"].startswith("all-reduce") else e["name"]
+        name = e["name"].split(" bucket ")[0]  # "all-reduce bucket 3", "D2H bucket 3 piece 1"
+        inside = name != "all-reduce" and "bucket" in e["args"]  # a bucket's phase
         if name == "step":  # the step's extent, shaded behind the row, with its number
             ax.broken_barh([(start, width)], (y - 0.45, 0.9), facecolors="0.93", edgecolors="0.6", linewidth=0.5,
                            zorder=0)
@@ -71,8 +81,9 @@ def main():
                     fontsize=7, color="0.35", zorder=3)
             continue
         colour = COLOURS.get(name, "tab:brown")
-        ax.broken_barh([(start, width)], (y - 0.3, 0.6), facecolors=colour, edgecolors="black", linewidth=0.3,
-                       zorder=2)
+        height = 0.36 if inside else 0.6
+        ax.broken_barh([(start, width)], (y - height / 2, height), facecolors=colour, edgecolors="black",
+                       linewidth=0.3, zorder=2.5 if inside else 2)
         seen.add(name)
     labels = [f"{process.get(pid, f'pid {pid}')}: {thread.get((pid, tid), f'tid {tid}')}" for pid, tid in rows]
     ax.set_yticks(range(len(rows)), labels, fontsize=8)

@@ -9,6 +9,7 @@
 #include "comm/host/memory_ops.h"
 #include "comm/host/wide_reduction.h"
 #include "runtime/base/error.h"
+#include "runtime/base/steady_seconds.h"
 #include "runtime/mpi/mpi_check.h"
 
 namespace dtrain::comm {
@@ -18,6 +19,29 @@ namespace {
 std::unique_ptr<Communicator> unchecked(std::unique_ptr<Communicator> comm) {
   comm->set_consistency_check(false);  // the hierarchical call has already checked
   return comm;
+}
+
+// Runs one phase of an all-reduce (`enqueue` starts it) and reports it to `trace` when there is
+// one: a host phase runs to its end here and is timed by the clock around it; a device phase is
+// only enqueued, between the trace's two device_phase calls (which record events on the stream).
+template <typename Enqueue>
+Work traced(CallTrace* trace, const char* name, size_t bytes, Location where, Enqueue enqueue) {
+  if (trace == nullptr) return enqueue();
+  CallPhase phase;
+  phase.name = name;
+  phase.bytes = static_cast<int64_t>(bytes);
+  if (where.device) {
+    trace->device_phase(phase, where.stream, false);
+    Work w = enqueue();
+    trace->device_phase(phase, where.stream, true);
+    return w;
+  }
+  phase.begin = runtime::steady_seconds();
+  Work w = enqueue();
+  w.wait();
+  phase.end = runtime::steady_seconds();
+  trace->host_phase(phase);
+  return w;
 }
 
 }  // namespace
@@ -113,7 +137,7 @@ std::vector<Work> HierarchicalCommunicator::all_reduce(const Collective& call) {
   const float scale = call.op == ReduceOp::kAverage ? 1.0f / static_cast<float>(size_) : 1.0f;
   if (call.dtype == DType::kF32) {
     copy_bytes(call.recv, call.send, call.count * sizeof(float), where);
-    std::vector<Work> cross = all_reduce_f32(static_cast<float*>(call.recv), call.count, where);
+    std::vector<Work> cross = all_reduce_f32(static_cast<float*>(call.recv), call.count, where, call.trace);
     if (scale != 1.0f)
       narrow_from_f32(static_cast<float*>(call.recv), scale, call.recv, DType::kF32, call.count, where);
     return cross;
@@ -122,13 +146,14 @@ std::vector<Work> HierarchicalCommunicator::all_reduce(const Collective& call) {
   // it on its own streams, but the caller's stream waits for them before any later use.
   std::vector<Work> cross;
   reduce_widened({call.send, call.dtype, call.count, call.count, scale, where, nullptr}, [&](float* wide) {
-    cross = all_reduce_f32(wide, call.count, where);
+    cross = all_reduce_f32(wide, call.count, where, call.trace);
     return Rounding{wide, call.recv, call.count};
   });
   return cross;
 }
 
-std::vector<Work> HierarchicalCommunicator::all_reduce_f32(float* work, size_t count, Location where) {
+std::vector<Work> HierarchicalCommunicator::all_reduce_f32(float* work, size_t count, Location where,
+                                                           CallTrace* trace) {
   std::vector<Work> cross;  // device: the cross-node steps, still running
   if (count == 0) return cross;
   // Host steps run one after another (on the worker thread); device steps are ordered by the stream.
@@ -140,11 +165,15 @@ std::vector<Work> HierarchicalCommunicator::all_reduce_f32(float* work, size_t c
     }
   };
   const size_t lmax = static_cast<size_t>(max_local_size_);
+  const size_t wire = runtime::dtype_size(cross_wire_);
+  constexpr size_t f32 = sizeof(float);
 
   if (uniform_nodes_) {
     const size_t local = static_cast<size_t>(local_size_);
     if (local == 1) {
-      step(cross_node_sum(*cross_, work, count, where), true);
+      step(traced(trace, kPhaseCrossNode, count * wire, where,
+                  [&] { return cross_node_sum(*cross_, work, count, where, trace); }),
+           true);
       return cross;
     }
     // Pad to a multiple of L so every shard has the same length (NCCL's reduce-scatter requires it).
@@ -152,46 +181,74 @@ std::vector<Work> HierarchicalCommunicator::all_reduce_f32(float* work, size_t c
     runtime::Buffer padded;
     float* data = work;
     if (shard * local != count) {
-      padded = scratch_buffer(shard * local * sizeof(float), where);
+      padded = scratch_buffer(shard * local * f32, where);
       data = static_cast<float*>(padded.data());
-      copy_bytes(data, work, count * sizeof(float), where);
-      zero_bytes(data + count, (shard * local - count) * sizeof(float), where);
+      copy_bytes(data, work, count * f32, where);
+      zero_bytes(data + count, (shard * local - count) * f32, where);
     }
     float* mine = data + static_cast<size_t>(local_rank_) * shard;
-    step(intra(where).reduce_scatter(data, mine, shard, DType::kF32, ReduceOp::kSum, where), false);
-    step(cross_node_sum(*cross_, mine, shard, where), true);
-    step(intra(where).all_gather(mine, data, shard, DType::kF32, where), false);
-    if (data != work) copy_bytes(work, data, count * sizeof(float), where);
+    step(traced(trace, kPhaseIntraReduceScatter, shard * local * f32, where,
+                [&] { return intra(where).reduce_scatter(data, mine, shard, DType::kF32, ReduceOp::kSum, where); }),
+         false);
+    step(traced(trace, kPhaseCrossNode, shard * wire, where,
+                [&] { return cross_node_sum(*cross_, mine, shard, where, trace); }),
+         true);
+    step(traced(trace, kPhaseIntraAllGather, shard * local * f32, where,
+                [&] { return intra(where).all_gather(mine, data, shard, DType::kF32, where); }),
+         false);
+    if (data != work) copy_bytes(work, data, count * f32, where);
     return cross;
   }
 
   // Uneven nodes.
-  step(intra(where).all_reduce(work, work, count, DType::kF32, ReduceOp::kSum, where), false);
+  step(traced(trace, kPhaseIntraAllReduce, count * f32, where,
+              [&] { return intra(where).all_reduce(work, work, count, DType::kF32, ReduceOp::kSum, where); }),
+       false);
   const std::vector<size_t> offsets = even_chunks(count, max_local_size_);
   std::vector<Work> pending;
-  for (size_t shard = 0; shard < lmax; ++shard) {
-    if (shard_cross_[shard] == nullptr) continue;
-    float* at = work + offsets[shard];
-    pending.push_back(cross_node_sum(*shard_cross_[shard], at, offsets[shard + 1] - offsets[shard], where));
-  }
+  size_t owned = 0;
+  for (size_t shard = 0; shard < lmax; ++shard) owned += shard_cross_[shard] ? offsets[shard + 1] - offsets[shard] : 0;
+  // One phase for this rank's shards together (their rings run back to back on the host).
+  traced(trace, kPhaseCrossNode, owned * wire, where, [&] {
+    for (size_t shard = 0; shard < lmax; ++shard) {
+      if (shard_cross_[shard] == nullptr) continue;
+      float* at = work + offsets[shard];
+      pending.push_back(cross_node_sum(*shard_cross_[shard], at, offsets[shard + 1] - offsets[shard], where, trace));
+    }
+    return Work::all_of(pending);
+  });
   for (Work& w : pending) step(std::move(w), true);
-  for (size_t shard = 0; shard < lmax; ++shard) {
-    const int owner = static_cast<int>(shard) % local_size_;
-    step(intra(where).broadcast(work + offsets[shard], offsets[shard + 1] - offsets[shard], DType::kF32, owner, where),
-         false);
-  }
+  traced(trace, kPhaseIntraBroadcast, count * f32, where, [&] {
+    for (size_t shard = 0; shard < lmax; ++shard) {
+      const int owner = static_cast<int>(shard) % local_size_;
+      step(
+          intra(where).broadcast(work + offsets[shard], offsets[shard + 1] - offsets[shard], DType::kF32, owner, where),
+          false);
+    }
+    return Work();
+  });
   return cross;
 }
 
-Work HierarchicalCommunicator::cross_node_sum(Communicator& comm, float* data, size_t count, Location where) {
+Work HierarchicalCommunicator::cross_node_sum(Communicator& comm, float* data, size_t count, Location where,
+                                              CallTrace* trace) {
+  // The staged device path reports its pieces to the trace.
+  auto sum = [&](void* buffer, DType dtype) {
+    Collective call;
+    call.send = buffer;
+    call.recv = buffer;
+    call.count = count;
+    call.dtype = dtype;
+    call.where = where;
+    call.trace = trace;
+    return comm.submit(call);
+  };
   // One node: nothing crosses a network, so nothing is narrowed.
-  if (cross_wire_ == DType::kF32 || comm.size() == 1) {
-    return comm.all_reduce(data, data, count, DType::kF32, ReduceOp::kSum, where);
-  }
+  if (cross_wire_ == DType::kF32 || comm.size() == 1) return sum(data, DType::kF32);
   // Device scratch follows the caller's stream, which waits for the staged step (all_reduce above).
   runtime::Buffer wire = scratch_buffer(count * runtime::dtype_size(cross_wire_), where);
   narrow_from_f32(data, 1.0f, wire.data(), cross_wire_, count, where);
-  Work w = comm.all_reduce(wire.data(), wire.data(), count, cross_wire_, ReduceOp::kSum, where);
+  Work w = sum(wire.data(), cross_wire_);
   if (!where.device) w.wait();  // host: the widening below reads the result now
   widen_to_f32(wire.data(), cross_wire_, data, count, where);
   return w;

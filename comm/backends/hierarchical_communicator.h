@@ -59,10 +59,11 @@ class HierarchicalCommunicator final : public Communicator {
  private:
   // The whole all-reduce on fp32 buffers (work holds the input, in place). Host: runs to the end.
   // Device: enqueues, and returns the Works of the cross-node steps.
-  std::vector<Work> all_reduce_f32(float* work, size_t count, Location where);
+  // trace: Collective::trace, told each step (call_trace.h).
+  std::vector<Work> all_reduce_f32(float* work, size_t count, Location where, CallTrace* trace);
   std::vector<Work> all_reduce(const Collective& call);
   // The cross-node sum of `count` fp32 elements at `data` on `comm`, in cross_wire_ on the wire.
-  Work cross_node_sum(Communicator& comm, float* data, size_t count, Location where);
+  Work cross_node_sum(Communicator& comm, float* data, size_t count, Location where, CallTrace* trace);
   Communicator& intra(Location where) { return where.device ? *intra_ : *host_intra_; }
   Communicator& flat() { return *flat_; }
 

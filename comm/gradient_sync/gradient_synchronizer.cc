@@ -30,11 +30,33 @@ GradientSynchronizer::~GradientSynchronizer() {
   }
 }
 
+void GradientSynchronizer::PhaseLog::host_phase(const CallPhase& phase) {
+  std::lock_guard lock(mutex_);
+  phases_.push_back(phase);
+}
+
+void GradientSynchronizer::PhaseLog::clear() {
+  std::lock_guard lock(mutex_);
+  phases_.clear();
+}
+
+std::vector<CallPhase> GradientSynchronizer::PhaseLog::phases() const {
+  std::lock_guard lock(mutex_);
+  return phases_;
+}
+
 void GradientSynchronizer::begin_step() {
   ++steps_;
   buckets_.begin_step();
   comm_.set_consistency_check(buckets_.check_calls_this_step());
   for (Work& w : work_) w = Work();
+  timed_ = phase_timing_;
+  if (!timed_) return;
+  // Made once and kept: an abandoned step's all-reduce may still report to its bucket's log.
+  if (phase_logs_.empty()) {
+    for (size_t i = 0; i < buckets_.size(); ++i) phase_logs_.push_back(std::make_unique<PhaseLog>());
+  }
+  for (std::unique_ptr<PhaseLog>& log : phase_logs_) log->clear();
 }
 
 void GradientSynchronizer::mark_ready(size_t begin, size_t end) {
@@ -46,21 +68,27 @@ void GradientSynchronizer::mark_ready(size_t begin, size_t end) {
 }
 
 void GradientSynchronizer::launch(size_t i) {
-  const size_t n = buckets_.end(i) - buckets_.begin(i);
+  Collective call;
+  call.count = buckets_.end(i) - buckets_.begin(i);
+  call.op = ReduceOp::kAverage;
+  call.trace = timed_ ? phase_logs_[i].get() : nullptr;
   float* slice = gradients_ + buckets_.begin(i);
   if (wire_ == DType::kF32) {
-    work_[i] = comm_.all_reduce(slice, slice, n, DType::kF32, ReduceOp::kAverage);
+    call.send = call.recv = slice;
   } else {
-    narrow_from_f32(slice, 1.0f, wire_copy_[i].data(), wire_, n);
-    work_[i] = comm_.all_reduce(wire_copy_[i].data(), wire_copy_[i].data(), n, wire_, ReduceOp::kAverage);
+    narrow_from_f32(slice, 1.0f, wire_copy_[i].data(), wire_, call.count);
+    call.send = call.recv = wire_copy_[i].data();
+    call.dtype = wire_;
   }
+  work_[i] = comm_.submit(call);
 }
 
 std::vector<GradientSynchronizer::BucketSpan> GradientSynchronizer::bucket_spans() const {
   std::vector<BucketSpan> spans;
   for (size_t i = 0; i < buckets_.size(); ++i) {
     const Work::Span ran = work_[i].span();
-    spans.push_back({i, (buckets_.end(i) - buckets_.begin(i)) * runtime::dtype_size(wire_), ran.begin, ran.end});
+    spans.push_back({i, (buckets_.end(i) - buckets_.begin(i)) * runtime::dtype_size(wire_), ran.begin, ran.end,
+                     timed_ ? phase_logs_[i]->phases() : std::vector<CallPhase>()});
   }
   return spans;
 }

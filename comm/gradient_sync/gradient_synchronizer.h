@@ -17,6 +17,8 @@
 // not thread-safe.
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -41,26 +43,48 @@ class GradientSynchronizer final : public GradientSync {
   size_t bucket_count() const override { return buckets_.size(); }
   int launched_during_backward() const override { return buckets_.launched_during_backward(); }
 
+  // While on (from the next begin_step()), each bucket's all-reduce reports its phases (the
+  // hierarchical backend's intra-node and cross-node steps, call_trace.h) for bucket_spans(). Off
+  // (the default), nothing is timed.
+  void set_phase_timing(bool on) { phase_timing_ = on; }
+
   // When each bucket's all-reduce of the latest finished step really ran (Work::span: on the comm
   // worker thread, steady_clock seconds; NaN where the backend does not say), in bucket order,
-  // with the bytes it moved (in the wire format). For the timeline of dtrain-train.
+  // with the bytes it moved (in the wire format), and, with phase timing on, its phases as the
+  // backend reported them (none from backends without phases). For the timeline of dtrain-train.
   struct BucketSpan {
     size_t bucket;
     size_t bytes;
     double begin;
     double end;
+    std::vector<CallPhase> phases;
   };
   std::vector<BucketSpan> bucket_spans() const;
 
  private:
+  // One bucket's phases, reported on the communicator's worker thread.
+  class PhaseLog final : public CallTrace {
+   public:
+    void host_phase(const CallPhase& phase) override;
+    void device_phase(const CallPhase&, void*, bool) override {}  // host buffers only
+    void clear();
+    std::vector<CallPhase> phases() const;
+
+   private:
+    mutable std::mutex mutex_;
+    std::vector<CallPhase> phases_;
+  };
   void launch(size_t bucket);
 
   Communicator& comm_;
   float* gradients_;
   DType wire_;
   GradientBuckets buckets_;
-  std::vector<Work> work_;                  // per bucket, this step
-  std::vector<runtime::Buffer> wire_copy_;  // per bucket: the 16-bit copy when the wire format is narrower
+  std::vector<Work> work_;                             // per bucket, this step
+  std::vector<runtime::Buffer> wire_copy_;             // per bucket: the 16-bit copy when the wire format is narrower
+  bool phase_timing_ = false;                          // from the next step on
+  bool timed_ = false;                                 // this step
+  std::vector<std::unique_ptr<PhaseLog>> phase_logs_;  // per bucket, made at the first timed step
   uint64_t steps_ = 0;
   uint64_t fault_step_ = 0;  // DTRAIN_FAULT_INJECT_BACKWARD (fault_injection.h)
 };

@@ -8,6 +8,8 @@
 #include <iterator>
 #include <numeric>
 #include <random>
+#include <string>
+#include <vector>
 
 #include "comm/backends/mpi_ring_communicator.h"
 #include "comm/gradient_sync/gradient_synchronizer.h"
@@ -17,6 +19,7 @@
 #include "runtime/memory/dtype.h"
 #include "runtime/mpi/mpi_agreement.h"
 #include "tests/comm/collective_reference.h"
+#include "tests/comm/test_backends.h"
 #include "tests/support/mpi_world.h"
 
 namespace dtrain::comm {
@@ -167,6 +170,75 @@ TEST_P(Synchronizer, BucketPlansAverageAlike) {
     if (p == 0) first_result = grads;
     if (world_size() <= 2) {
       EXPECT_TRUE(grads == first_result) << "plan " << p << " differs from equal buckets";
+    }
+  }
+}
+
+// The hierarchical backend's phases inside each bucket (comm/call_trace.h), with phase timing on:
+// nodes of 2 ranks, so 1 rank is one node alone (the cross-node ring only), 2 and 4 are equal
+// nodes (reduce-scatter, ring, all-gather) and 3 is a node of 2 and one of 1 (all-reduce, ring,
+// broadcast). Each phase once, inside its bucket's span, in that order, with its bytes; the
+// average is exact (small integers). Phase timing off: no phases.
+TEST(SynchronizerPhases, HierarchicalBucketsReportTheirPhasesInOrder) {
+  test::Backend b = test::make_backend({"hierarchical", 2, false});
+  const runtime::Topology& t = b.ctx->topology();
+  const bool uniform = t.world_size % 2 == 0 || t.world_size == 1;
+  const size_t count = 7919;  // 3 buckets of 1 KiB and a remainder: odd shards, padding
+  const uint32_t seed = std::random_device{}();
+  uint32_t seed0 = seed;
+  MPI_Bcast(&seed0, 1, MPI_UINT32_T, 0, MPI_COMM_WORLD);
+  std::printf("seed %u\n", seed0);
+  std::vector<int> values(count * static_cast<size_t>(t.world_size));
+  std::mt19937 rng(seed0);
+  for (int& v : values) v = static_cast<int>(rng() % 17) - 8;
+  std::vector<float> grads(count);
+  for (size_t i = 0; i < count; ++i) grads[i] = static_cast<float>(values[i * t.world_size + t.world_rank]);
+  GradientSynchronizer synchronizer(*b.comm, grads.data(), plan_buckets(count, BucketSizes{1024 * sizeof(float), 0}),
+                                    DType::kF32);
+  for (const bool timed : {true, false}) {
+    synchronizer.set_phase_timing(timed);
+    synchronizer.begin_step();
+    synchronizer.mark_ready(0, count);
+    synchronizer.finish();
+    for (const GradientSynchronizer::BucketSpan& s : synchronizer.bucket_spans()) {
+      const std::string where = "bucket " + std::to_string(s.bucket) + (timed ? "" : " untimed");
+      if (!timed) {
+        EXPECT_TRUE(s.phases.empty()) << where;
+        continue;
+      }
+      const size_t n = s.bytes / sizeof(float);
+      const size_t local = static_cast<size_t>(t.local_size);
+      const size_t shard = (n + local - 1) / local;
+      std::vector<std::pair<const char*, size_t>> expected;
+      if (!uniform) {
+        expected = {{kPhaseIntraAllReduce, n}, {kPhaseCrossNode, 0}, {kPhaseIntraBroadcast, n}};
+      } else if (local == 1) {
+        expected = {{kPhaseCrossNode, n}};
+      } else {
+        expected = {
+            {kPhaseIntraReduceScatter, shard * local}, {kPhaseCrossNode, shard}, {kPhaseIntraAllGather, shard * local}};
+      }
+      ASSERT_EQ(s.phases.size(), expected.size()) << where;
+      double previous_end = s.begin;
+      for (size_t i = 0; i < expected.size(); ++i) {
+        const CallPhase& p = s.phases[i];
+        EXPECT_STREQ(p.name, expected[i].first) << where;
+        if (expected[i].second > 0) {
+          EXPECT_EQ(p.bytes, static_cast<int64_t>(expected[i].second * 4)) << where;
+        }
+        EXPECT_EQ(p.piece, -1) << where;
+        EXPECT_LE(previous_end, p.begin) << where << ": " << p.name;
+        EXPECT_LE(p.begin, p.end) << where << ": " << p.name;
+        previous_end = p.end;
+      }
+      EXPECT_LE(previous_end, s.end) << where;
+    }
+    for (size_t i = 0; i < count; ++i) {
+      int sum = 0;
+      for (int r = 0; r < t.world_size; ++r) sum += values[i * t.world_size + r];
+      // The backend scales the exact sum by the fp32 reciprocal of the world size.
+      ASSERT_EQ(grads[i], static_cast<float>(sum) * (1.0f / static_cast<float>(t.world_size))) << "element " << i;
+      grads[i] = static_cast<float>(values[i * t.world_size + t.world_rank]);
     }
   }
 }

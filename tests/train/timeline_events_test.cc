@@ -114,6 +114,34 @@ TEST(TimelineRendering, ChromeTraceEventsPerRankAndTrack) {
   EXPECT_EQ(timeline_rank_events({}, {0, "h", ""}, 0), "");
 }
 
+// A bucket's phases (comm/call_trace.h) nest inside its all-reduce on the comm track, named with
+// the bucket and, for a staged piece, the piece; pieces that overlap in part (pipelined copies and
+// host rings) move to an extra track.
+TEST(TimelineRendering, BucketPhasesAndPiecesNestInsideTheBucket) {
+  const double zero = 50.0;
+  const double us = 1e-6;
+  const TimelineTrack comm = TimelineTrack::kComm;
+  const std::vector<TimelineSpan> spans = {
+      {comm, "all-reduce", 4, zero + 10 * us, zero + 100 * us, 2, 4096},
+      {comm, "intra-node reduce-scatter", 4, zero + 10 * us, zero + 20 * us, 2, 4096},
+      {comm, "cross-node ring", 4, zero + 20 * us, zero + 90 * us, 2, 2048},
+      {comm, "D2H", 4, zero + 21 * us, zero + 30 * us, 2, 1024, -1, 0},
+      {comm, "host ring", 4, zero + 31 * us, zero + 50 * us, 2, 1024, -1, 0},
+      {comm, "D2H", 4, zero + 30 * us, zero + 40 * us, 2, 1024, -1, 1},  // beside piece 0's host ring
+      {comm, "intra-node all-gather", 4, zero + 90 * us, zero + 100 * us, 2, 4096},
+  };
+  const std::string json = timeline_rank_events(spans, {2, "h", "GPU 0"}, zero);
+  EXPECT_EQ(
+      slices(json, 4),
+      (std::vector<std::string>{"all-reduce bucket 2@10.000+90.000", "intra-node reduce-scatter bucket 2@10.000+10.000",
+                                "cross-node ring bucket 2@20.000+70.000", "D2H bucket 2 piece 0@21.000+9.000",
+                                "D2H bucket 2 piece 1@30.000+10.000", "intra-node all-gather bucket 2@90.000+10.000"}))
+      << json;
+  EXPECT_EQ(slices(json, 14), (std::vector<std::string>{"host ring bucket 2 piece 0@31.000+19.000"})) << json;
+  EXPECT_NE(json.find("\"args\": {\"step\": 4, \"bucket\": 2, \"bytes\": 1024, \"piece\": 1}"), std::string::npos)
+      << json;
+}
+
 TEST(TimelineRendering, TheDocumentJoinsRanksAndSkipsEmptyOnes) {
   const std::string doc = timeline_document({"{\"a\": 1}", "", "{\"b\": 2}"}, "{\"ranks\": 3}");
   EXPECT_EQ(doc,

@@ -6,6 +6,9 @@
 // times lie between the first step's queueing and the resolve. A step queued after the range adds
 // nothing. The ranks may share one GPU: each is its own simulated node (DTRAIN_RANKS_PER_NODE=1
 // semantics) on the staged mpi-ring, so one GPU is enough. Skips, saying why, without a GPU.
+// Inside each bucket, the phases the staged device path reports (comm/call_trace.h): every
+// piece's D2H, host ring and H2D, in that order, their bytes adding up to the bucket's; with the
+// hierarchical backend (each rank its own node) inside its "cross-node ring".
 // The step profile (gpu_step_profiler.h) of the same step: every parameter's gradient range once,
 // tiling the flat buffer in backward order, each ready after the one before it and inside
 // backward, on 1 rank (no all-reduce) and more.
@@ -20,6 +23,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "comm/backends/factory.h"
@@ -45,7 +49,55 @@ using test::world_size;
 // Events on different streams are compared: allow their timer's resolution and a little more.
 constexpr double kTolerance = 5e-6;  // seconds
 
-TEST(TimelineOnGpu, BucketAllReducesLieInsideTheStepOnTheGpu) {
+#if DTRAIN_WITH_CUDA
+// The host ring is timed by the host clock, the copies by events turned into host time after the
+// wait for the GPU returned, which can place them a little late: comparisons across the two clocks
+// allow this much.
+constexpr double kAcrossClocks = 200e-6;  // seconds
+
+// `phases`: the spans of bucket `bucket`'s phases in its step (see the file's comment).
+void expect_bucket_phases(const TimelineSpan& bucket, const std::vector<TimelineSpan>& phases, bool hierarchical) {
+  const std::string where = "bucket " + std::to_string(bucket.bucket) + " of step " + std::to_string(bucket.step);
+  std::map<std::string, std::map<int, TimelineSpan>> by_name;  // name -> piece -> span
+  for (const TimelineSpan& p : phases) {
+    EXPECT_EQ(p.track, TimelineTrack::kComm) << where << ": " << p.name;
+    EXPECT_TRUE(by_name[p.name].emplace(p.piece, p).second) << where << ": " << p.name << " piece " << p.piece;
+    EXPECT_GE(p.begin + kAcrossClocks, bucket.begin) << where << ": " << p.name << " begins before the bucket";
+    EXPECT_LE(p.end, bucket.end + kAcrossClocks) << where << ": " << p.name << " ends after the bucket";
+  }
+  std::set<std::string> names, expected = {"D2H", "host ring", "H2D"};
+  if (hierarchical) expected.insert("cross-node ring");
+  for (const auto& [name, spans] : by_name) names.insert(name);
+  ASSERT_EQ(names, expected) << where;
+  const size_t pieces = by_name["D2H"].size();
+  ASSERT_EQ(by_name["host ring"].size(), pieces) << where;
+  ASSERT_EQ(by_name["H2D"].size(), pieces) << where;
+  int64_t bytes = 0;
+  for (int k = 0; k < static_cast<int>(pieces); ++k) {
+    for (const char* name : {"D2H", "host ring", "H2D"}) ASSERT_EQ(by_name[name].count(k), 1u) << where << ": " << name;
+    const TimelineSpan& out = by_name["D2H"][k];
+    const TimelineSpan& ring = by_name["host ring"][k];
+    const TimelineSpan& back = by_name["H2D"][k];
+    EXPECT_LE(out.end, ring.begin + kAcrossClocks) << where << " piece " << k << ": host ring before its D2H ended";
+    EXPECT_LE(ring.end, back.begin + kAcrossClocks) << where << " piece " << k << ": H2D before its host ring ended";
+    EXPECT_TRUE(out.bytes == ring.bytes && ring.bytes == back.bytes) << where << " piece " << k;
+    bytes += ring.bytes;
+    if (hierarchical) {
+      const TimelineSpan& cross = by_name["cross-node ring"][-1];
+      EXPECT_GE(out.begin + kTolerance, cross.begin) << where << " piece " << k << " begins before the ring";
+      EXPECT_LE(back.end, cross.end + kTolerance) << where << " piece " << k << " ends after the ring";
+    }
+  }
+  EXPECT_EQ(bytes, bucket.bytes) << where << ": the pieces do not add up to the bucket";
+  if (hierarchical) {
+    EXPECT_EQ(by_name["cross-node ring"][-1].bytes, bucket.bytes) << where;
+  }
+}
+#endif
+
+class TimelineOnGpu : public testing::TestWithParam<comm::Backend> {};
+
+TEST_P(TimelineOnGpu, BucketAllReducesLieInsideTheStepOnTheGpu) {
 #if DTRAIN_WITH_CUDA
   int gpus = static_cast<int>(runtime::detail::runtime_visible_gpus().size());
   MPI_Allreduce(MPI_IN_PLACE, &gpus, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
@@ -53,7 +105,8 @@ TEST(TimelineOnGpu, BucketAllReducesLieInsideTheStepOnTheGpu) {
   setenv("DTRAIN_MPI_DEVICE_POINTERS", "stage", 1);  // ranks may share a GPU: the host ring, staged
   const runtime::RankContext ctx(MPI_COMM_WORLD, runtime::NodeLayout{1, false});
   const runtime::GpuBinding binding = runtime::bind_gpu(ctx, true);
-  const std::unique_ptr<comm::Communicator> comm = comm::make_communicator(comm::Backend::kMpiRing, ctx, true);
+  const bool hierarchical = GetParam() == comm::Backend::kHierarchical;
+  const std::unique_ptr<comm::Communicator> comm = comm::make_communicator(GetParam(), ctx, true);
   cuda::GpuStepOptions o;
   o.model.small_input = true;
   o.model.blocks_per_stage = {1, 1, 1};
@@ -93,18 +146,27 @@ TEST(TimelineOnGpu, BucketAllReducesLieInsideTheStepOnTheGpu) {
   const size_t buckets = step.gradient_buckets();  // 1 rank: none
   EXPECT_TRUE(world_size() == 1 || buckets >= 4) << buckets << " buckets";
   EXPECT_EQ(recorder.dropped(), 0u);
-  ASSERT_EQ(recorder.spans().size(), 3 * (4 + buckets));
   std::map<long, std::map<std::string, std::vector<TimelineSpan>>> by_step;
+  std::map<std::pair<long, long>, std::vector<TimelineSpan>> bucket_phases;  // (step, bucket) -> its phases
   for (const TimelineSpan& s : recorder.spans()) {
     EXPECT_LE(queued, s.begin) << s.name << " step " << s.step;
     EXPECT_LE(s.begin, s.end) << s.name << " step " << s.step;
     EXPECT_LE(s.end, resolved) << s.name << " step " << s.step;
+    if (s.bucket >= 0 && std::string(s.name) != "all-reduce") {
+      bucket_phases[{s.step, s.bucket}].push_back(s);
+      continue;
+    }
     const TimelineTrack expected = std::string(s.name) == "H2D copy"     ? TimelineTrack::kCopyStream
                                    : std::string(s.name) == "all-reduce" ? TimelineTrack::kComm
                                                                          : TimelineTrack::kComputeStream;
     EXPECT_EQ(s.track, expected) << s.name;
     by_step[s.step][s.name].push_back(s);
   }
+  size_t whole = 0;  // the spans but the buckets' phases
+  for (const auto& [step_of, phases] : by_step) {
+    for (const auto& [name, spans] : phases) whole += spans.size();
+  }
+  ASSERT_EQ(whole, 3 * (4 + buckets));
   for (long s = 2; s <= 4; ++s) {
     auto& phases = by_step[s];
     for (const char* name : {"H2D copy", "forward", "backward", "SGD update"}) {
@@ -133,6 +195,7 @@ TEST(TimelineOnGpu, BucketAllReducesLieInsideTheStepOnTheGpu) {
         EXPECT_LE(phases["all-reduce"][i - 1].end, b.begin + kTolerance) << "one comm stream, in order";
       }
       bytes += b.bytes;
+      expect_bucket_phases(b, bucket_phases[{s, b.bucket}], hierarchical);
     }
     if (buckets > 0) {
       EXPECT_EQ(bytes, static_cast<int64_t>(count * sizeof(float))) << "step " << s;
@@ -150,6 +213,13 @@ TEST(TimelineOnGpu, BucketAllReducesLieInsideTheStepOnTheGpu) {
   GTEST_SKIP() << "built without CUDA (DTRAIN_CUDA=OFF or toolkit not found)";
 #endif
 }
+
+INSTANTIATE_TEST_SUITE_P(Backends, TimelineOnGpu,
+                         testing::Values(comm::Backend::kMpiRing, comm::Backend::kHierarchical),
+                         [](const testing::TestParamInfo<comm::Backend>& p) {
+                           return p.param == comm::Backend::kMpiRing ? std::string("mpi_ring")
+                                                                     : std::string("hierarchical");
+                         });
 
 TEST(StepProfileOnGpu, EveryGradientRangeOnceInsideBackward) {
 #if DTRAIN_WITH_CUDA

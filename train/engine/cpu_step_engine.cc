@@ -76,7 +76,10 @@ class CpuStepEngine final : public StepEngine {
     loss_sum_ = micro.index == 0 ? loss : loss_sum_ + loss;
     micro_ = micro;
     const double forward_done = clocked ? runtime::steady_seconds() : 0;
-    if (micro.last()) sync_->begin_step();
+    if (micro.last()) {
+      sync_->set_phase_timing(trace != nullptr);
+      sync_->begin_step();
+    }
     backward_began_ = forward_done;
     profiling_ = profile;
     model_.backward(dlogits_);
@@ -148,7 +151,8 @@ class CpuStepEngine final : public StepEngine {
 
  private:
   // The step's phases on the step loop's thread (normalizing the input counts as forward), and
-  // each bucket's all-reduce as it ran on the communicator's worker thread.
+  // each bucket's all-reduce as it ran on the communicator's worker thread, with the phases the
+  // backend reports inside it (the hierarchical backend's intra-node and cross-node steps).
   // With accumulation, a micro-batch but the last has its forward and backward only, each span
   // marked with its micro-batch.
   void add_spans(TimelineRecorder& trace, const MicroBatch& micro, const std::array<double, 5>& t) const {
@@ -164,6 +168,10 @@ class CpuStepEngine final : public StepEngine {
       if (std::isnan(s.begin) || std::isnan(s.end)) continue;  // a backend that does not say
       trace.add({TimelineTrack::kComm, "all-reduce", trace_step_, s.begin, s.end, static_cast<long>(s.bucket),
                  static_cast<int64_t>(s.bytes)});
+      for (const comm::CallPhase& p : s.phases) {
+        trace.add({TimelineTrack::kComm, p.name, trace_step_, p.begin, p.end, static_cast<long>(s.bucket), p.bytes, -1,
+                   p.piece});
+      }
     }
   }
 

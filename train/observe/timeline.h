@@ -9,7 +9,9 @@
 // for the last gradient buckets and the SGD update, all host times), and on a GPU its copy stream
 // (H2D copy), compute stream (forward, backward, SGD update) and comm stream (each bucket's
 // all-reduce), timed by CUDA events on those streams; on the CPU path the communicator's worker
-// thread (each bucket's all-reduce as it really ran there, comm::Work::span).
+// thread (each bucket's all-reduce as it really ran there, comm::Work::span). Inside each bucket,
+// the phases its backend reports (comm/call_trace.h: the hierarchical backend's intra-node and
+// cross-node steps, the staged pieces' copies and host ring).
 //
 // Clocks: every rank's times are its steady clock; the GPU's events are turned into it at the end
 // of the range (one event wait, after step M). When the file is written the ranks pass a barrier

@@ -170,8 +170,10 @@ std::string timeline_rank_events(const std::vector<TimelineSpan>& spans, const T
       if (s.bucket >= 0) args.integer("bucket", s.bucket);
       if (s.bytes >= 0) args.integer("bytes", s.bytes);
       if (s.micro_batch >= 0) args.integer("micro_batch", s.micro_batch);
-      const std::string name =
-          s.bucket >= 0 ? std::string(s.name) + " bucket " + std::to_string(s.bucket) : std::string(s.name);
+      if (s.piece >= 0) args.integer("piece", s.piece);
+      std::string name = s.name;
+      if (s.bucket >= 0) name += " bucket " + std::to_string(s.bucket);
+      if (s.piece >= 0) name += " piece " + std::to_string(s.piece);
       slices.push_back(runtime::JsonObject()
                            .text("name", name)
                            .text("cat", category(track))

@@ -33,9 +33,12 @@ struct TimelineSpan {
   long step = 0;          // the global step (1-based, as in the log and the metrics file)
   double begin = 0;       // runtime::steady_seconds() seconds
   double end = 0;
-  long bucket = -1;  // a gradient bucket's all-reduce: its index (rendered "all-reduce bucket N")
+  // A gradient bucket's all-reduce, or one of its phases (comm/call_trace.h): its index (rendered
+  // "all-reduce bucket N", "cross-node ring bucket N").
+  long bucket = -1;
   int64_t bytes = -1;
   int micro_batch = -1;  // with accumulation_steps > 1: which micro-batch of the step
+  int piece = -1;        // a staged piece of a bucket's phase (rendered "D2H bucket N piece K")
 };
 
 // Global steps first..last, both included, 1-based.

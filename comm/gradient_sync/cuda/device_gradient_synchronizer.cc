@@ -46,9 +46,13 @@ void DeviceGradientSynchronizer::launch(size_t i) {
   ready_[i].make_stream_wait(comm_stream_.get());
   float* data = gradients_ + buckets_.begin(i);
   const size_t count = buckets_.end(i) - buckets_.begin(i);
-  if (observer_) observer_(i, count * sizeof(float), comm_stream_.get(), false);
-  this_step_.push_back(
-      comm_.all_reduce(data, data, count, DType::kF32, ReduceOp::kAverage, Location::gpu(comm_stream_.get())));
+  Collective call;
+  call.send = call.recv = data;
+  call.count = count;
+  call.op = ReduceOp::kAverage;
+  call.where = Location::gpu(comm_stream_.get());
+  if (observer_) call.trace = observer_(i, count * sizeof(float), comm_stream_.get(), false);
+  this_step_.push_back(comm_.submit(call));
   if (observer_) observer_(i, count * sizeof(float), comm_stream_.get(), true);
 }
 

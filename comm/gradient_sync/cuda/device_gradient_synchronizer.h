@@ -48,8 +48,10 @@ class DeviceGradientSynchronizer final : public GradientSync {
   // Called on the host right before a bucket's all-reduce is queued on the comm stream (after the
   // stream's wait for backward) with after = false, and right after with after = true, so the
   // caller can record CUDA events around the collective as it really runs on the stream (the
-  // timeline of dtrain-train). bytes: the bucket's fp32 bytes. Empty (the default): nothing.
-  using BucketObserver = std::function<void(size_t bucket, size_t bytes, cudaStream_t comm_stream, bool after)>;
+  // timeline of dtrain-train). bytes: the bucket's fp32 bytes. What the call before returns is
+  // where the all-reduce reports its phases (Collective::trace, comm/call_trace.h; null: nowhere).
+  // Empty (the default): nothing.
+  using BucketObserver = std::function<CallTrace*(size_t bucket, size_t bytes, cudaStream_t comm_stream, bool after)>;
   void set_bucket_observer(BucketObserver observer) { observer_ = std::move(observer); }
 
   size_t bucket_count() const override { return buckets_.size(); }

@@ -17,6 +17,7 @@
 #include "runtime/base/env.h"
 #include "runtime/base/error.h"
 #include "runtime/base/process_identity.h"
+#include "runtime/base/steady_seconds.h"
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/stream.h"
 #include "runtime/memory/buffer.h"
@@ -132,19 +133,33 @@ DeviceStaging::~DeviceStaging() {
 
 namespace {
 
-// Enqueues piece `ticket`: copy `out_bytes` from `device_in` to `host` (after `free` says the host
-// memory is no longer being copied back), flag it landed, wait for the host, copy `back_bytes`
-// from `host_out` to `device_out`, and record `free`.
-void enqueue_piece(DeviceStaging::State& s, uint64_t ticket, const void* device_in, void* host_in, size_t out_bytes,
-                   void* device_out, const void* host_out, size_t back_bytes, runtime::CudaEvent& free) {
+// A copy of a piece, reported to the call's trace (call_trace.h) around its enqueueing.
+void traced_copy(const Collective& call, int piece, const char* phase, void* to, const void* from, size_t bytes,
+                 cudaMemcpyKind kind, cudaStream_t stream) {
+  CallPhase p;
+  p.name = phase;
+  p.bytes = static_cast<int64_t>(bytes);
+  p.piece = piece;
+  if (call.trace) call.trace->device_phase(p, stream, false);
+  DTRAIN_CUDA_CHECK(cudaMemcpyAsync(to, from, bytes, kind, stream));
+  if (call.trace) call.trace->device_phase(p, stream, true);
+}
+
+// Enqueues piece `ticket` (number `piece` of `call`): copy `out_bytes` from `device_in` to `host`
+// (after `free` says the host memory is no longer being copied back), flag it landed, wait for
+// the host, copy `back_bytes` from `host_out` to `device_out`, and record `free`.
+void enqueue_piece(DeviceStaging::State& s, const Collective& call, int piece, uint64_t ticket, const void* device_in,
+                   void* host_in, size_t out_bytes, void* device_out, const void* host_out, size_t back_bytes,
+                   runtime::CudaEvent& free) {
   free.make_stream_wait(s.out.get());
   if (out_bytes > 0) {
-    DTRAIN_CUDA_CHECK(cudaMemcpyAsync(host_in, device_in, out_bytes, cudaMemcpyDeviceToHost, s.out.get()));
+    traced_copy(call, piece, kPhaseDeviceToHost, host_in, device_in, out_bytes, cudaMemcpyDeviceToHost, s.out.get());
   }
   s.landed.enqueue_set(s.out.get(), ticket);
   s.reduced.enqueue_wait(s.back.get(), ticket);
   if (back_bytes > 0) {
-    DTRAIN_CUDA_CHECK(cudaMemcpyAsync(device_out, host_out, back_bytes, cudaMemcpyHostToDevice, s.back.get()));
+    traced_copy(call, piece, kPhaseHostToDevice, device_out, host_out, back_bytes, cudaMemcpyHostToDevice,
+                s.back.get());
   }
   free.record(s.back.get());
 }
@@ -166,9 +181,11 @@ std::vector<Piece> enqueue_in_pieces(DeviceStaging::State& s, const Collective& 
     auto* host = static_cast<unsigned char*>(s.slots[slot].data());
     Piece piece;
     piece.ticket = ++s.next_ticket;
-    enqueue_piece(s, piece.ticket, device_in + first * esize, host, copy_out ? n * esize : 0,
-                  device_out + first * esize, host, copy_back ? n * esize : 0, s.slot_free[slot]);
+    enqueue_piece(s, call, static_cast<int>(pieces.size()), piece.ticket, device_in + first * esize, host,
+                  copy_out ? n * esize : 0, device_out + first * esize, host, copy_back ? n * esize : 0,
+                  s.slot_free[slot]);
     piece.host_call = call;
+    piece.host_call.trace = nullptr;  // the staging reports the pieces itself
     piece.host_call.where = Location::host();
     piece.host_call.count = n;
     piece.host_call.send = host;
@@ -198,8 +215,10 @@ std::vector<Piece> enqueue_whole(DeviceStaging::State& s, const Collective& call
   }
   Piece piece;
   piece.ticket = ++s.next_ticket;
-  enqueue_piece(s, piece.ticket, device_send, host_send, send_bytes, device_recv, host_recv, recv_bytes, s.whole_free);
+  enqueue_piece(s, call, 0, piece.ticket, device_send, host_send, send_bytes, device_recv, host_recv, recv_bytes,
+                s.whole_free);
   piece.host_call = call;
+  piece.host_call.trace = nullptr;  // the staging reports the pieces itself
   piece.host_call.where = Location::host();
   piece.host_call.send = host_send;
   piece.host_call.recv = host_recv;
@@ -244,10 +263,20 @@ Work DeviceStaging::run(CommWorker& worker, const Collective& call, int world_si
       }
     } release{s.reduced, last};
     check(call);
-    for (const Piece& piece : pieces) {
+    for (size_t i = 0; i < pieces.size(); ++i) {
+      const Piece& piece = pieces[i];
       s.landed.wait_at_least(piece.ticket);
       const double landed_ms = s.trace ? s.trace->now_ms() : 0.0;
+      CallPhase ring;  // reported before the flag: the copy back (and so the call) waits for it
+      ring.begin = call.trace ? runtime::steady_seconds() : 0.0;
       run_host(piece.host_call);
+      if (call.trace) {
+        ring.name = kPhaseHostRing;
+        ring.bytes = static_cast<int64_t>(piece.host_call.count * runtime::dtype_size(piece.host_call.dtype));
+        ring.piece = static_cast<int>(i);
+        ring.end = runtime::steady_seconds();
+        call.trace->host_phase(ring);
+      }
       s.reduced.set(piece.ticket);
       if (s.trace) {
         std::lock_guard trace_lock(s.trace->mutex);

@@ -160,6 +160,9 @@ class GpuStepEngine final : public StepEngine {
   }
 
   int gpu_;
+  // Made for the timeline's first step. Before comm_ and step_, so it outlives them: the
+  // communicator's worker may still report phases of queued all-reduces to it until they go.
+  std::unique_ptr<cuda::GpuStepTrace> trace_;
   std::unique_ptr<comm::Communicator> comm_;
   std::unique_ptr<models::BatchStatsReducer> bn_group_;  // before step_, whose layers point to it; null: group 1
   std::unique_ptr<cuda::GpuTrainStep> step_;
@@ -167,7 +170,6 @@ class GpuStepEngine final : public StepEngine {
   std::string description_;
   std::deque<Held> held_;                       // oldest first
   std::vector<const Batch*> done_early_;        // copied, taken off held_ by make_room()
-  std::unique_ptr<cuda::GpuStepTrace> trace_;   // made for the timeline's first step
   TimelineRecorder* trace_recorder_ = nullptr;  // the next step's, while the timeline records it
   long trace_step_ = 0;
   StepPhases* profile_ = nullptr;  // the next step's phases, while --profile-steps covers it

@@ -254,16 +254,19 @@ int GpuTrainStep::run(const uint8_t* images, const int32_t* labels, float lr, co
 
   micro_ = micro;
   const bool reduce = sync_ && micro.last();
-  // Each bucket's all-reduce between two events on the comm stream, as it runs there.
+  // Each bucket's all-reduce between two events on the comm stream, as it runs there, and the
+  // phases the backend reports inside it (the hierarchical backend's steps, the staged pieces).
   if (reduce && trace) {
-    sync_->set_bucket_observer([this, trace](size_t bucket, size_t bytes, cudaStream_t comm, bool after) {
-      if (after) {
-        trace->end(open_bucket_span_, comm);
-      } else {
-        open_bucket_span_ = trace->begin(comm, TimelineTrack::kComm, "all-reduce", static_cast<long>(bucket),
-                                         static_cast<int64_t>(bytes));
-      }
-    });
+    sync_->set_bucket_observer(
+        [this, trace](size_t bucket, size_t bytes, cudaStream_t comm, bool after) -> comm::CallTrace* {
+          if (after) {
+            trace->end(open_bucket_span_, comm);
+            return nullptr;
+          }
+          open_bucket_span_ = trace->begin(comm, TimelineTrack::kComm, "all-reduce", static_cast<long>(bucket),
+                                           static_cast<int64_t>(bytes));
+          return trace->bucket_phases(static_cast<long>(bucket));
+        });
   }
   if (reduce) sync_->begin_step();
   profiling_ = profile;
