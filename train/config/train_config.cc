@@ -137,7 +137,7 @@ TrainConfig default_train_config() {
   c.set_jpeg_decoder("cpu");
   c.set_backend("auto");
   c.set_bucket_mib(comm::kDefaultBucketMib);
-  c.set_gradient_wire_dtype("fp32");
+  c.set_gradient_wire_dtype("auto");
   c.set_seed(42);
   c.set_log_every_steps(50);
   c.set_timing_warmup_steps(5);
