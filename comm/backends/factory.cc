@@ -34,10 +34,11 @@ std::unique_ptr<Communicator> make_communicator(Backend requested, const runtime
         << "; the other backends add 16-bit values in fp32";
     DTRAIN_USAGE_CHECK(gpus || backend != Backend::kNccl) << "the nccl backend needs GPUs, and this run is in CPU mode";
     DTRAIN_USAGE_CHECK(wire.dtype == DType::kF32 || wire.dtype == DType::kBF16 || wire.dtype == DType::kF16)
-        << "gradient_wire_dtype " << runtime::dtype_name(wire.dtype) << ": use auto, fp32, bf16 or fp16";
+        << "--gradient-wire-dtype (gradient_wire_dtype) " << runtime::dtype_name(wire.dtype)
+        << ": use auto, fp32, bf16 or fp16";
     DTRAIN_USAGE_CHECK(wire.dtype == DType::kF32 || carries_narrow_wire(backend))
-        << "gradient_wire_dtype " << runtime::dtype_name(wire.dtype)
-        << " narrows the cross-node step of the hierarchical or mpi-ring backend, and this job's backend is "
+        << "--gradient-wire-dtype (gradient_wire_dtype) " << runtime::dtype_name(wire.dtype)
+        << " narrows what crosses nodes on the hierarchical or mpi-ring backend, and this job's backend is "
         << backend_name(backend) << " (" << choice.why << "); use fp32 or auto with it";
   });
   // One node: nothing crosses a network, so nothing is narrowed (as the hierarchical backend's

@@ -37,7 +37,8 @@ MpiRingCommunicator::MpiRingCommunicator(MPI_Comm comm, RingTuning tuning, Sixte
 }
 
 bool MpiRingCommunicator::narrows(const Collective& call) const {
-  return wire_ != DType::kF32 && call.kind == CollectiveKind::kAllReduce && call.dtype == DType::kF32 && size() > 1;
+  return wire_ != DType::kF32 && call.kind == CollectiveKind::kAllReduce && call.dtype == DType::kF32 && size() > 1 &&
+         call.count > 0;
 }
 
 Collective MpiRingCommunicator::on_wire(const Collective& call, void* wire) const {

@@ -121,12 +121,12 @@ TEST(Factory, NarrowWireNeedsHierarchicalOrMpiRing) {
   EXPECT_NO_THROW(make_communicator(Backend::kHierarchical, ctx, false, DType::kF16));
   const std::string mpi = usage_error_of([&] { make_communicator(Backend::kMpi, ctx, false, DType::kBF16); });
   if (!mpi.empty()) {
-    EXPECT_NE(mpi.find("gradient_wire_dtype bf16"), std::string::npos) << mpi;
+    EXPECT_NE(mpi.find("--gradient-wire-dtype (gradient_wire_dtype) bf16 narrows"), std::string::npos) << mpi;
     EXPECT_NE(mpi.find("this job's backend is mpi (requested"), std::string::npos) << mpi;
   }
   const std::string int32 = usage_error_of([&] { make_communicator(Backend::kMpiRing, ctx, false, DType::kI32); });
   if (!int32.empty()) {
-    EXPECT_NE(int32.find("gradient_wire_dtype int32: use auto"), std::string::npos) << int32;
+    EXPECT_NE(int32.find("(gradient_wire_dtype) int32: use auto"), std::string::npos) << int32;
   }
 }
 
