@@ -140,9 +140,12 @@ if [ -x $BIN/dtrain-train ]; then
   check_within 300 sync_batch_norm_train_np2 $MPI -np 2 -x DTRAIN_MPI_DEVICE_POINTERS=stage -x DTRAIN_RANKS_PER_NODE=1 \
     $BIN/dtrain-train --device gpu --backend mpi-ring --allow-gpu-sharing --bn-sync-group 2 --model small-resnet --blocks_per_stage 1,1 \
     --width 8 --image_size 16 --synthetic_samples 256 --batch_per_rank 8 --epochs 1 --log_every_steps 8
-  grep -h "synchronized batch norm\|steps on\|epoch 0:" "$OUT/sync_batch_norm_train_np2.log"
+  grep -h "synchronized batch norm\|steps on\|epoch 0:\|communicator:" "$OUT/sync_batch_norm_train_np2.log"
   grep -q "steps on GPU .*BN synchronized over groups of 2 ranks" "$OUT/sync_batch_norm_train_np2.log" ||
     { echo "FAIL sync_batch_norm_train_np2: the engine did not report synchronized BN"; status=1; }
+  # gradient_wire_dtype auto: GPUs across 2 (simulated) nodes on mpi-ring take the bf16 wire.
+  grep -q "cross-node wire bf16 (auto: GPUs across 2 nodes" "$OUT/sync_batch_norm_train_np2.log" ||
+    { echo "FAIL sync_batch_norm_train_np2: auto did not pick the bf16 cross-node wire"; status=1; }
 fi
 # TensorBoard's own reader (installed here, not in CI) loads dtrain-train's event files.
 if [ -x $BIN/dtrain-train ] && /opt/torch/.venv/bin/python -c "import tensorboard" 2> /dev/null; then

@@ -54,7 +54,7 @@ struct Options {
   std::string world_sizes;  // "1,2"; default: 1 and the job's size
   bool no_tf32 = false;
   std::string backend = "auto";
-  std::string gradient_wire_dtype = "fp32";  // the hierarchical backend's cross-node format
+  std::string gradient_wire_dtype = "fp32";  // what crosses nodes (hierarchical, mpi-ring); explicit, to compare
   int bucket_mib = comm::kDefaultBucketMib;
   int tail_bucket_mib = comm::kDefaultTailBucketMib;
   int first_bucket_mib = 0;
@@ -84,7 +84,7 @@ Options parse(int argc, char** argv, bool* help) {
                                                      runtime::po::value(&o.backend)->default_value(o.backend),
                                                      "gradient all-reduce backend (auto, nccl, ...)")(
       "gradient-wire-dtype", runtime::po::value(&o.gradient_wire_dtype)->default_value(o.gradient_wire_dtype),
-      "fp32, bf16 or fp16: the hierarchical backend's cross-node format")(
+      "fp32, bf16, fp16 or auto (dtrain-train's default): what crosses nodes on hierarchical and mpi-ring")(
       "bucket-mib", runtime::po::value(&o.bucket_mib)->default_value(o.bucket_mib), "gradient bucket size in MiB")(
       "tail-bucket-mib", runtime::po::value(&o.tail_bucket_mib)->default_value(o.tail_bucket_mib),
       "the bucket backward completes last, in MiB (0: equal buckets)")(

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "comm/diagnostics/consistency_check.h"
+#include "comm/host/memory_ops.h"
 #include "comm/host/wide_reduction.h"
 #include "runtime/base/error.h"
 #include "runtime/mpi/mpi_check.h"
@@ -16,17 +17,56 @@ constexpr size_t kMinLaneBytes = size_t{1} << 20;
 
 }  // namespace
 
-MpiRingCommunicator::MpiRingCommunicator(MPI_Comm comm, RingTuning tuning, Sixteen sixteen)
+MpiRingCommunicator::MpiRingCommunicator(MPI_Comm comm, RingTuning tuning, Sixteen sixteen, DType wire)
     : HostCommunicator(comm),
       tuning_(tuning),
-      sixteen_(sixteen),
+      sixteen_(wire == DType::kF32 ? sixteen : Sixteen::kPartials),
+      wire_(wire),
       device_mode_(device_pointer_mode()),
       host_ring_(mpi_comm(), tuning) {
+  DTRAIN_USAGE_CHECK(wire == DType::kF32 || wire == DType::kBF16 || wire == DType::kF16)
+      << "the mpi-ring's cross-node wire format must be fp32, bf16 or fp16, not " << runtime::dtype_name(wire);
   check_same_tuning(mpi_comm(), tuning_);
+  // Ranks that disagree on the wire would exchange messages of different sizes.
+  check_same_setting(mpi_comm(), "the cross-node wire format (gradient_wire_dtype)", static_cast<uint64_t>(wire_),
+                     [](uint64_t v) { return std::string(runtime::dtype_name(static_cast<DType>(v))); });
   // Staged calls run the ring piece by piece, direct ones on the whole buffer: different messages.
   check_same_setting(mpi_comm(), "DTRAIN_MPI_DEVICE_POINTERS", static_cast<uint64_t>(device_mode_), [](uint64_t mode) {
     return std::string("'") + device_pointer_mode_name(static_cast<DevicePointerMode>(mode)) + "'";
   });
+}
+
+bool MpiRingCommunicator::narrows(const Collective& call) const {
+  return wire_ != DType::kF32 && call.kind == CollectiveKind::kAllReduce && call.dtype == DType::kF32 && size() > 1 &&
+         call.count > 0;
+}
+
+Collective MpiRingCommunicator::on_wire(const Collective& call, void* wire) const {
+  Collective narrow = call;
+  narrow.send = wire;
+  narrow.recv = wire;
+  narrow.dtype = wire_;
+  narrow.op = ReduceOp::kSum;  // an average is scaled in fp32, after widening
+  return narrow;
+}
+
+Work MpiRingCommunicator::submit(const Collective& call) {
+  // Host calls narrow on the worker (run()); device calls here, on the caller's stream, before the
+  // staging copies, which then carry the narrow values.
+  if (!call.where.device || !narrows(call)) return HostCommunicator::submit(call);
+  validate_call(call, size());
+  const Location where = call.where;
+  // Stream-ordered scratch: the caller's stream waits for the collective (staged or direct) before
+  // the widening below, so releasing it once that is enqueued is safe.
+  runtime::Buffer wire = scratch_buffer(call.count * runtime::dtype_size(wire_), where);
+  narrow_from_f32(static_cast<const float*>(call.send), 1.0f, wire.data(), wire_, call.count, where);
+  Work work = HostCommunicator::submit(on_wire(call, wire.data()));
+  auto* recv = static_cast<float*>(call.recv);
+  widen_to_f32(wire.data(), wire_, recv, call.count, where);
+  if (call.op == ReduceOp::kAverage) {
+    narrow_from_f32(recv, 1.0f / static_cast<float>(size()), recv, DType::kF32, call.count, where);
+  }
+  return work;
 }
 
 Ring& MpiRingCommunicator::ring_for(const Collective& call) {
@@ -71,6 +111,16 @@ void MpiRingCommunicator::in_parts(Ring& ring, size_t count, size_t bytes,
 void MpiRingCommunicator::all_reduce(Ring& ring, const Collective& call) {
   const float scale = call.op == ReduceOp::kAverage ? 1.0f / static_cast<float>(size()) : 1.0f;
   const size_t esize = runtime::dtype_size(call.dtype);
+  if (narrows(call)) {
+    // Host memory (device calls were narrowed at submit): the 16-bit copy sits in the ring's wire slot.
+    const Location host = Location::host();
+    void* wire = ring.scratch(RingScratch::kWire, (call.count * runtime::dtype_size(wire_) + 3) / sizeof(float));
+    narrow_from_f32(static_cast<const float*>(call.send), 1.0f, wire, wire_, call.count, host);
+    all_reduce(ring, on_wire(call, wire));
+    widen_to_f32(wire, wire_, static_cast<float*>(call.recv), call.count, host);
+    if (scale != 1.0f) narrow_from_f32(static_cast<float*>(call.recv), scale, call.recv, DType::kF32, call.count, host);
+    return;
+  }
   if (call.dtype == DType::kF32) {
     const auto* send = static_cast<const float*>(call.send);
     auto* recv = static_cast<float*>(call.recv);

@@ -6,6 +6,14 @@
 // 16-bit ring instead (Ring::all_reduce_16): half the bytes, a rounding per hop (one on 2 ranks),
 // and no host-side widening of the whole buffer. Small buffers and direct device buffers keep the
 // one-rounding path.
+// A cross-node wire (`wire` bf16 or fp16, the trainer's gradient_wire_dtype on a flat ring across
+// nodes) narrows fp32 all-reduces the way the hierarchical backend's cross-node step does: each
+// rank's values are rounded once to the wire format, the ring adds in fp32 and carries its partial
+// sums in 16 bits (Sixteen::kPartials, which the wire implies), and the result is widened back
+// (an average is scaled in fp32 after). So on n ranks an element sees n roundings at most. Device
+// buffers are narrowed on the caller's stream before staging, so the copies through the host carry
+// half the bytes too. Ranks must agree on the wire (checked at construction); a communicator of
+// one rank narrows nothing.
 // Device buffers are staged through pinned host memory, or, when the MPI library takes device
 // pointers (DTRAIN_MPI_DEVICE_POINTERS, mpi_features.h), handed to MPI directly and reduced by
 // kernels: the same ring on a second Ring whose memory is the device's.
@@ -26,9 +34,11 @@ class MpiRingCommunicator final : public HostCommunicator {
  public:
   // How 16-bit all-reduces travel: partial sums in fp32 (one rounding) or in 16 bits.
   enum class Sixteen { kOneRounding, kPartials };
-  MpiRingCommunicator(MPI_Comm comm, RingTuning tuning, Sixteen sixteen = Sixteen::kOneRounding);
+  MpiRingCommunicator(MPI_Comm comm, RingTuning tuning, Sixteen sixteen = Sixteen::kOneRounding,
+                      DType wire = DType::kF32);
   ~MpiRingCommunicator() override { stop_worker(); }
   const char* name() const override { return "mpi-ring"; }
+  Work submit(const Collective& call) override;
 
  private:
   void run(const Collective& call) override;
@@ -36,6 +46,10 @@ class MpiRingCommunicator final : public HostCommunicator {
   // The ring for this call's memory (the device ring is made on the worker, at first use).
   Ring& ring_for(const Collective& call);
   void all_reduce(Ring& ring, const Collective& call);
+  // Whether `call` crosses in wire_ (an fp32 all-reduce among 2 or more ranks with a 16-bit wire).
+  bool narrows(const Collective& call) const;
+  // The 16-bit all-reduce (a sum) that carries `call` on the wire, on `wire` (count elements).
+  Collective on_wire(const Collective& call, void* wire) const;
   void reduce_scatter(Ring& ring, const Collective& call);
   void all_gather(Ring& ring, const Collective& call);
   // Runs part(ring, begin, n) over [0, count): once on `ring`, or, for a large host all-reduce
@@ -45,6 +59,7 @@ class MpiRingCommunicator final : public HostCommunicator {
 
   RingTuning tuning_;
   Sixteen sixteen_;
+  DType wire_;
   DevicePointerMode device_mode_;
   Ring host_ring_;
   std::unique_ptr<Ring> device_ring_;

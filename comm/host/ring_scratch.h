@@ -6,7 +6,8 @@
 // Owner: the Ring (ring.h), which holds one RingScratch for its whole life, created after and
 // destroyed before its RingMemory (which allocates the buffers, and frees the device ones).
 // Borrowers: the ring's own steps (two rotating receive segments, recursive doubling's receive
-// buffer) and the mpi-ring communicator (its fp32 copy of 16-bit data), both through
+// buffer) and the mpi-ring communicator (its fp32 copy of 16-bit data, its 16-bit wire copy of fp32
+// data), both through
 // Ring::scratch. A borrowed pointer stays valid until the same slot is asked for more floats than
 // it holds, or the ring goes.
 // Used by one thread at a time, as the Ring.
@@ -23,6 +24,7 @@ class RingScratch {
     kSegment1,
     kIncoming,  // recursive doubling's receive buffer
     kWiden,     // the mpi-ring communicator's fp32 copy of 16-bit data (wide_reduction.h)
+    kWire,      // the mpi-ring communicator's 16-bit wire copy of fp32 host data
     kSlots
   };
 

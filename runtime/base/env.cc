@@ -46,6 +46,7 @@ std::vector<std::string> unread_dtrain_variables() {
                                               "DTRAIN_FUSION_THRESHOLD",
                                               "DTRAIN_LOG_LEVEL",
                                               "DTRAIN_MPI_DEVICE_POINTERS",
+                                              "DTRAIN_NCCL_ACROSS_NODES",
                                               "DTRAIN_PLAN_CACHE",
                                               "DTRAIN_RANKS_PER_NODE",
                                               "DTRAIN_RING_LANES",

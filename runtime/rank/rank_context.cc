@@ -1,5 +1,6 @@
 #include "runtime/rank/rank_context.h"
 
+#include <string>
 #include <vector>
 
 #include "runtime/base/error.h"
@@ -55,6 +56,13 @@ RankContext::RankContext(MPI_Comm world, const NodeLayout& layout) : world_(MpiC
   for (size_t r = 0; r < node_keys.size(); ++r) {
     node_keys[r] = all_keys[2 * r];
     host_keys[r] = all_keys[2 * r + 1];
+  }
+  if (layout.ranks_per_node) {
+    // Every rank holds every key, so every rank finds the same problem.
+    collective_usage_check(world_.get(), [&] {
+      const std::string problem = simulated_nodes_problem(node_keys, host_keys, *layout.ranks_per_node);
+      DTRAIN_USAGE_CHECK(problem.empty()) << problem;
+    });
   }
   topology_ = topology_from_node_keys(world_rank, node_keys);
   topology_.simulated_nodes = layout.ranks_per_node.has_value();

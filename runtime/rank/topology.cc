@@ -31,11 +31,34 @@ Topology topology_from_node_keys(int world_rank, std::span<const int64_t> node_k
 }
 
 std::optional<int> ranks_per_node_from_env(int world_size) {
-  const std::optional<int64_t> k = env_int("DTRAIN_RANKS_PER_NODE", 1, std::numeric_limits<int>::max());
+  const std::optional<int64_t> k =
+      env_int("DTRAIN_RANKS_PER_NODE", std::numeric_limits<int>::min(), std::numeric_limits<int>::max());
   if (!k) return std::nullopt;
+  DTRAIN_USAGE_CHECK(*k > 0) << "DTRAIN_RANKS_PER_NODE=" << *k
+                             << " must be a positive number of ranks per simulated node (a divisor of the world size "
+                             << world_size << ")";
+  DTRAIN_USAGE_CHECK(*k <= world_size) << "DTRAIN_RANKS_PER_NODE=" << *k << " is more than the " << world_size
+                                       << " ranks of this job (simulated nodes split the job's hosts)";
   DTRAIN_USAGE_CHECK(world_size % *k == 0) << "DTRAIN_RANKS_PER_NODE=" << *k << " does not divide the world size "
                                            << world_size << " (simulated nodes must all have the same number of ranks)";
   return static_cast<int>(*k);
+}
+
+std::string simulated_nodes_problem(std::span<const int64_t> node_key_of_rank,
+                                    std::span<const int64_t> host_key_of_rank, int ranks_per_node) {
+  const size_t n = node_key_of_rank.size();
+  for (size_t r = 1; r < n; ++r) {
+    // Ranks of a simulated node are consecutive: a node spans hosts where a rank's host differs
+    // from its predecessor's within the same node.
+    if (node_key_of_rank[r] != node_key_of_rank[r - 1] || host_key_of_rank[r] == host_key_of_rank[r - 1]) continue;
+    const int64_t host = host_key_of_rank[r - 1];
+    const auto on_host = std::count(host_key_of_rank.begin(), host_key_of_rank.end(), host);
+    return "DTRAIN_RANKS_PER_NODE=" + std::to_string(ranks_per_node) + " puts world ranks " + std::to_string(r - 1) +
+           " and " + std::to_string(r) + " on different hosts into one simulated node, and the host of rank " +
+           std::to_string(r - 1) + " has " + std::to_string(on_host) +
+           " rank(s): simulated nodes split a host, so use a divisor of the ranks per host";
+  }
+  return "";
 }
 
 }  // namespace dtrain::runtime

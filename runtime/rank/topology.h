@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace dtrain::runtime {
@@ -33,7 +34,14 @@ inline int64_t simulated_node_key(int world_rank, int ranks_per_node) {
 }
 
 // DTRAIN_RANKS_PER_NODE, validated against the world size: nullopt when unset; a UsageError
-// when it is not a positive integer or does not divide world_size.
+// naming the variable when it is not an integer, not positive, more than world_size, or does not
+// divide world_size.
 std::optional<int> ranks_per_node_from_env(int world_size);
+
+// Simulated nodes split hosts, never join them: "" when every simulated node (node_key_of_rank) lies
+// on one host (host_key_of_rank), else the problem, naming DTRAIN_RANKS_PER_NODE=ranks_per_node and
+// the first host it overflows with its ranks.
+std::string simulated_nodes_problem(std::span<const int64_t> node_key_of_rank,
+                                    std::span<const int64_t> host_key_of_rank, int ranks_per_node);
 
 }  // namespace dtrain::runtime

@@ -1,7 +1,7 @@
 // Collectives on device buffers: nccl, hierarchical (NCCL inside the node, our ring across
-// simulated nodes) and the staged mpi-ring path, against a float64 reference. Runs under mpirun
-// with 1 to 4 ranks; skips, saying why, without a CUDA build, without GPUs, or with more ranks
-// than GPUs (NCCL needs one GPU per rank).
+// simulated nodes), the staged and direct mpi-ring paths (also with a bf16 wire), against a float64 reference. Runs
+// under mpirun with 1 to 4 ranks; skips, saying why, without a CUDA build, without GPUs, or with more ranks than GPUs
+// (NCCL needs one GPU per rank).
 #include <gtest/gtest.h>
 #include <mpi.h>
 #include <stdlib.h>
@@ -78,7 +78,13 @@ class DeviceBytes {
 };
 
 bool direct(const std::string& backend) {
-  return backend == "mpi-ring-direct";
+  return backend.rfind("mpi-ring-direct", 0) == 0;
+}
+
+// mpi-ring with a bf16 cross-node wire (mpi_ring_communicator.h): fp32 all-reduces narrowed on the
+// device before staging (or before MPI, direct).
+bool bf16_wire(const std::string& backend) {
+  return backend.size() > 10 && backend.compare(backend.size() - 10, 10, "-bf16-wire") == 0;
 }
 
 // The error a result may carry. Every backend adds 16-bit values in fp32 and rounds once, except
@@ -87,6 +93,9 @@ bool direct(const std::string& backend) {
 // the last place of a partial sum no larger than the sum of |terms|.
 double bound_for(const std::string& backend, double want, double magnitude, DType dtype, int ranks) {
   const double one_rounding = test::tolerance(want, magnitude, dtype);
+  // The wire: each rank's value and each hop's partial sum rounded to bf16 (2^-8 relative of a
+  // partial sum no larger than the sum of |terms|), on top of fp32's own rounding.
+  if (bf16_wire(backend)) return one_rounding + ranks * std::ldexp(magnitude, -8);
   if (backend != "nccl-native" || dtype == DType::kF32) return one_rounding;
   const int mantissa_bits = dtype == DType::kBF16 ? 7 : 10;
   return one_rounding + ranks * std::ldexp(magnitude, -(mantissa_bits + 1));
@@ -106,8 +115,12 @@ DeviceRun make(const std::string& backend, int ranks_per_node) {
   if (backend == "nccl-native") run.comm = make_nccl_communicator(run.ctx->world(), SixteenBitSum::kNative);
   // mpi-ring either way, whatever this MPI reports: staged, or device pointers straight to MPI.
   setenv("DTRAIN_MPI_DEVICE_POINTERS", direct(backend) ? "direct-managed" : "stage", 1);
-  if (backend == "mpi-ring" || direct(backend))
+  if (backend == "mpi-ring" || backend == "mpi-ring-direct")
     run.comm = std::make_unique<MpiRingCommunicator>(run.ctx->world(), tuning);
+  if (bf16_wire(backend)) {
+    run.comm = std::make_unique<MpiRingCommunicator>(run.ctx->world(), tuning,
+                                                     MpiRingCommunicator::Sixteen::kOneRounding, DType::kBF16);
+  }
   if (backend == "hierarchical") run.comm = std::make_unique<HierarchicalCommunicator>(*run.ctx, true, tuning);
   return run;
 }
@@ -244,6 +257,10 @@ INSTANTIATE_TEST_SUITE_P(
     testing::Combine(testing::Values("nccl", "nccl-native", "mpi-ring", "mpi-ring-direct", "hierarchical"),
                      testing::Values(0), testing::Values(DType::kF32, DType::kF16, DType::kBF16), testing::Bool()),
     name_of);
+INSTANTIATE_TEST_SUITE_P(GpuBf16Wire, DeviceCollectives,
+                         testing::Combine(testing::Values("mpi-ring-bf16-wire", "mpi-ring-direct-bf16-wire"),
+                                          testing::Values(0), testing::Values(DType::kF32), testing::Bool()),
+                         name_of);
 INSTANTIATE_TEST_SUITE_P(GpuSimulatedNodes, DeviceCollectives,
                          testing::Combine(testing::Values("hierarchical"), testing::Values(1, 2),
                                           testing::Values(DType::kF32, DType::kBF16), testing::Bool()),

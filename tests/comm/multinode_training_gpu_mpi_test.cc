@@ -12,8 +12,8 @@
 //   - RankEquivalenceOnBackends: N GPUs with batch B reach the parameters 1 GPU reaches with
 //     batch N x B (BN-free model, fp32, TF32 off), within 1e-5 relative, on nccl, hierarchical and
 //     staged mpi-ring.
-//   - CrossNodeWireTraining: the same on hierarchical with a bf16 / fp16 cross-node wire, within
-//     1e-2 of the fp32 result (and measurably off it).
+//   - CrossNodeWireTraining: the same on hierarchical and staged mpi-ring with a bf16 / fp16
+//     cross-node wire, within 1e-2 of the fp32 result (and measurably off it).
 // Every test skips, saying why, without a CUDA build or a GPU, and nccl with fewer GPUs than
 // ranks; the tests need 2 or more ranks. Hierarchical and staged mpi-ring run with ranks sharing a
 // GPU where there are fewer GPUs than ranks (may_share_gpus).
@@ -27,6 +27,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "comm/backends/factory.h"
@@ -210,25 +211,33 @@ TEST_P(RankEquivalenceOnBackends, NGpusWithBatchBMatchOneGpuWithBatchNB) {
   EXPECT_LE(worst, 1e-5);
 }
 
-// gradient_wire_dtype bf16 / fp16 on the hierarchical backend: the cross-node sums are rounded to
-// 16 bits (twice at most, hierarchical_communicator.h), so the trained parameters leave the fp32
+// gradient_wire_dtype bf16 / fp16 on the hierarchical and the flat mpi-ring backends: with every
+// rank a node of its own, the cross-node sums are rounded to 16 bits once per rank at most
+// (hierarchical_communicator.h, mpi_ring_communicator.h), so the trained parameters leave the fp32
 // path's 1e-5 but stay close to it. The lower bound proves the wire format was applied.
-class CrossNodeWireTraining : public testing::TestWithParam<std::string> {};
+class CrossNodeWireTraining : public testing::TestWithParam<std::tuple<std::string, std::string>> {};
 
 TEST_P(CrossNodeWireTraining, StaysNearTheFp32Result) {
-  if (const std::string why = why_not_multi_gpu("hierarchical"); !why.empty()) GTEST_SKIP() << why;
-  test::Watchdog watchdog("hierarchical training with a " + GetParam() + " cross-node wire", 300);
-  const double worst = worst_difference_from_one_gpu("hierarchical", GetParam());
+  const auto [backend, wire] = GetParam();
+  if (const std::string why = why_not_multi_gpu(backend); !why.empty()) GTEST_SKIP() << why;
+  test::Watchdog watchdog(backend + " training with a " + wire + " cross-node wire", 300);
+  const double worst = worst_difference_from_one_gpu(backend, wire);
   if (world_rank() != 0) return;
   std::printf(
-      "  hierarchical, %s across nodes: %d ranks vs 1 GPU (fp32) with %dx the batch: worst relative parameter "
+      "  %s, %s across nodes: %d ranks vs 1 GPU (fp32) with %dx the batch: worst relative parameter "
       "difference %.2e (fp32 wire: bound 1e-5; this test: (1e-5, 1e-2])\n",
-      GetParam().c_str(), world_size(), world_size(), worst);
+      backend.c_str(), wire.c_str(), world_size(), world_size(), worst);
   EXPECT_GT(worst, 1e-5) << "no trace of a 16-bit wire";
   EXPECT_LE(worst, 1e-2);
 }
 
-INSTANTIATE_TEST_SUITE_P(Wires, CrossNodeWireTraining, testing::Values("bf16", "fp16"));
+INSTANTIATE_TEST_SUITE_P(Wires, CrossNodeWireTraining,
+                         testing::Combine(testing::Values("hierarchical", "mpi-ring"), testing::Values("bf16", "fp16")),
+                         [](const testing::TestParamInfo<std::tuple<std::string, std::string>>& p) {
+                           const std::string backend = std::get<0>(p.param);
+                           return (backend == "mpi-ring" ? std::string("mpi_ring") : backend) + "_" +
+                                  std::get<1>(p.param);
+                         });
 
 INSTANTIATE_TEST_SUITE_P(Backends, RankEquivalenceOnBackends, testing::Values("nccl", "hierarchical", "mpi-ring"),
                          [](const testing::TestParamInfo<std::string>& p) {

@@ -2,6 +2,7 @@
 #include "runtime/rank/topology.h"
 
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
 #include "runtime/base/error.h"
 #include "runtime/rank/gpu_binding.h"
@@ -34,6 +35,55 @@ TEST(Topology, SimulatedNodesAreConsecutiveBlocks) {
     EXPECT_EQ(t.local_rank, r % 2);
     EXPECT_EQ(t.node_count, 3);
   }
+}
+
+// Simulated nodes split hosts: blocks of k consecutive ranks, each on one host.
+TEST(Topology, SimulatedNodesMustNotSpanHosts) {
+  auto keys = [](int ranks, int per_node) {
+    std::vector<int64_t> k;
+    for (int r = 0; r < ranks; ++r) k.push_back(simulated_node_key(r, per_node));
+    return k;
+  };
+  const std::vector<int64_t> two_hosts_of_two = {0, 0, 2, 2};
+  EXPECT_EQ(simulated_nodes_problem(keys(4, 1), two_hosts_of_two, 1), "");
+  EXPECT_EQ(simulated_nodes_problem(keys(4, 2), two_hosts_of_two, 2), "");
+  // Larger than the ranks on a host: a simulated node would join two hosts.
+  const std::string larger = simulated_nodes_problem(keys(4, 4), two_hosts_of_two, 4);
+  EXPECT_NE(larger.find("DTRAIN_RANKS_PER_NODE=4 puts world ranks 1 and 2 on different hosts into one simulated node"),
+            std::string::npos)
+      << larger;
+  EXPECT_NE(larger.find("the host of rank 1 has 2 rank(s)"), std::string::npos) << larger;
+  // Not larger, but not a divisor of the ranks per host: hosts of 3, nodes of 2.
+  const std::vector<int64_t> two_hosts_of_three = {0, 0, 0, 3, 3, 3};
+  EXPECT_NE(simulated_nodes_problem(keys(6, 2), two_hosts_of_three, 2).find("world ranks 2 and 3"), std::string::npos);
+  EXPECT_EQ(simulated_nodes_problem(keys(6, 3), two_hosts_of_three, 3), "");
+  // One host: any layout splits it.
+  EXPECT_EQ(simulated_nodes_problem(keys(6, 3), std::vector<int64_t>(6, 0), 3), "");
+}
+
+// DTRAIN_RANKS_PER_NODE: every bad value names the variable, the value and the world size.
+TEST(Topology, RanksPerNodeFromEnvNamesTheVariable) {
+  auto error_for = [](const char* value, int world) {
+    setenv("DTRAIN_RANKS_PER_NODE", value, 1);
+    std::string what;
+    try {
+      ranks_per_node_from_env(world);
+    } catch (const UsageError& e) {
+      what = e.what();
+    }
+    unsetenv("DTRAIN_RANKS_PER_NODE");
+    return what;
+  };
+  EXPECT_NE(error_for("0", 4).find("DTRAIN_RANKS_PER_NODE=0 must be a positive number"), std::string::npos);
+  EXPECT_NE(error_for("-2", 4).find("DTRAIN_RANKS_PER_NODE=-2 must be a positive number"), std::string::npos);
+  EXPECT_NE(error_for("two", 4).find("DTRAIN_RANKS_PER_NODE='two' is not an integer"), std::string::npos);
+  EXPECT_NE(error_for("8", 4).find("DTRAIN_RANKS_PER_NODE=8 is more than the 4 ranks of this job"), std::string::npos);
+  EXPECT_NE(error_for("3", 4).find("DTRAIN_RANKS_PER_NODE=3 does not divide the world size 4"), std::string::npos);
+  EXPECT_EQ(error_for("2", 4), "");
+  setenv("DTRAIN_RANKS_PER_NODE", "2", 1);
+  EXPECT_EQ(ranks_per_node_from_env(4), 2);
+  unsetenv("DTRAIN_RANKS_PER_NODE");
+  EXPECT_EQ(ranks_per_node_from_env(4), std::nullopt);
 }
 
 std::vector<RankGpuChoice> one_host(int ranks, int gpus, bool masked_per_rank = false) {

@@ -12,6 +12,7 @@
 #include "runtime/base/error.h"
 #include "train/config/config_help.h"
 #include "train/config/resolved_config.h"
+#include "train/config/resume_changes.h"
 #include "train/config/train_config.h"
 
 namespace dtrain::train {
@@ -95,6 +96,24 @@ TEST(TrainConfig, ImageFolderFieldsAreChecked) {
   EXPECT_NE(message({"--dataset=imagenet", "--data_dir=/x", "--image_size=300"}).find("val_resize 256 is smaller"),
             std::string::npos);
   EXPECT_NE(message({"--max_bad_fraction=2"}).find("max_bad_fraction 2 outside"), std::string::npos);
+}
+
+// gradient_wire_dtype: auto by default (decided with the layout, comm::choose_wire), the explicit
+// formats kept; a checkpoint written under the old fp32 default resumes under auto (a free field).
+TEST(TrainConfig, WireDtypeIsAutoByDefaultAndFreeOnResume) {
+  TrainConfig c = default_train_config();
+  EXPECT_EQ(c.gradient_wire_dtype(), "auto");
+  EXPECT_EQ(resolve(c).gradient_wire_dtype, std::nullopt);
+  c.set_gradient_wire_dtype("fp32");
+  EXPECT_EQ(resolve(c).gradient_wire_dtype, runtime::DType::kF32);
+  c.set_gradient_wire_dtype("bf16");
+  EXPECT_EQ(resolve(c).gradient_wire_dtype, runtime::DType::kBF16);
+  EXPECT_NE(
+      usage_error({"--gradient-wire-dtype=int8"}).find("gradient_wire_dtype 'int8': use auto, fp32, bf16 or fp16"),
+      std::string::npos);
+  TrainConfig saved = default_train_config();
+  saved.set_gradient_wire_dtype("fp32");
+  EXPECT_TRUE(check_resume_config(saved, default_train_config(), "ckpt-1").empty());
 }
 
 // Flags as argparse and torchrun users expect.

@@ -41,7 +41,12 @@ TEST(ConfigText, LeavesOutTheFieldsThatDoNotApply) {
   EXPECT_EQ(text.rfind("# header line\n", 0), 0u) << text;
   EXPECT_FALSE(has_line(text, "depth:")) << "depth is resnet's, not small-resnet's:\n" << text;
   EXPECT_FALSE(has_line(text, "lr_milestones:")) << "milestones are step decay's:\n" << text;
-  EXPECT_FALSE(has_line(text, "gradient_wire_dtype:")) << "the wire format is the hierarchical backend's";
+  TrainConfig nccl = default_train_config();
+  nccl.set_device("gpu");
+  nccl.set_backend("nccl");
+  EXPECT_FALSE(has_line(config_text(resolve(nccl), ""), "gradient_wire_dtype:"))
+      << "on GPUs the wire format is hierarchical's and mpi-ring's";
+  EXPECT_TRUE(has_line(text, "gradient_wire_dtype:")) << "on CPUs every bucket takes the wire format:\n" << text;
   EXPECT_FALSE(has_line(text, "data_dir:")) << "synthetic data has no directory";
   EXPECT_FALSE(has_line(text, "val_resize:")) << "imagenet only";
   EXPECT_FALSE(has_line(text, "precision:")) << "device cpu";
@@ -60,7 +65,7 @@ TEST(ConfigText, LeavesOutTheFieldsThatDoNotApply) {
   for (const char* gone : {"blocks_per_stage:", "width:", "bottleneck:", "synthetic_samples:"}) {
     EXPECT_FALSE(has_line(full, gone)) << gone << " is small-resnet's or synthetic's:\n" << full;
   }
-  for (const char* kept : {"depth: 50", "lr_milestones: [30, 60, 80]", "gradient_wire_dtype: \"fp32\"",
+  for (const char* kept : {"depth: 50", "lr_milestones: [30, 60, 80]", "gradient_wire_dtype: \"auto\"",
                            "data_dir: \"/data/imagenet\"", "val_resize: 256", "keep_checkpoints: 3"}) {
     EXPECT_NE(full.find(kept), std::string::npos) << kept << " missing:\n" << full;
   }

@@ -46,7 +46,7 @@ bool field_applies(const ResolvedConfig& r, const std::string& field) {
   if (field == "synthetic_samples") return r.dataset == DatasetKind::kSynthetic;
   if (field == "lr_milestones") return r.lr_decay == DecayKind::kStep;
   if (field == "gradient_wire_dtype")
-    return r.backend == comm::Backend::kHierarchical || r.backend == comm::Backend::kAuto;
+    return r.device != DeviceChoice::kGpu || r.backend == comm::Backend::kAuto || comm::carries_narrow_wire(r.backend);
   if (field == "precision") return r.device != DeviceChoice::kCpu;
   if (field == "allow_gpu_sharing") return r.device != DeviceChoice::kCpu;
   if (field == "no_tf32") return r.device != DeviceChoice::kCpu && r.precision == Precision::kFp32;

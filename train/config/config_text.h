@@ -8,8 +8,8 @@
 namespace dtrain::train {
 
 // Whether a field matters for this run: false for depth under small-resnet, blocks_per_stage,
-// width and bottleneck under resnet, lr_milestones under cosine, gradient_wire_dtype unless the
-// backend is hierarchical or auto, data_dir for synthetic data, checkpoint settings without
+// width and bottleneck under resnet, lr_milestones under cosine, gradient_wire_dtype on GPUs unless
+// the backend is hierarchical, mpi-ring or auto, data_dir for synthetic data, checkpoint settings without
 // checkpoint_dir, and the like.
 bool field_applies(const ResolvedConfig& config, const std::string& field);
 

@@ -42,10 +42,12 @@ void parse_choices(const TrainConfig& c, ResolvedConfig& r) {
   r.lr_decay =
       choose<DecayKind>("lr_decay", c.lr_decay(), {{"step", DecayKind::kStep}, {"cosine", DecayKind::kCosine}});
   r.backend = comm::parse_backend(c.backend(), "backend");
-  r.gradient_wire_dtype = runtime::parse_dtype(c.gradient_wire_dtype(), "gradient_wire_dtype");
-  DTRAIN_USAGE_CHECK(r.gradient_wire_dtype == runtime::DType::kF32 || r.gradient_wire_dtype == runtime::DType::kBF16 ||
-                     r.gradient_wire_dtype == runtime::DType::kF16)
-      << "gradient_wire_dtype '" << c.gradient_wire_dtype() << "': use fp32, bf16 or fp16";
+  // auto stays unresolved until the layout is known (comm::choose_wire, in the communicator's log).
+  r.gradient_wire_dtype = choose<std::optional<runtime::DType>>("gradient_wire_dtype", c.gradient_wire_dtype(),
+                                                                {{"auto", std::nullopt},
+                                                                 {"fp32", runtime::DType::kF32},
+                                                                 {"bf16", runtime::DType::kBF16},
+                                                                 {"fp16", runtime::DType::kF16}});
 }
 
 // The dataset, its input pipeline and the model it fits.

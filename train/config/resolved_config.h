@@ -3,6 +3,7 @@
 // backend, lr_decay, gradient_wire_dtype) parsed into types and every combination checked, here
 // only. Nothing else compares those strings; the Trainer and the step engines take this.
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,8 +30,9 @@ struct ResolvedConfig {
   JpegDecoder jpeg_decoder = JpegDecoder::kCpu;
   comm::Backend backend = comm::Backend::kAuto;
   DecayKind lr_decay = DecayKind::kStep;
-  runtime::DType gradient_wire_dtype = runtime::DType::kF32;  // the hierarchical backend's cross-node format
-  std::vector<int> stop_signals;                              // parsed stop_signals (stop_signals.h)
+  // What crosses nodes (hierarchical, mpi-ring); nullopt: auto, decided with the layout (comm::choose_wire).
+  std::optional<runtime::DType> gradient_wire_dtype;
+  std::vector<int> stop_signals;  // parsed stop_signals (stop_signals.h)
   // Where rank 0 writes config.pbtxt and, without checkpoint_dir, the final weights: run_dir, else
   // checkpoint_dir (so a requeued job keeps one directory), else what load_train_config chose
   // (runs/<name>-<time>); empty (a Trainer built by a test): none.

@@ -138,7 +138,7 @@ TrainConfig default_train_config() {
   c.set_backend("auto");
   c.set_bucket_mib(comm::kDefaultBucketMib);
   c.set_tail_bucket_mib(comm::kDefaultTailBucketMib);
-  c.set_gradient_wire_dtype("fp32");
+  c.set_gradient_wire_dtype("auto");
   c.set_seed(42);
   c.set_log_every_steps(50);
   c.set_timing_warmup_steps(5);

@@ -32,9 +32,10 @@ class CpuStepEngine final : public StepEngine {
       : setup_(setup), model_(setup.model), comm_(std::move(comm)), bn_group_(std::move(bn_group)) {
     const TrainConfig& c = setup.config.fields;
     models::ParameterSet& params = model_.parameters();
-    sync_ = std::make_unique<comm::GradientSynchronizer>(*comm_, params.grads_flat(),
-                                                         gradient_bucket_plan(params, gradient_bucket_sizes(c)),
-                                                         setup.config.gradient_wire_dtype);
+    sync_ = std::make_unique<comm::GradientSynchronizer>(
+        *comm_, params.grads_flat(), gradient_bucket_plan(params, gradient_bucket_sizes(c)),
+        // auto is fp32 for CPU jobs (comm::choose_wire); bf16 or fp16 narrows every bucket.
+        setup.config.gradient_wire_dtype.value_or(runtime::DType::kF32));
     // Synchronized BN: every BN layer exchanges its statistics over this rank's group.
     DTRAIN_CHECK((bn_group_ ? bn_group_->group_size() : 1) == c.bn_sync_group())
         << "bn_sync_group " << c.bn_sync_group() << " needs a BN group of that size (make_batch_norm_group)";
@@ -57,7 +58,11 @@ class CpuStepEngine final : public StepEngine {
     load_from_host();
   }
 
-  std::string describe() const override { return "cpu"; }
+  std::string describe() const override {
+    const std::optional<runtime::DType> wire = setup_.config.gradient_wire_dtype;
+    return wire && *wire != runtime::DType::kF32 ? std::string("cpu, gradient buckets in ") + runtime::dtype_name(*wire)
+                                                 : std::string("cpu");
+  }
 
   void train_step(const Batch& b, float lr, const MicroBatch& micro) override {
     check_micro_batch(micro);
@@ -209,7 +214,9 @@ class CpuStepEngine final : public StepEngine {
 std::unique_ptr<StepEngine> make_cpu_step_engine(const EngineSetup& setup, const runtime::RankContext& ctx) {
   const TrainConfig& c = setup.config.fields;
   comm::set_stall_settings({c.stall_warning_seconds(), c.stall_abort_seconds()});
-  std::unique_ptr<comm::Communicator> comm = comm::make_communicator(setup.config.backend, ctx, false);
+  // The communicator's own wire stays fp32 on CPUs (auto says so in its log line); an explicit
+  // bf16 or fp16 is the synchronizer's, for every bucket.
+  std::unique_ptr<comm::Communicator> comm = comm::make_communicator(setup.config.backend, ctx, false, std::nullopt);
   return make_cpu_step_engine(setup, std::move(comm), make_batch_norm_group(ctx, c.bn_sync_group()));
 }
 

@@ -31,17 +31,13 @@ class GpuStepEngine final : public StepEngine {
     const ResolvedConfig& config = setup.config;
     const cuda::GpuStepOptions o =
         cuda::gpu_step_options(config, setup.model, setup.image.height, setup.image.width, setup.mean, setup.std);
-    // On GPUs the wire format is the hierarchical backend's cross-node step (NCCL inside a node
-    // stays fp32); on one node there is no such step, and the format has nothing to narrow.
-    const comm::Backend backend = comm::resolve_backend(config.backend, ctx.topology(), true);
-    const runtime::DType wire = config.gradient_wire_dtype;
-    DTRAIN_USAGE_CHECK(wire == runtime::DType::kF32 || backend == comm::Backend::kHierarchical ||
-                       ctx.topology().node_count == 1)
-        << "gradient_wire_dtype " << runtime::dtype_name(wire) << " on GPUs narrows the cross-node step of the "
-        << "hierarchical backend, and this job's backend is " << comm::backend_name(backend);
+    // On GPUs the wire format is what crosses nodes (NCCL inside a node stays fp32); the factory
+    // decides auto, refuses a narrow wire on a backend that cannot carry it, and logs why.
     comm::set_stall_settings({config.fields.stall_warning_seconds(), config.fields.stall_abort_seconds()});
-    comm_ = comm::make_communicator(backend, ctx, true,
-                                    backend == comm::Backend::kHierarchical ? wire : runtime::DType::kF32);
+    comm_ = comm::make_communicator(config.backend, ctx, true, config.gradient_wire_dtype);
+    const comm::Backend backend = comm::resolve_backend(config.backend, ctx.topology(), true);
+    const runtime::DType wire = comm::choose_wire(config.gradient_wire_dtype, backend, ctx.topology(), true).dtype;
+    const bool narrow_across_nodes = wire != runtime::DType::kF32 && ctx.topology().node_count > 1;
     step_ = std::make_unique<cuda::GpuTrainStep>(o, comm_.get(), gpu);
     // Synchronized BN: the BN layers exchange their statistics over this rank's group, through the
     // host (batch_norm.h), so such a step waits for the GPU in every BN layer.
@@ -53,9 +49,7 @@ class GpuStepEngine final : public StepEngine {
          << (config.precision == Precision::kFp32 ? (o.allow_tf32 ? "fp32 NCHW, TF32 on" : "fp32 NCHW, TF32 off")
                                                   : "bf16 NHWC")
          << ", gradients over " << comm_->name()
-         << (wire != runtime::DType::kF32 && backend == comm::Backend::kHierarchical
-                 ? std::string(" (") + runtime::dtype_name(wire) + " across nodes)"
-                 : std::string())
+         << (narrow_across_nodes ? std::string(" (") + runtime::dtype_name(wire) + " across nodes)" : std::string())
          << (bn_group_ ? ", BN synchronized over groups of " + std::to_string(bn_group_->group_size()) + " ranks"
                        : std::string())
          << (step_->decodes_jpeg() ? ", training JPEGs decoded on " + step_->jpeg_stage()->describe() : std::string());
