@@ -10,8 +10,8 @@
 //                  then takes nccl across nodes, as Horovod and PyTorch DDP do by default.
 // Cross-node wire, auto: bf16 where GPU gradients cross nodes over a backend that narrows them
 // (hierarchical, mpi-ring); fp32 otherwise (CPU jobs, one node, mpi, nccl). An explicit fp32, bf16
-// or fp16 is kept. The lead's convergence checks may switch the GPU default back: the rule is
-// auto_wire() alone.
+// or fp16 is kept. The GPU default stands only while multi-node convergence holds it (Fashion-MNIST
+// on simulated nodes against one node): the rule is auto_wire_narrows() alone, to switch in one place.
 //
 // Every rank gets the same answers when it has the same environment (node count and GPU mode are
 // agreed job-wide by RankContext and bind_gpu; make_communicator checks DTRAIN_NCCL_ACROSS_NODES).
