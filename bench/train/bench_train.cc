@@ -24,6 +24,7 @@
 #include "runtime/base/env.h"
 #include "runtime/base/error.h"
 #include "runtime/base/process_identity.h"
+#include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/device_allocator.h"
 #include "runtime/cuda/stream.h"
 #include "runtime/io/atomic_file.h"
@@ -159,7 +160,9 @@ struct Row {
   double total = 0;
   double efficiency = NAN;  // against the 1-GPU row, when there is one
   double speedup = NAN;
-  size_t peak_mem = 0;  // largest over the ranks
+  size_t peak_mem = 0;       // the caching allocator's peak in use, largest over the ranks
+  size_t peak_reserved = 0;  // its peak held from the device (in use + cached), largest over the ranks
+  size_t device_used = 0;    // cudaMemGetInfo's total - free after the run (contexts, cuDNN, NCCL too)
   float loss = 0;
   int overlapped_buckets = 0, buckets = 0;
 };
@@ -254,12 +257,17 @@ Row run_world(const Options& o, int k, const runtime::RankContext& world_ctx, in
       profile_steps(o, k, rank, runtime::visible_gpus().at(static_cast<size_t>(device)).name, step_ms, step, data,
                     static_cast<float>(lr));
     }
-    unsigned long long peak = runtime::device_caching_allocator(device).stats().peak_bytes_in_use;
-    DTRAIN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &peak, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, sub));
+    const runtime::AllocatorStats memory = runtime::device_caching_allocator(device).stats();
+    size_t free_bytes = 0, total_bytes = 0;
+    DTRAIN_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    unsigned long long peaks[3] = {memory.peak_bytes_in_use, memory.peak_bytes_reserved, total_bytes - free_bytes};
+    DTRAIN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, peaks, 3, MPI_UNSIGNED_LONG_LONG, MPI_MAX, sub));
     row.step_ms = step_ms;
     row.per_gpu = o.batch / (step_ms / 1000.0);
     row.total = row.per_gpu * k;
-    row.peak_mem = peak;
+    row.peak_mem = peaks[0];
+    row.peak_reserved = peaks[1];
+    row.device_used = peaks[2];
     row.loss = step.last_result().mean_loss;
     row.overlapped_buckets = step.buckets_during_backward();
     row.buckets = static_cast<int>(step.gradient_buckets());
@@ -295,6 +303,8 @@ void write_json(const std::string& path, const Options& o, const std::string& gp
                           .number("step_ms_median", r.step_ms, "%.3f")
                           .number("efficiency", r.efficiency, "%.4f")
                           .integer("peak_mem_bytes", static_cast<int64_t>(r.peak_mem))
+                          .integer("peak_reserved_bytes", static_cast<int64_t>(r.peak_reserved))
+                          .integer("device_used_bytes", static_cast<int64_t>(r.device_used))
                           .integer("image_size", o.image_size)
                           .integer("warmup_steps", o.warmup)
                           .integer("measured_steps", o.steps)
@@ -354,6 +364,9 @@ int bench_main(int argc, char** argv) {
     r.efficiency = r.per_gpu / single;
     rows.push_back(r);
     if (root) {
+      // Before the row: scripts take a run's row as the output's last line.
+      std::printf("# %d GPU(s): device memory peak %.2f GB in use, %.2f GB reserved; cudaMemGetInfo used %.2f GB\n", k,
+                  r.peak_mem / 1e9, r.peak_reserved / 1e9, r.device_used / 1e9);
       std::printf("  %5d %12.1f %12.1f %10.2f %8s %10s %12.2f %10.4f %9s\n", k, r.per_gpu, r.total, r.step_ms,
                   table_cell(r.speedup, "%.3f").c_str(), table_cell(r.efficiency * 100, "%.1f%%").c_str(),
                   r.peak_mem / 1e9, r.loss,

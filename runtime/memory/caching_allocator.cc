@@ -47,6 +47,8 @@ void* CachingAllocator::allocate(size_t bytes, StreamTag stream) {
     DTRAIN_CHECK(ptr != nullptr) << raw_->name() << " could not allocate " << size << " bytes (" << stats_.bytes_in_use
                                  << " bytes in use, peak " << stats_.peak_bytes_in_use << ")";
     ++stats_.raw_allocations;
+    const size_t reserved = stats_.bytes_in_use + stats_.bytes_cached + size;
+    if (reserved > stats_.peak_bytes_reserved) stats_.peak_bytes_reserved = reserved;
   }
   live_blocks_.emplace(ptr, Block{size, stream});
   stats_.bytes_in_use += size;
@@ -85,6 +87,7 @@ void CachingAllocator::release_cached_locked() {
 void CachingAllocator::reset_peak() {
   std::lock_guard<std::mutex> lock(mutex_);
   stats_.peak_bytes_in_use = stats_.bytes_in_use;
+  stats_.peak_bytes_reserved = stats_.bytes_in_use + stats_.bytes_cached;
 }
 
 AllocatorStats CachingAllocator::stats() const {

@@ -35,6 +35,9 @@ struct AllocatorStats {
   size_t bytes_in_use = 0;  // handed out, by rounded size
   size_t bytes_cached = 0;  // held in free lists
   size_t peak_bytes_in_use = 0;
+  // Reserved: every block the raw allocator handed out and the cache still holds, live or free
+  // (bytes_in_use + bytes_cached): what the process takes from the device.
+  size_t peak_bytes_reserved = 0;
 };
 
 class CachingAllocator {
@@ -54,7 +57,8 @@ class CachingAllocator {
   void empty_cache();
 
   AllocatorStats stats() const;
-  // Starts a new peak from what is in use now (a benchmark's per-run peak).
+  // Starts new peaks (in use and reserved) from what is in use and reserved now (a benchmark's
+  // per-run peaks).
   void reset_peak();
   static size_t round_size(size_t bytes);
 

@@ -126,6 +126,35 @@ TEST(CachingAllocator, OutOfMemoryFreesTheCacheAndRetries) {
   allocator.release(big);
 }
 
+// Reserved is what the raw allocator handed out and the cache holds: the raw allocator's own count
+// of live bytes is the reference.
+TEST(CachingAllocator, PeakReservedCountsCachedBlocks) {
+  CountingAllocator::Counters counters;
+  CachingAllocator allocator(std::make_unique<CountingAllocator>(&counters));
+  const size_t a = CachingAllocator::round_size(3 << 20), b = CachingAllocator::round_size(5 << 20),
+               c = CachingAllocator::round_size(9 << 20);
+  void* pa = allocator.allocate(3 << 20);
+  void* pb = allocator.allocate(5 << 20);
+  allocator.release(pa);                   // cached: still reserved
+  void* pc = allocator.allocate(9 << 20);  // too large for the cached block: a new raw allocation
+  AllocatorStats stats = allocator.stats();
+  EXPECT_EQ(stats.peak_bytes_in_use, b + c);
+  EXPECT_EQ(stats.peak_bytes_reserved, a + b + c);
+  EXPECT_EQ(stats.peak_bytes_reserved, counters.live_bytes);
+  EXPECT_EQ(stats.bytes_in_use + stats.bytes_cached, counters.live_bytes);
+  allocator.release(pb);
+  allocator.release(pc);
+  allocator.empty_cache();
+  EXPECT_EQ(allocator.stats().peak_bytes_reserved, a + b + c) << "a peak outlives the blocks";
+  allocator.reset_peak();
+  stats = allocator.stats();
+  EXPECT_EQ(stats.peak_bytes_in_use, 0u);
+  EXPECT_EQ(stats.peak_bytes_reserved, 0u);
+  void* pd = allocator.allocate(1000);
+  allocator.release(pd);
+  EXPECT_EQ(allocator.stats().peak_bytes_reserved, CachingAllocator::round_size(1000));
+}
+
 TEST(CachingAllocator, EmptyCacheAndForeignPointers) {
   CountingAllocator::Counters counters;
   CachingAllocator allocator(std::make_unique<CountingAllocator>(&counters));

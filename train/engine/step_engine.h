@@ -33,9 +33,9 @@ struct EvalTotals {
   long top1 = 0, top5 = 0, images = 0;
 };
 
-// The device memory of an engine's caching allocator, for the progress line: the peak in use since
-// the engine started and what the allocator holds from the device (in use plus cached). Zero on the
-// CPU path, which reports none.
+// The device memory of an engine's caching allocator, for the progress line: the peaks since the
+// process started of what is in use and of what the allocator holds from the device (in use plus
+// cached). Zero on the CPU path, which reports none.
 struct DeviceMemory {
   double peak_bytes = 0;
   double reserved_bytes = 0;

@@ -133,7 +133,7 @@ class GpuStepEngine final : public StepEngine {
   }
   DeviceMemory device_memory() const override {
     const runtime::AllocatorStats s = runtime::device_caching_allocator(gpu_).stats();
-    return {static_cast<double>(s.peak_bytes_in_use), static_cast<double>(s.bytes_in_use + s.bytes_cached)};
+    return {static_cast<double>(s.peak_bytes_in_use), static_cast<double>(s.peak_bytes_reserved)};
   }
 
  private:
