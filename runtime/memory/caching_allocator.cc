@@ -20,22 +20,30 @@ size_t CachingAllocator::round_size(size_t bytes) {
   constexpr size_t kSmallStep = 512;
   constexpr size_t kLarge = size_t{1} << 20;
   if (bytes <= kLarge) return (bytes + kSmallStep - 1) / kSmallStep * kSmallStep;
-  // Quarter steps between powers of two: 1, 1.25, 1.5, 1.75 x 2^k.
+  // 64 steps between powers of two: (1 + i/64) x 2^k.
   const size_t power = std::bit_floor(bytes);
-  const size_t step = power / 4;
+  const size_t step = power / 64;
   return (bytes + step - 1) / step * step;
+}
+
+void* CachingAllocator::take_cached_locked(size_t size, StreamTag stream, size_t* block_size) {
+  auto cached = free_blocks_.lower_bound(FreeKey{stream, size});
+  if (cached == free_blocks_.end() || cached->first.first != stream || cached->first.second > size + size / 8)
+    return nullptr;
+  *block_size = cached->first.second;
+  void* ptr = cached->second.back();
+  cached->second.pop_back();
+  if (cached->second.empty()) free_blocks_.erase(cached);
+  return ptr;
 }
 
 void* CachingAllocator::allocate(size_t bytes, StreamTag stream) {
   if (bytes == 0) return nullptr;
-  const size_t size = round_size(bytes);
+  size_t size = round_size(bytes);
   std::lock_guard lock(mutex_);
 
-  auto cached = free_blocks_.find(FreeKey{size, stream});
-  void* ptr = nullptr;
-  if (cached != free_blocks_.end() && !cached->second.empty()) {
-    ptr = cached->second.back();
-    cached->second.pop_back();
+  void* ptr = take_cached_locked(size, stream, &size);
+  if (ptr != nullptr) {
     stats_.bytes_cached -= size;
     ++stats_.cache_hits;
   } else {
@@ -65,7 +73,7 @@ void CachingAllocator::release(void* ptr) {
   live_blocks_.erase(live);
   stats_.bytes_in_use -= block.size;
   stats_.bytes_cached += block.size;
-  free_blocks_[FreeKey{block.size, block.stream}].push_back(ptr);
+  free_blocks_[FreeKey{block.stream, block.size}].push_back(ptr);
 }
 
 void CachingAllocator::empty_cache() {

@@ -44,7 +44,7 @@ class CountingAllocator final : public RawAllocator {
   std::map<void*, size_t> sizes_;
 };
 
-TEST(CachingAllocator, SizeClassesWasteAtMostAQuarter) {
+TEST(CachingAllocator, SizeClassesWasteAtMostA64th) {
   EXPECT_EQ(CachingAllocator::round_size(1), 512u);
   EXPECT_EQ(CachingAllocator::round_size(512), 512u);
   EXPECT_EQ(CachingAllocator::round_size(513), 1024u);
@@ -54,10 +54,34 @@ TEST(CachingAllocator, SizeClassesWasteAtMostAQuarter) {
     const size_t rounded = CachingAllocator::round_size(bytes);
     ASSERT_GE(rounded, bytes);
     if (bytes > (size_t{1} << 20)) {
-      ASSERT_LE(rounded, bytes + bytes / 4) << bytes;
+      ASSERT_LE(rounded, bytes + bytes / 64) << bytes;
     }
     ASSERT_EQ(CachingAllocator::round_size(rounded), rounded) << "classes must be fixed points";
   }
+}
+
+// A request takes the smallest cached block of its stream that fits and is at most an eighth
+// larger; the block's whole size counts as in use.
+TEST(CachingAllocator, BestFitReuseWithinAnEighth) {
+  CountingAllocator::Counters counters;
+  CachingAllocator allocator(std::make_unique<CountingAllocator>(&counters));
+  const size_t mib = size_t{1} << 20;
+  void* b100 = allocator.allocate(100 * mib);
+  void* b108 = allocator.allocate(108 * mib);
+  void* b140 = allocator.allocate(140 * mib);
+  allocator.release(b140);
+  allocator.release(b108);
+  allocator.release(b100);
+  EXPECT_EQ(allocator.allocate(97 * mib), b100) << "the smallest that fits";
+  EXPECT_EQ(allocator.allocate(100 * mib), b108) << "8% larger: reused";
+  EXPECT_EQ(allocator.stats().bytes_in_use,
+            CachingAllocator::round_size(100 * mib) + CachingAllocator::round_size(108 * mib));
+  void* fresh = allocator.allocate(120 * mib);  // 140 MiB is over an eighth larger
+  EXPECT_NE(fresh, b140);
+  EXPECT_EQ(counters.allocations, 4);
+  EXPECT_NE(allocator.allocate(130 * mib, 0xA), b140) << "another stream's block";
+  EXPECT_EQ(allocator.allocate(130 * mib), b140);
+  EXPECT_EQ(counters.allocations, 5);
 }
 
 TEST(CachingAllocator, SteadyStateMakesNoRawAllocations) {
