@@ -171,6 +171,7 @@ const runtime::Tensor& GpuNormAct::backward(const runtime::Tensor& dy, runtime::
     using T = decltype(tag);
     T* dres = dresidual != nullptr ? as<T>(*dresidual) : nullptr;
     if (!has_batch_norm()) {
+      DTRAIN_CHECK(output_.shape() == dy.shape()) << "ReLU backward without its forward's output (released)";
       relu_backward(context_.stream(), dy.numel(), as<T>(output_), as<T>(dy), as<T>(dx_), dres);
       return;
     }
@@ -188,6 +189,17 @@ const runtime::Tensor& GpuNormAct::backward(const runtime::Tensor& dy, runtime::
     params_.gradient_ready(gamma_);
   }
   return dx_;
+}
+
+void GpuNormAct::release_output() {
+  DTRAIN_CHECK(has_batch_norm() || !relu_) << "a ReLU without batch norm reads its output in backward";
+  output_ = runtime::Tensor();
+}
+
+void GpuNormAct::release_saved() {
+  output_ = runtime::Tensor();
+  relu_mask_ = runtime::Buffer();
+  trained_forward_ = false;
 }
 
 // --- GpuMaxPool2d ---------------------------------------------------------------------------
@@ -218,6 +230,9 @@ const runtime::Tensor& GpuMaxPool2d::forward(const runtime::Tensor& x) {
 }
 
 const runtime::Tensor& GpuMaxPool2d::backward(const runtime::Tensor& dy) {
+  DTRAIN_CHECK(argmax_.bytes() == static_cast<size_t>(dy.numel()) * sizeof(int32_t))
+      << "max pool backward without its forward's indices (released), or a gradient shaped "
+      << runtime::shape_string(dy.shape());
   ensure_device_tensor(dx_, context_.activation_dtype(), {shape_.batch, shape_.channels, shape_.in_h, shape_.in_w});
   with_element_type(context_, [&](auto tag) {
     using T = decltype(tag);

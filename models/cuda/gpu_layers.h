@@ -9,9 +9,12 @@
 // until backward; outputs and input gradients are owned by the layer; each parameter gradient is
 // written (not added) once per backward and reported with gradient_ready().
 //
-// Outputs are kept from step to step (backward needs them). An input gradient lives only until its
-// consumer is queued: the owner then calls release_input_gradient(), and the memory goes back to
-// the caching allocator for the next layer's gradient. Activations and gradients are allocated
+// Outputs and what backward reads (ReLU masks, max-pool indices) live until the owner's backward
+// no longer needs them: the owner then calls release_saved() (or release_output()), the memory
+// goes back to the caching allocator for the gradients of the layers below, and the next forward
+// takes it back from the cache. An input gradient lives only until its consumer is queued: the
+// owner then calls release_input_gradient(), and the memory goes back to the caching allocator
+// for the next layer's gradient. Activations and gradients are allocated
 // without a stream tag, and all untagged device memory of a process is used on the context's
 // stream only (scratch of other streams carries their tag), so stream order makes that reuse safe. That keeps
 // backward's gradients to a few live tensors instead of one per layer (bench/results/2026-11-24_h200/memory).
@@ -42,6 +45,8 @@ class GpuConv2d {
   // Both, the input gradient into the layer's own tensor.
   const runtime::Tensor& backward(const runtime::Tensor& dy);
   void release_input_gradient() { dx_ = runtime::Tensor(); }
+  // Once the output's consumers have run forward and backward.
+  void release_output() { output_ = runtime::Tensor(); }
 
  private:
   const void* weight();
@@ -67,6 +72,12 @@ class GpuNormAct {
   const runtime::Tensor& backward(const runtime::Tensor& dy, runtime::Tensor* dresidual);
   bool has_batch_norm() const { return gamma_ >= 0; }
   void release_input_gradient() { dx_ = runtime::Tensor(); }
+  // The output, once its consumers have run forward, where backward does not read it (batch norm
+  // reads its input and ReLU mask instead): a residual shortcut's, dead once added.
+  void release_output();
+  // The output and the ReLU mask, once this layer's backward and the output's consumers' are
+  // queued; a backward needs a training forward again.
+  void release_saved();
 
  private:
   GpuContext& context_;
@@ -87,6 +98,11 @@ class GpuMaxPool2d {
   const runtime::Tensor& forward(const runtime::Tensor& x);
   const runtime::Tensor& backward(const runtime::Tensor& dy);
   void release_input_gradient() { dx_ = runtime::Tensor(); }
+  // The output and the indices, once backward and the output's consumers' are queued.
+  void release_saved() {
+    output_ = runtime::Tensor();
+    argmax_ = runtime::Buffer();
+  }
 
  private:
   GpuContext& context_;

@@ -29,7 +29,10 @@ class GpuResNet::Block {
       if (shortcut_.norm) skip = &shortcut_.norm->forward(*skip, nullptr, training);
     }
     Stage& last = branch_.back();
-    return last.norm->forward(last.conv->forward(*h), skip, training);
+    const runtime::Tensor& y = last.norm->forward(last.conv->forward(*h), skip, training);
+    // The shortcut's batch norm output is dead once added (its backward reads its input).
+    if (shortcut_.norm) shortcut_.norm->release_output();
+    return y;
   }
 
   // The branch's gradients first (they precede the shortcut's in the flat buffer), then the
