@@ -59,11 +59,28 @@ class GpuResNet::Block {
     }
     branch_[0].conv->backward_data(*d, dx_, true);
     branch_[0].norm->release_input_gradient();
+    release_saved();
     return dx_;
   }
   void release_input_gradient() { dx_ = runtime::Tensor(); }
 
  private:
+  // Once backward is queued, every output of the block is dead (the next block's backward, the
+  // last reader of the block's output, ran before): the layers below take the memory for their
+  // gradients, and the next forward takes it back from the cache.
+  void release_saved() {
+    for (Stage* stage : stages()) {
+      stage->conv->release_output();
+      if (stage->norm) stage->norm->release_saved();
+    }
+  }
+  std::vector<Stage*> stages() {
+    std::vector<Stage*> all;
+    for (Stage& s : branch_) all.push_back(&s);
+    if (shortcut_.conv) all.push_back(&shortcut_);
+    return all;
+  }
+
   std::vector<Stage> branch_;
   Stage shortcut_;
   const runtime::Tensor* input_ = nullptr;
@@ -126,7 +143,9 @@ const runtime::Tensor& GpuResNet::forward(const runtime::Tensor& x, bool trainin
 }
 
 const runtime::Tensor& GpuResNet::backward(const runtime::Tensor& dlogits) {
-  // Each layer's input gradient is released once the next layer down has queued its use of it.
+  // Each layer's input gradient is released once the next layer down has queued its use of it,
+  // and each block's outputs once its backward is queued (the pooling head and classifier keep
+  // theirs: the logits stay readable after backward).
   const runtime::Tensor* d = &pool_->backward(fc_->backward(dlogits));
   std::function<void()> release_previous = [this] { pool_->release_input_gradient(); };
   for (auto it = blocks_.rbegin(); it != blocks_.rend(); ++it) {
@@ -142,6 +161,9 @@ const runtime::Tensor& GpuResNet::backward(const runtime::Tensor& dlogits) {
   stem_conv_->backward_weights(stem_norm_->backward(*d, nullptr));
   release_previous();
   stem_norm_->release_input_gradient();
+  if (stem_pool_) stem_pool_->release_saved();
+  stem_norm_->release_saved();
+  stem_conv_->release_output();
   return no_input_gradient_;
 }
 
