@@ -56,10 +56,6 @@ GpuConv2d::GpuConv2d(GpuContext& context, DeviceParameters& params, const std::s
   geometry_.kernel_h = geometry_.kernel_w = kernel;
   geometry_.stride_h = geometry_.stride_w = stride;
   geometry_.pad_h = geometry_.pad_w = pad;
-  if (context.bf16()) {
-    weight_grad_bf16_ = runtime::Buffer(runtime::MemoryKind::kDevice,
-                                        static_cast<size_t>(params.layout().slot(weight_).numel) * 2, context.stream());
-  }
 }
 
 const void* GpuConv2d::weight() {
@@ -86,9 +82,13 @@ const runtime::Tensor& GpuConv2d::forward(const runtime::Tensor& x) {
 
 void GpuConv2d::backward_weights(const runtime::Tensor& dy) {
   if (context_.bf16()) {
-    conv_->backward_filter(input_->raw(), dy.raw(), weight_grad_bf16_.data());
-    widen_bf16(context_.stream(), params_.layout().slot(weight_).numel,
-               static_cast<const runtime::bfloat16*>(weight_grad_bf16_.data()), params_.grad(weight_));
+    // Scratch on the compute stream: the next user of the block, on the same stream, runs after
+    // the widening (one block for every layer instead of a bf16 copy of all the weights).
+    const int64_t numel = params_.layout().slot(weight_).numel;
+    runtime::Buffer bf16_grad(runtime::MemoryKind::kDevice, static_cast<size_t>(numel) * 2, context_.stream());
+    conv_->backward_filter(input_->raw(), dy.raw(), bf16_grad.data());
+    widen_bf16(context_.stream(), numel, static_cast<const runtime::bfloat16*>(bf16_grad.data()),
+               params_.grad(weight_));
   } else {
     conv_->backward_filter(input_->raw(), dy.raw(), params_.grad(weight_));
   }

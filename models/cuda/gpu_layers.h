@@ -58,7 +58,6 @@ class GpuConv2d {
   std::unique_ptr<CudnnConv2d> conv_;  // rebuilt when the input shape changes (cuDNN's choices are cached)
   const runtime::Tensor* input_ = nullptr;
   runtime::Tensor output_, dx_;
-  runtime::Buffer weight_grad_bf16_;  // bf16 numerics: cuDNN's dw, widened into the fp32 gradients
 };
 
 // Batch norm with optional ReLU and optional fused residual add, or, for a model built without
