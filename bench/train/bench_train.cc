@@ -38,6 +38,7 @@
 #include "runtime/rank/rank_context.h"
 #include "train/engine/cuda/gpu_step_profiler.h"
 #include "train/engine/cuda/gpu_train_step.h"
+#include "train/engine/device_memory_plan.h"
 #include "train/observe/step_profile.h"
 
 namespace dtrain::bench {
@@ -63,6 +64,7 @@ struct Options {
   std::string json;
   std::string profile_out;
   int profile_steps = 10;
+  bool memory_plan = false;
   train::ResolvedConfig config;  // the options above as dtrain-train's config (resolve() checks them)
 };
 
@@ -97,7 +99,10 @@ Options parse(int argc, char** argv, bool* help) {
       "profile-out", runtime::po::value(&o.profile_out),
       "write the first world size's step profile (for dtrain-project) to this JSON file")(
       "profile-steps", runtime::po::value(&o.profile_steps)->default_value(o.profile_steps),
-      "steps profiled after the measured ones (each waits for the GPU)");
+      "steps profiled after the measured ones (each waits for the GPU)")(
+      "memory-plan", runtime::po::value(&o.memory_plan)->implicit_value(true)->default_value(false),
+      "print the step's device memory, category by category against PyTorch's, computed from the model (no GPU), "
+      "and exit");
   const runtime::ParsedCommandLine parsed = runtime::parse_command_line(argc, argv, d);
   if (parsed.help) {
     std::printf("%s", runtime::usage("dtrain-bench-train", d).c_str());
@@ -216,6 +221,21 @@ void profile_steps(const Options& o, int k, int rank, const std::string& gpu, do
   profile.write(o.profile_out, source, "--profile-out file");
 }
 
+models::ResNetConfig model_of(const Options& o) {
+  models::ResNetConfig model;
+  model.depth = o.depth;
+  model.num_classes = o.classes;
+  return model;
+}
+
+// The step's device memory as device_memory_plan.h computes it.
+train::DeviceMemoryPlan plan_of(const Options& o) {
+  const float mean[3] = {0, 0, 0}, std[3] = {1, 1, 1};
+  const train::cuda::GpuStepOptions step =
+      train::cuda::gpu_step_options(o.config, model_of(o), o.image_size, o.image_size, mean, std);
+  return train::device_memory_plan(models::resnet_plan(step.model), train::cuda::memory_plan_options(step));
+}
+
 Row run_world(const Options& o, int k, const runtime::RankContext& world_ctx, int device, const SyntheticBatches& data,
               bool profiled) {
   const int rank = world_ctx.topology().world_rank;
@@ -230,12 +250,9 @@ Row run_world(const Options& o, int k, const runtime::RankContext& world_ctx, in
     if (k > 1) {
       comm = comm::make_communicator(o.config.backend, ctx, true, o.config.gradient_wire_dtype);
     }
-    models::ResNetConfig model;
-    model.depth = o.depth;
-    model.num_classes = o.classes;
     const float mean[3] = {0, 0, 0}, std[3] = {1, 1, 1};
     const train::cuda::GpuStepOptions step_options =
-        train::cuda::gpu_step_options(o.config, model, o.image_size, o.image_size, mean, std);
+        train::cuda::gpu_step_options(o.config, model_of(o), o.image_size, o.image_size, mean, std);
     runtime::device_caching_allocator(device).reset_peak();
     train::cuda::GpuTrainStep step(step_options, comm.get(), device);
     std::vector<runtime::CudaEvent> marks;
@@ -334,6 +351,10 @@ int bench_main(int argc, char** argv) {
     return !help;
   };
   if (!runtime::read_before_mpi(read, &options)) return 0;
+  if (o.memory_plan) {
+    std::printf("%s", train::memory_plan_table(plan_of(o)).c_str());
+    return 0;
+  }
   const runtime::RankBootstrap rank(&argc, &argv, options);
   if (rank.exit_agreed()) return 0;
   const runtime::RankContext& ctx = rank.ctx();
@@ -355,6 +376,7 @@ int bench_main(int argc, char** argv) {
     std::fflush(stdout);
   }
   const SyntheticBatches data(o, t.world_rank);
+  const double predicted_peak = static_cast<double>(plan_of(o).predicted_peak);
   std::vector<Row> rows;
   double single = NAN;
   for (int k : sizes) {
@@ -365,8 +387,10 @@ int bench_main(int argc, char** argv) {
     rows.push_back(r);
     if (root) {
       // Before the row: scripts take a run's row as the output's last line.
-      std::printf("# %d GPU(s): device memory peak %.2f GB in use, %.2f GB reserved; cudaMemGetInfo used %.2f GB\n", k,
-                  r.peak_mem / 1e9, r.peak_reserved / 1e9, r.device_used / 1e9);
+      std::printf(
+          "# %d GPU(s): device memory peak %.2f GB in use (%.2f GB predicted without workspaces), %.2f GB reserved; "
+          "cudaMemGetInfo used %.2f GB\n",
+          k, r.peak_mem / 1e9, predicted_peak / 1e9, r.peak_reserved / 1e9, r.device_used / 1e9);
       std::printf("  %5d %12.1f %12.1f %10.2f %8s %10s %12.2f %10.4f %9s\n", k, r.per_gpu, r.total, r.step_ms,
                   table_cell(r.speedup, "%.3f").c_str(), table_cell(r.efficiency * 100, "%.1f%%").c_str(),
                   r.peak_mem / 1e9, r.loss,

@@ -12,11 +12,13 @@
 #include "comm/diagnostics/stall_inspector.h"
 #include "comm/gradient_sync/gradient_buckets.h"
 #include "runtime/base/error.h"
+#include "runtime/base/log.h"
 #include "runtime/cuda/device_allocator.h"
 #include "runtime/cuda/stream.h"
 #include "runtime/rank/gpu_binding.h"
 #include "train/engine/batch_norm_group.h"
 #include "train/engine/cuda/gpu_train_step.h"
+#include "train/engine/device_memory_plan.h"
 #include "train/engine/step_engine.h"
 
 namespace dtrain::train {
@@ -54,6 +56,7 @@ class GpuStepEngine final : public StepEngine {
                        : std::string())
          << (step_->decodes_jpeg() ? ", training JPEGs decoded on " + step_->jpeg_stage()->describe() : std::string());
     description_ = text.str();
+    DTRAIN_LOG0(kInfo) << memory_plan_line(device_memory_plan(models::resnet_plan(o.model), memory_plan_options(o)));
   }
 
   std::string describe() const override { return description_; }

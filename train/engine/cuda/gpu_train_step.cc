@@ -47,6 +47,17 @@ GpuStepOptions gpu_step_options(const ResolvedConfig& config, const models::ResN
   return o;
 }
 
+DeviceMemoryPlanOptions memory_plan_options(const GpuStepOptions& options) {
+  DeviceMemoryPlanOptions m;
+  m.batch = options.batch;
+  m.height = options.height;
+  m.width = options.width;
+  m.bf16 = options.numerics == models::cuda::ConvNumerics::kBf16Nhwc;
+  m.input_slots = GpuTrainStep::kInputSlots;
+  m.accumulation_steps = options.accumulation_steps;
+  return m;
+}
+
 GpuTrainStep::GpuTrainStep(const GpuStepOptions& options, comm::Communicator* comm, int device)
     : options_(options),
       comm_(comm),

@@ -34,6 +34,7 @@
 #include "train/engine/cuda/device_idle_clock.h"
 #include "train/engine/cuda/gpu_step_profiler.h"
 #include "train/engine/cuda/gpu_step_trace.h"
+#include "train/engine/device_memory_plan.h"
 #include "train/engine/gradient_accumulation.h"
 #include "train/engine/sgd.h"
 
@@ -61,6 +62,9 @@ struct GpuStepOptions {
 // the model, the input size and the normalization from the caller.
 GpuStepOptions gpu_step_options(const ResolvedConfig& config, const models::ResNetConfig& model, int height, int width,
                                 const float mean[3], const float std[3]);
+
+// What device_memory_plan.h needs of a step's options.
+DeviceMemoryPlanOptions memory_plan_options(const GpuStepOptions& options);
 
 struct StepResult {
   float mean_loss = 0;  // this rank's, the mean over the step's micro-batches
