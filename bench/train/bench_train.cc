@@ -20,6 +20,7 @@
 #include "bench/common/result_file.h"
 #include "comm/backends/factory.h"
 #include "comm/gradient_sync/gradient_sync.h"
+#include "models/cuda/cudnn_conv2d.h"
 #include "runtime/base/cli.h"
 #include "runtime/base/env.h"
 #include "runtime/base/error.h"
@@ -165,9 +166,11 @@ struct Row {
   double total = 0;
   double efficiency = NAN;  // against the 1-GPU row, when there is one
   double speedup = NAN;
-  size_t peak_mem = 0;       // the caching allocator's peak in use, largest over the ranks
-  size_t peak_reserved = 0;  // its peak held from the device (in use + cached), largest over the ranks
-  size_t device_used = 0;    // cudaMemGetInfo's total - free after the run (contexts, cuDNN, NCCL too)
+  size_t peak_mem = 0;        // the caching allocator's peak in use, largest over the ranks
+  size_t peak_reserved = 0;   // its peak held from the device (in use + cached), largest over the ranks
+  size_t device_used = 0;     // cudaMemGetInfo's total - free after the run (contexts, cuDNN, NCCL too)
+  size_t predicted_peak = 0;  // device_memory_plan.h's, without workspaces
+  size_t largest_workspace = 0;
   float loss = 0;
   int overlapped_buckets = 0, buckets = 0;
 };
@@ -285,6 +288,8 @@ Row run_world(const Options& o, int k, const runtime::RankContext& world_ctx, in
     row.peak_mem = peaks[0];
     row.peak_reserved = peaks[1];
     row.device_used = peaks[2];
+    row.predicted_peak = plan_of(o).predicted_peak;
+    row.largest_workspace = models::cuda::CudnnConv2d::largest_workspace_bytes();
     row.loss = step.last_result().mean_loss;
     row.overlapped_buckets = step.buckets_during_backward();
     row.buckets = static_cast<int>(step.gradient_buckets());
@@ -322,6 +327,8 @@ void write_json(const std::string& path, const Options& o, const std::string& gp
                           .integer("peak_mem_bytes", static_cast<int64_t>(r.peak_mem))
                           .integer("peak_reserved_bytes", static_cast<int64_t>(r.peak_reserved))
                           .integer("device_used_bytes", static_cast<int64_t>(r.device_used))
+                          .integer("predicted_peak_bytes", static_cast<int64_t>(r.predicted_peak))
+                          .integer("largest_workspace_bytes", static_cast<int64_t>(r.largest_workspace))
                           .integer("image_size", o.image_size)
                           .integer("warmup_steps", o.warmup)
                           .integer("measured_steps", o.steps)
@@ -376,7 +383,6 @@ int bench_main(int argc, char** argv) {
     std::fflush(stdout);
   }
   const SyntheticBatches data(o, t.world_rank);
-  const double predicted_peak = static_cast<double>(plan_of(o).predicted_peak);
   std::vector<Row> rows;
   double single = NAN;
   for (int k : sizes) {
@@ -388,9 +394,10 @@ int bench_main(int argc, char** argv) {
     if (root) {
       // Before the row: scripts take a run's row as the output's last line.
       std::printf(
-          "# %d GPU(s): device memory peak %.2f GB in use (%.2f GB predicted without workspaces), %.2f GB reserved; "
-          "cudaMemGetInfo used %.2f GB\n",
-          k, r.peak_mem / 1e9, predicted_peak / 1e9, r.peak_reserved / 1e9, r.device_used / 1e9);
+          "# %d GPU(s): device memory peak %.2f GB in use (%.2f GB predicted without workspaces; largest cuDNN "
+          "workspace %.3f GB), %.2f GB reserved; cudaMemGetInfo used %.2f GB\n",
+          k, r.peak_mem / 1e9, r.predicted_peak / 1e9, r.largest_workspace / 1e9, r.peak_reserved / 1e9,
+          r.device_used / 1e9);
       std::printf("  %5d %12.1f %12.1f %10.2f %8s %10s %12.2f %10.4f %9s\n", k, r.per_gpu, r.total, r.step_ms,
                   table_cell(r.speedup, "%.3f").c_str(), table_cell(r.efficiency * 100, "%.1f%%").c_str(),
                   r.peak_mem / 1e9, r.loss,

@@ -1,11 +1,21 @@
 #include "models/cuda/cudnn_conv2d.h"
 
+#include <atomic>
+
 #include "runtime/cuda/cuda_check.h"
 
 namespace dtrain::models::cuda {
 
+namespace {
+std::atomic<size_t> largest_workspace{0};
+}  // namespace
+
 size_t CudnnConv2d::measurements_made() {
   return conv_plans_measured();
+}
+
+size_t CudnnConv2d::largest_workspace_bytes() {
+  return largest_workspace.load();
 }
 
 CudnnConv2d::CudnnConv2d(cudnnHandle_t handle, const Conv2dShape& geometry, ConvNumerics numerics, bool allow_tf32)
@@ -27,7 +37,11 @@ const ConvPlan& CudnnConv2d::plan(ConvPass pass, bool accumulate, const ConvOper
 void CudnnConv2d::run(const ConvPlan& chosen, const ConvOperands& operands) {
   cudaStream_t stream = nullptr;
   DTRAIN_CUDNN_CHECK(cudnnGetStream(handle_, &stream));
-  runtime::Buffer space(runtime::MemoryKind::kDevice, static_cast<size_t>(chosen.workspace_bytes), stream);
+  const size_t bytes = static_cast<size_t>(chosen.workspace_bytes);
+  size_t largest = largest_workspace.load();
+  while (bytes > largest && !largest_workspace.compare_exchange_weak(largest, bytes)) {
+  }
+  runtime::Buffer space(runtime::MemoryKind::kDevice, bytes, stream);
   run_conv_plan(handle_, chosen, operands, space.data());
 }
 

@@ -36,6 +36,9 @@ class CudnnConv2d {
   const Conv2dShape& geometry() const { return geometry_; }
   // How many passes this process has measured (each shape, pass and beta once).
   static size_t measurements_made();
+  // The largest workspace a pass of this process has run with (the part of the device memory
+  // peak that device_memory_plan.h cannot predict).
+  static size_t largest_workspace_bytes();
 
  private:
   const ConvPlan& plan(ConvPass pass, bool accumulate, const ConvOperands& measure_on);
