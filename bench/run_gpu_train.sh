@@ -4,6 +4,7 @@
 #   bench/run_gpu_train.sh single   # one GPU: bf16 b256 and fp32 b128, each beside PyTorch eager (+ compile)
 #   bench/run_gpu_train.sh scaling  # all GPUs: dtrain 1 and N GPUs, PyTorch DDP 1 and N GPUs (eager and compile)
 #   bench/run_gpu_train.sh profile  # nsys (or ncu) kernel time summary of a few bf16 b256 steps
+#   bench/run_gpu_train.sh memory   # peak device memory, bf16 b256: dtrain (and its plan) beside torch.compile and eager
 set -u
 OUT=${OUT:-/tmp/dtrain_bench}
 mkdir -p "$OUT"
@@ -53,6 +54,26 @@ case "${1:-single}" in
         --metrics gpu__time_duration.sum --csv build/bin/dtrain-bench-train --precision bf16 --batch-per-rank 256 \
         --timing-warmup-steps 2 --steps 2 > "$OUT/ncu_kernels.csv" 2> "$OUT/ncu.err"
     fi
+    ;;
+  memory)
+    build/bin/dtrain-bench-train --memory-plan --precision bf16 --batch-per-rank 256 | tee -a "$OUT/summary.log"
+    ours memory_bf16_b256 1 --precision bf16 --batch-per-rank 256 --timing-warmup-steps 10 --steps 20 --world-sizes 1
+    peer memory_compile_bf16_b256 1 --precision bf16 --batch-per-rank 256 --mode compile
+    peer memory_eager_bf16_b256 1 --precision bf16 --batch-per-rank 256 --mode eager
+    $PY - "$OUT" << 'PYEOF' | tee -a "$OUT/summary.log"
+import json, sys
+out = sys.argv[1]
+ours = json.load(open(f"{out}/dtrain_memory_bf16_b256.json"))[0]
+print(f"peak memory ResNet-50 bf16 b256, 1 GPU: dtrain {ours['peak_mem_bytes'] / 1e9:.2f} GB in use, "
+      f"{ours['peak_reserved_bytes'] / 1e9:.2f} GB reserved, {ours['device_used_bytes'] / 1e9:.2f} GB cudaMemGetInfo "
+      f"(predicted {ours['predicted_peak_bytes'] / 1e9:.2f} + workspace up to {ours['largest_workspace_bytes'] / 1e9:.3f})")
+for mode in ("compile", "eager"):
+    theirs = json.load(open(f"{out}/pytorch_memory_{mode}_bf16_b256.json"))
+    print(f"  PyTorch {mode}: {theirs['peak_mem_bytes'] / 1e9:.2f} GB max_memory_allocated, "
+          f"{theirs['peak_reserved_bytes'] / 1e9:.2f} GB max_memory_reserved; dtrain / PyTorch "
+          f"{ours['peak_mem_bytes'] / theirs['peak_mem_bytes']:.3f}x allocated, "
+          f"{ours['peak_reserved_bytes'] / theirs['peak_reserved_bytes']:.3f}x reserved")
+PYEOF
     ;;
   compile)
     peer compile_bf16_b256 1 --precision bf16 --batch-per-rank 256 --mode compile

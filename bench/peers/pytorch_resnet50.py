@@ -92,6 +92,7 @@ def main():
         "step_ms_median": step_ms,
         "efficiency": None,
         "peak_mem_bytes": torch.cuda.max_memory_allocated(),
+        "peak_reserved_bytes": torch.cuda.max_memory_reserved(),
         "warmup_steps": args.warmup,
         "measured_steps": args.steps,
         "warmup_seconds": round(warmup_s, 1),
@@ -101,7 +102,8 @@ def main():
     if rank == 0:
         print(f"{result['framework']:<34} {args.precision} bs {args.batch} x {world}: "
               f"{per_gpu:8.1f} img/s per GPU, {per_gpu * world:9.1f} total, step {step_ms:.1f} ms, "
-              f"peak {result['peak_mem_bytes'] / 2**30:.1f} GiB", flush=True)
+              f"peak {result['peak_mem_bytes'] / 2**30:.1f} GiB, reserved {result['peak_reserved_bytes'] / 2**30:.1f} GiB",
+              flush=True)
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(result, f, indent=1)
