@@ -115,6 +115,11 @@ class Planner {
     replay.free(st.norm_out);
     replay.free(st.mask);
   }
+  // `ours` bytes allocated, `theirs` in PyTorch's column.
+  void each(int category, size_t ours, size_t theirs) {
+    replay.alloc(ours, category);
+    pytorch[category] += theirs;
+  }
   // The transient bf16 weight gradient of a convolution's backward.
   void weight_gradient(const Stage& st) {
     if (!o_.bf16) return;
@@ -163,11 +168,11 @@ int block_backward(Planner& p, const BlockStages& b) {
   return dx;
 }
 
-}  // namespace
-
-DeviceMemoryPlan device_memory_plan(const models::ResNetPlan& plan, const DeviceMemoryPlanOptions& o) {
-  DTRAIN_CHECK(o.batch > 0 && o.height > 0 && o.width > 0)
-      << "memory plan: batch " << o.batch << ", image " << o.height << "x" << o.width << " must be positive";
+// Held from the step's construction on: DeviceParameters' fp32 master, gradients, state and bf16
+// copy, GpuTrainStep's momentum, input slots and normalized input, the classifier's input gradient
+// (GpuLinear keeps it) and the loss gradient.
+void persistent(Planner& p, const models::ResNetPlan& plan) {
+  const DeviceMemoryPlanOptions& o = p.o_;
   models::ParameterSet params;
   models::declare_parameters(plan, params);
   // dtrain's flat buffers hold the alignment gaps between slots (parameter_set.h); PyTorch's
@@ -176,108 +181,119 @@ DeviceMemoryPlan device_memory_plan(const models::ResNetPlan& plan, const Device
   size_t values = 0, state_values = 0;
   for (const models::ParamSlot& slot : params.slots()) values += static_cast<size_t>(slot.numel);
   for (const models::ParamSlot& slot : params.state_slots()) state_values += static_cast<size_t>(slot.numel);
-  Planner p(o);
-  Replay& r = p.replay;
-  auto both = [&](Category c, size_t bytes) {
-    r.alloc(bytes, c);
-    p.pytorch[c] += bytes;
-  };
-  auto each = [&](Category c, size_t ours, size_t theirs) {
-    r.alloc(ours, c);
-    p.pytorch[c] += theirs;
-  };
-  // DeviceParameters, GpuTrainStep: fp32 master, gradients, state, the bf16 copy, momentum.
-  each(kParameters, n * 4, values * 4);
-  each(kGradients, n * 4, values * 4);
-  each(kMomentum, n * 4, values * 4);
-  if (o.bf16) each(kBf16Weights, n * 2, values * 2);  // PyTorch: autocast's cache of bf16 weights
-  if (o.accumulation_steps > 1) each(kGradientSum, n * 4, values * 4);
-  each(kBatchNormState, state * 4, state_values * 4);
+  p.each(kParameters, n * 4, values * 4);
+  p.each(kGradients, n * 4, values * 4);
+  p.each(kMomentum, n * 4, values * 4);
+  if (o.bf16) p.each(kBf16Weights, n * 2, values * 2);  // PyTorch: autocast's cache of bf16 weights
+  if (o.accumulation_steps > 1) p.each(kGradientSum, n * 4, values * 4);
+  p.each(kBatchNormState, state * 4, state_values * 4);
   const int channels = plan.stem.in_channels;
   for (int s = 0; s < o.input_slots; ++s) {
-    r.alloc(size_t{1} * o.batch * o.height * o.width * channels, kInputs);
-    r.alloc(size_t{4} * o.batch, kInputs);
+    p.replay.alloc(size_t{1} * o.batch * o.height * o.width * channels, kInputs);
+    p.replay.alloc(size_t{4} * o.batch, kInputs);
   }
-  const Activation image{channels, o.height, o.width};
-  both(kInputs, p.bytes(image));
-  // The classifier's input gradient (GpuLinear keeps it) and the loss gradient, from step to step.
-  r.alloc(p.bytes({plan.features, 1, 1}), kHead);
-  r.alloc(p.bytes({plan.num_classes, 1, 1}), kHead);
+  p.each(kInputs, p.bytes({channels, o.height, o.width}), p.bytes({channels, o.height, o.width}));
+  p.replay.alloc(p.bytes({plan.features, 1, 1}), kHead);
+  p.replay.alloc(p.bytes({plan.num_classes, 1, 1}), kHead);
+}
 
-  // Forward (gpu_resnet.cc): each BN layer's saved mean and inverse std come with its stage.
-  auto saved_stats = [&](const models::ConvNormSpec& s) {
-    if (s.norm.empty()) return;
-    for (int k = 0; k < 2; ++k) both(kBatchNormState, size_t{4} * s.out_channels);
-  };
-  const Stage stem = p.forward(plan.stem, image);
-  saved_stats(plan.stem);
-  Activation h = stem.out;
+struct Forward {
+  Stage stem;
   int pool_out = -1, pool_indices = -1;
+  std::vector<BlockStages> blocks;
+  Activation features;  // the last block's output
+};
+
+// A stage's forward and, with batch norm, its saved mean and inverse std (allocated once).
+Stage stage_forward(Planner& p, const models::ConvNormSpec& s, const Activation& in) {
+  Stage st = p.forward(s, in);
+  if (!s.norm.empty()) {
+    for (int k = 0; k < 2; ++k) p.each(kBatchNormState, size_t{4} * s.out_channels, size_t{4} * s.out_channels);
+  }
+  return st;
+}
+
+// gpu_resnet.cc's forward.
+Forward forward(Planner& p, const models::ResNetPlan& plan) {
+  Replay& r = p.replay;
+  Forward f;
+  f.stem = stage_forward(p, plan.stem, {plan.stem.in_channels, p.o_.height, p.o_.width});
+  Activation h = f.stem.out;
   if (plan.stem_max_pool) {
     h = {h.channels, (h.height + 2 - 3) / 2 + 1, (h.width + 2 - 3) / 2 + 1};
-    pool_out = r.alloc(p.bytes(h), kNormOutputs);
-    pool_indices = r.alloc(static_cast<size_t>(p.numel(h)) * 4, kPoolIndices);
+    f.pool_out = r.alloc(p.bytes(h), kNormOutputs);
+    f.pool_indices = r.alloc(static_cast<size_t>(p.numel(h)) * 4, kPoolIndices);
     p.pytorch[kNormOutputs] += p.bytes(h);
     p.pytorch[kPoolIndices] += static_cast<size_t>(p.numel(h)) * 8;  // int64
   }
-  std::vector<BlockStages> blocks;
   for (const models::ResidualBlockSpec& spec : plan.blocks) {
     BlockStages b{&spec, {}, std::nullopt};
     Activation x = h;
     for (size_t i = 0; i + 1 < spec.branch.size(); ++i) {
-      b.branch.push_back(p.forward(spec.branch[i], x));
-      saved_stats(spec.branch[i]);
+      b.branch.push_back(stage_forward(p, spec.branch[i], x));
       x = b.branch.back().out;
     }
-    if (spec.shortcut) {
-      b.shortcut = p.forward(*spec.shortcut, h);
-      saved_stats(*spec.shortcut);
-    }
-    b.branch.push_back(p.forward(spec.branch.back(), x));
-    saved_stats(spec.branch.back());
+    if (spec.shortcut) b.shortcut = stage_forward(p, *spec.shortcut, h);
+    b.branch.push_back(stage_forward(p, spec.branch.back(), x));
     if (b.shortcut && !spec.shortcut->norm.empty()) {  // dead once added
       r.free(b.shortcut->norm_out);
       b.shortcut->norm_out = -1;
     }
     h = b.branch.back().out;
-    blocks.push_back(std::move(b));
+    f.blocks.push_back(std::move(b));
   }
-  both(kHead, p.bytes({plan.features, 1, 1}));     // the average pool's output
-  both(kHead, p.bytes({plan.num_classes, 1, 1}));  // the logits
+  p.each(kHead, p.bytes({plan.features, 1, 1}), p.bytes({plan.features, 1, 1}));        // the average pool's output
+  p.each(kHead, p.bytes({plan.num_classes, 1, 1}), p.bytes({plan.num_classes, 1, 1}));  // the logits
+  f.features = h;
+  return f;
+}
 
-  DeviceMemoryPlan out;
-  out.forward_end = r.current();
-  for (int c = 0; c < kCategoryCount; ++c) {
-    MemoryCategory m{kNames[c], r.category(c), p.pytorch[c]};
-    if (m.dtrain == 0 && m.pytorch == 0) continue;
-    (c < kFirstSaved ? out.persistent : out.saved).push_back(m);
-    out.pytorch_total += m.pytorch;
-  }
-  // The loss's row scratch, then backward.
+// The loss's row scratch, then gpu_resnet.cc's backward.
+void backward(Planner& p, const models::ResNetPlan& plan, const Forward& f) {
+  Replay& r = p.replay;
   r.at("the loss");
-  r.free(r.alloc(size_t{8} * o.batch));
+  r.free(r.alloc(size_t{8} * p.o_.batch));
   r.at("backward of the head");
-  int previous = r.alloc(p.bytes(h));  // the average pool's input gradient
-  for (auto it = blocks.rbegin(); it != blocks.rend(); ++it) {
+  int previous = r.alloc(p.bytes(f.features));  // the average pool's input gradient
+  for (auto it = f.blocks.rbegin(); it != f.blocks.rend(); ++it) {
     const int dx = block_backward(p, *it);
     r.free(previous);
     previous = dx;
   }
   r.at("backward of the stem");
   if (plan.stem_max_pool) {
-    const int pool_dx = r.alloc(p.bytes(stem.out));
+    const int pool_dx = r.alloc(p.bytes(f.stem.out));
     r.free(previous);
     previous = pool_dx;
   }
-  const int norm_dx = r.alloc(p.bytes(stem.out));
-  p.weight_gradient(stem);
+  const int norm_dx = r.alloc(p.bytes(f.stem.out));
+  p.weight_gradient(f.stem);
   r.free(previous);
   r.free(norm_dx);
-  r.free(pool_out);
-  r.free(pool_indices);
-  p.release(stem);
-  out.predicted_peak = r.peak();
-  out.peak_at = r.peak_at();
+  r.free(f.pool_out);
+  r.free(f.pool_indices);
+  p.release(f.stem);
+}
+
+}  // namespace
+
+DeviceMemoryPlan device_memory_plan(const models::ResNetPlan& plan, const DeviceMemoryPlanOptions& o) {
+  DTRAIN_CHECK(o.batch > 0 && o.height > 0 && o.width > 0)
+      << "memory plan: batch " << o.batch << ", image " << o.height << "x" << o.width << " must be positive";
+  Planner p(o);
+  persistent(p, plan);
+  const Forward f = forward(p, plan);
+  DeviceMemoryPlan out;
+  out.forward_end = p.replay.current();
+  for (int c = 0; c < kCategoryCount; ++c) {
+    MemoryCategory m{kNames[c], p.replay.category(c), p.pytorch[c]};
+    if (m.dtrain == 0 && m.pytorch == 0) continue;
+    (c < kFirstSaved ? out.persistent : out.saved).push_back(m);
+    out.pytorch_total += m.pytorch;
+  }
+  backward(p, plan, f);
+  out.predicted_peak = p.replay.peak();
+  out.peak_at = p.replay.peak_at();
   return out;
 }
 
