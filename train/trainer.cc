@@ -148,6 +148,8 @@ Trainer::StepLosses Trainer::gather_losses(double loss) {
     gathered.memory.peak_bytes = std::max(gathered.memory.peak_bytes, all[3 * r + 1]);
     gathered.memory.reserved_bytes = std::max(gathered.memory.reserved_bytes, all[3 * r + 2]);
   }
+  p.totals.device_peak_bytes = gathered.memory.peak_bytes;
+  p.totals.device_reserved_bytes = gathered.memory.reserved_bytes;
   return gathered;
 }
 

@@ -83,11 +83,19 @@ void log_run_summary(const ResolvedConfig& config, const runtime::RankContext& c
        << "summary: " << (stopped ? "stopped by a stop signal after " : "finished ") << totals.steps << " step(s) in "
        << format_duration(wall) << " (" << format_duration(totals.train_seconds) << " of them training), " << rate
        << " images/s in total, " << rate / t.world_size << " per rank (" << t.world_size << " rank(s))";
+  if (totals.device_peak_bytes > 0) {
+    line << ", GPU memory " << format_gib(totals.device_peak_bytes) << " peak in use, "
+         << format_gib(totals.device_reserved_bytes) << " peak reserved";
+  }
   DTRAIN_LOG(kInfo) << line.str();
   std::vector<std::pair<std::string, double>> record = {
       {"steps", static_cast<double>(totals.steps)},  {"wall_seconds", wall},
       {"train_seconds", totals.train_seconds},       {"img_per_sec", rate},
       {"img_per_sec_per_rank", rate / t.world_size}, {"stopped", stopped ? 1.0 : 0.0}};
+  if (totals.device_peak_bytes > 0) {
+    record.insert(record.end(),
+                  {{"gpu_peak_bytes", totals.device_peak_bytes}, {"gpu_reserved_bytes", totals.device_reserved_bytes}});
+  }
   if (totals.validations.empty()) {
     DTRAIN_LOG(kInfo) << "summary: no validation in this run (it ends at each epoch's end)";
   } else {

@@ -35,6 +35,9 @@ struct RunTotals {
   double images = 0;         // trained by all ranks
   double train_seconds = 0;  // wall time in the step loops; validation and checkpoints excluded
   std::vector<ValidationResult> validations;
+  // The GPU caching allocator's peaks, in use and reserved, the largest over the ranks as of the
+  // last loss read; 0 on CPUs.
+  double device_peak_bytes = 0, device_reserved_bytes = 0;
 };
 
 // Collective over ctx.world() (the hosts are gathered). Rank 0 writes run_dir/config.pbtxt
