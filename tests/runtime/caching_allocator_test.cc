@@ -104,6 +104,49 @@ TEST(CachingAllocator, SteadyStateMakesNoRawAllocations) {
   EXPECT_GT(stats.peak_bytes_in_use, size_t{29} << 20);
 }
 
+// A training step repeats one pattern of allocations and releases of a few sizes (activations,
+// gradients, workspaces), some within an eighth of each other: after a few steps best-fit reuse
+// has the blocks it needs and the raw allocator is not called again.
+TEST(CachingAllocator, RepeatedStepsSettle) {
+  std::mt19937 rng(dtrain::test::random_seed());
+  std::vector<size_t> sizes;
+  for (int i = 0; i < 12; ++i) sizes.push_back((size_t{1} << 20) + rng() % (size_t{6} << 20));
+  struct Op {
+    bool allocate;
+    size_t size_or_slot;
+  };
+  std::vector<Op> step;  // allocations into slots, released in a random order, with some interleaving
+  std::vector<size_t> open;
+  for (size_t slot = 0; slot < 40; ++slot) {
+    step.push_back({true, sizes[rng() % sizes.size()]});
+    open.push_back(slot);
+    while (!open.empty() && rng() % 3 == 0) {
+      const size_t k = rng() % open.size();
+      step.push_back({false, open[k]});
+      open.erase(open.begin() + static_cast<long>(k));
+    }
+  }
+  for (size_t slot : open) step.push_back({false, slot});
+  CountingAllocator::Counters counters;
+  CachingAllocator allocator(std::make_unique<CountingAllocator>(&counters));
+  std::vector<int> raw_after;
+  for (int s = 0; s < 10; ++s) {
+    std::vector<void*> slots;
+    for (const Op& op : step) {
+      if (op.allocate) {
+        slots.push_back(allocator.allocate(op.size_or_slot));
+      } else {
+        allocator.release(slots[op.size_or_slot]);
+      }
+    }
+    raw_after.push_back(counters.allocations);
+  }
+  EXPECT_EQ(raw_after[4], raw_after[9]) << "raw allocations still growing after 5 steps";
+  const AllocatorStats stats = allocator.stats();
+  EXPECT_EQ(stats.bytes_in_use, 0u);
+  EXPECT_EQ(stats.bytes_cached, counters.live_bytes);
+}
+
 TEST(CachingAllocator, LiveBlocksNeverAlias) {
   CountingAllocator::Counters counters;
   CachingAllocator allocator(std::make_unique<CountingAllocator>(&counters));
