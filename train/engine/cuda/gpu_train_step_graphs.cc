@@ -36,10 +36,13 @@ bool GpuTrainStep::graph_this_step(bool traced_or_profiled) {
   }
   if (traced_or_profiled) {
     // Their spans are events recorded on the streams between the phases, which a replay skips.
+    // The graphs go first: their pool holds a step's activations, which the eager step would
+    // otherwise allocate a second time. The next untraced step captures again.
     if (!told_eager_traced_) {
-      DTRAIN_LOG(kInfo) << "CUDA graphs: traced and profiled steps run eager";
+      DTRAIN_LOG(kInfo) << "CUDA graphs: traced and profiled steps run eager (the graphs are captured again after)";
     }
     told_eager_traced_ = true;
+    drop_graphs();
     return false;
   }
   // The first steps choose the convolution plans (measuring waits for the GPU) and fill the
@@ -84,7 +87,8 @@ void GpuTrainStep::drop_graphs() {
 std::string GpuTrainStep::cuda_graphs_report() const {
   std::ostringstream text;
   if (graphs_) {
-    text << "on: " << graphs_->captures() << " captures, " << graph_replays_ << " steps replayed";
+    text << "on (captured after " << kEagerStepsBeforeCapture << " eager steps): " << graphs_->captures()
+         << " captures, " << graph_replays_ << " steps replayed";
   } else {
     text << "off: " << graphs_off_why_;
   }

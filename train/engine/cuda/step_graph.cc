@@ -61,11 +61,18 @@ void StepGraphs::launch(int key) {
 }
 
 void StepGraphs::clear() {
+  runtime::CachingAllocator& allocator = runtime::device_caching_allocator(device_);
+  // The pool's blocks are tagged with the stream, so whoever gets them next queues after the
+  // launches there; only the graphs themselves wait for their launches to end.
+  if (execs_.empty()) {
+    allocator.release_graph_pool();
+    return;
+  }
   runtime::DeviceGuard on(device_);
   DTRAIN_CUDA_CHECK(cudaStreamSynchronize(stream_)) << "before dropping the step graphs";
   for (auto& [key, exec] : execs_) cudaGraphExecDestroy(exec);
   execs_.clear();
-  runtime::device_caching_allocator(device_).release_graph_pool();
+  allocator.release_graph_pool();
 }
 
 }  // namespace dtrain::train::cuda
