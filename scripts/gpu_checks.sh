@@ -51,6 +51,11 @@ done
 # ResNet (losses, a partial-batch evaluation midway, final parameters), on its own for a clear name.
 [ -x $TESTS/dtrain-train-gpu-tests ] &&
   check cuda_graphs_vs_eager $TESTS/dtrain-train-gpu-tests --gtest_filter='CudaGraphsGpuTest.*' --gtest_repeat=3
+# The same over NCCL, 2 ranks on 2 GPUs: graphs cut at each bucket's all-reduce (eager between them).
+if [ -x $TESTS/dtrain-train-mpi-tests ] && [ "$GPUS" -ge 2 ]; then
+  check cuda_graphs_nccl_np2 $MPI -np 2 $TESTS/dtrain-train-mpi-tests --gtest_filter='CudaGraphsNccl.*'
+  grep -h "graphs vs eager" "$OUT/cuda_graphs_nccl_np2.log"
+fi
 if [ -x $TESTS/dtrain-train-mpi-tests ] && [ "$GPUS" -ge 2 ]; then
   check rank_equivalence_np$GPUS $MPI -np "$GPUS" $TESTS/dtrain-train-mpi-tests --gtest_filter='RankEquivalence.OnGpus*'
   grep -h "worst relative" "$OUT/rank_equivalence_np$GPUS.log"

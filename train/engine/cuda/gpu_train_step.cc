@@ -90,7 +90,13 @@ GpuTrainStep::GpuTrainStep(const GpuStepOptions& options, comm::Communicator* co
       const size_t b = static_cast<size_t>(begin), n = static_cast<size_t>(end - begin);
       float* grads = model_->device_parameters().grads_f32() + b;
       accumulate_gradients(context_->stream(), micro_, grads, static_cast<float*>(gradient_sum_.data()) + b, n);
-      if (sync_ && micro_.last()) sync_->mark_ready(b, b + n);
+      if (sync_ && micro_.last()) {
+        if (capturing_) {
+          report_in_capture(b, b + n);
+        } else {
+          sync_->mark_ready(b, b + n);
+        }
+      }
     }
     if (profiling_) profiling_->gradient_ready(begin, end - begin, context_->stream());
   });
@@ -292,14 +298,16 @@ void GpuTrainStep::queue_compute(int s, float lr, const MicroBatch& micro, GpuSt
           return trace->bucket_phases(static_cast<long>(bucket));
         });
   }
-  if (reduce) sync_->begin_step();
+  if (reduce && !captured) sync_->begin_step();
+  if (reduce && captured) capture_buckets_->begin_step();
   profiling_ = profile;
   model_->backward(dlogits_);
   profiling_ = nullptr;
   if (profile) profile->backward_done(stream);
   if (trace) trace->end(span, stream);
   if (!micro.last()) return;
-  if (reduce) sync_->finish();
+  if (reduce && !captured) sync_->finish();
+  if (reduce && captured) finish_in_capture();
   if (reduce && trace) sync_->set_bucket_observer(nullptr);
   // The compute stream waited for the comm stream: the update starts when the buckets are averaged.
   span = trace ? trace->begin(stream, TimelineTrack::kComputeStream, "SGD update") : -1;

@@ -17,20 +17,25 @@
 // With cuda_graphs (DTRAIN_CUDA_GRAPHS=1) the compute stream's part of a step is captured after
 // kEagerStepsBeforeCapture eager steps (cuDNN plans chosen, allocator warm) as one CUDA graph per
 // input slot (the slot's address is in the graph) and replayed (step_graph.h); the copy, the
-// idle clock's and the slots' events stay outside. Graphs cover one rank without accumulation;
-// elsewhere the step stays eager and says why once in the log, as do traced and profiled steps.
+// idle clock's and the slots' events stay outside. With NCCL the graphs are cut where a bucket's
+// all-reduce is queued: the all-reduces stay eager between the launches, as in the eager step.
+// Host-staged backends, accumulation and synchronized BN keep the eager step and say why once in
+// the log; traced and profiled steps run eager.
 // Anything that moves a buffer a graph reads (evaluation, a resume, a new lr scale table) drops
 // the graphs; the next step captures again. The shapes never change: run() always takes `batch`.
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "comm/communicator.h"
 #include "comm/gradient_sync/bucket_plan.h"
 #include "comm/gradient_sync/cuda/device_gradient_synchronizer.h"
+#include "comm/gradient_sync/gradient_buckets.h"
 #include "comm/gradient_sync/gradient_sync.h"
 #include "models/cuda/classification_metrics.h"
 #include "models/cuda/gpu_context.h"
@@ -161,6 +166,10 @@ class GpuTrainStep {
   // Whether this micro-batch replays a graph (logs once why not, where it never will).
   bool graph_this_step(bool traced_or_profiled);
   void run_graphed(int s, float lr, const MicroBatch& micro);
+  // Inside a capture with NCCL: notes the gradient range for the replay to report, and cuts the
+  // graph where the eager step would queue a bucket's all-reduce (finish: before the update).
+  void report_in_capture(size_t begin, size_t end);
+  void finish_in_capture();
   void graphs_off(const std::string& why);
   void drop_graphs();
   void set_up_graphs();
@@ -194,6 +203,14 @@ class GpuTrainStep {
   int eager_steps_ = 0;        // before the first capture
   long graph_replays_ = 0;
   bool told_eager_traced_ = false;
+  // Averaged steps (NCCL): the graphs are cut where a bucket's all-reduce is queued, which stays
+  // eager between the launches. Per input slot, the gradient ranges to report after each graph;
+  // during a capture, its bucket bookkeeping (a dry run of the synchronizer's) and its ranges.
+  comm::BucketPlan bucket_plan_;
+  std::map<int, std::vector<std::vector<std::pair<size_t, size_t>>>> reported_after_;
+  std::unique_ptr<comm::GradientBuckets> capture_buckets_;
+  std::vector<std::vector<std::pair<size_t, size_t>>> capture_reported_;
+  bool capturing_ = false;
 };
 
 }  // namespace dtrain::train::cuda
