@@ -7,6 +7,7 @@
 
 #include "runtime/base/error.h"
 #include "runtime/base/log.h"
+#include "runtime/cuda/device_allocator.h"
 #include "train/engine/cuda/gpu_train_step.h"
 #include "train/engine/cuda/sgd_update.h"
 #include "train/engine/gradient_bucket_plan.h"
@@ -24,6 +25,9 @@ void GpuTrainStep::set_up_graphs() {
   if (sync_ && std::string(comm_->name()) != "nccl") {
     graphs_off("gradients are averaged over " + std::string(comm_->name()) +
                ", a host-staged backend; graphs cover one rank and nccl");
+  } else if (runtime::device_caching_allocator(context_->device()).graph_pool_bytes() > 0) {
+    // The pool is the device's: two graphed steps would share addresses across their streams.
+    graphs_off("another step on GPU " + std::to_string(context_->device()) + " holds CUDA graphs");
   } else if (options_.accumulation_steps > 1) {
     graphs_off("accumulation_steps is " + std::to_string(options_.accumulation_steps) +
                "; graphs cover whole-batch steps only");
