@@ -5,12 +5,15 @@
 #   bench/run_gpu_train.sh scaling  # all GPUs: dtrain 1 and N GPUs, PyTorch DDP 1 and N GPUs (eager and compile)
 #   bench/run_gpu_train.sh profile  # nsys (or ncu) kernel time summary of a few bf16 b256 steps
 #   bench/run_gpu_train.sh memory   # peak device memory, bf16 b256: dtrain (and its plan) beside torch.compile and eager
+#   bench/run_gpu_train.sh graphs   # one GPU, bf16 b256/b64/b32: eager against DTRAIN_CUDA_GRAPHS=1
+#                                   # (and N GPUs over NCCL when there are several)
 set -u
 OUT=${OUT:-/tmp/dtrain_bench}
 mkdir -p "$OUT"
 SP=/opt/torch/.venv/lib/python3.12/site-packages
 export LD_LIBRARY_PATH=$SP/nvidia/cudnn/lib:$SP/nvidia/nccl/lib:$SP/nvidia/cu13/lib:${LD_LIBRARY_PATH:-}
 export NCCL_NVLS_ENABLE=0
+export DTRAIN_CUDA_GRAPHS=${DTRAIN_CUDA_GRAPHS:-0}  # the eager step unless asked (the graphs mode sets it)
 PY=/opt/torch/.venv/bin/python
 TORCHRUN=/opt/torch/.venv/bin/torchrun
 GPUS=$(nvidia-smi -L | wc -l)
@@ -19,7 +22,7 @@ ours() {  # ours NAME NP ARGS...
   local name=$1 np=$2
   shift 2
   echo "== dtrain $name: dtrain-bench-train $*" | tee -a "$OUT/summary.log"
-  timeout 300 mpirun --allow-run-as-root -np "$np" -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE \
+  timeout 300 mpirun --allow-run-as-root -np "$np" -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE -x DTRAIN_CUDA_GRAPHS \
     build/bin/dtrain-bench-train --metrics-file "$OUT/dtrain_$name.json" "$@" 2>&1 | grep -v " INFO " | tee "$OUT/dtrain_$name.log" | tee -a "$OUT/summary.log"
 }
 peer() {  # peer NAME NPROC ARGS...
@@ -77,6 +80,19 @@ PYEOF
     ;;
   compile)
     peer compile_bf16_b256 1 --precision bf16 --batch-per-rank 256 --mode compile
+    ;;
+  graphs)
+    for b in 256 64 32; do
+      for g in 0 1; do
+        DTRAIN_CUDA_GRAPHS=$g ours graphs${g}_bf16_b$b 1 --precision bf16 --batch-per-rank $b --timing-warmup-steps 15 --steps 40
+      done
+    done
+    if [ "$GPUS" -ge 2 ]; then
+      for g in 0 1; do
+        DTRAIN_CUDA_GRAPHS=$g ours graphs${g}_bf16_b64_np$GPUS "$GPUS" --precision bf16 --batch-per-rank 64 \
+          --timing-warmup-steps 15 --steps 40 --world-sizes "$GPUS"
+      done
+    fi
     ;;
   scaling)
     ours bf16_b256_scaling "$GPUS" --precision bf16 --batch-per-rank 256 --timing-warmup-steps 15 --steps 40 --world-sizes "1,$GPUS"

@@ -40,6 +40,7 @@
 #include "train/engine/cuda/gpu_step_profiler.h"
 #include "train/engine/cuda/gpu_train_step.h"
 #include "train/engine/device_memory_plan.h"
+#include "train/engine/cuda_graphs_setting.h"
 #include "train/observe/step_profile.h"
 
 namespace dtrain::bench {
@@ -121,6 +122,7 @@ Options parse(int argc, char** argv, bool* help) {
   DTRAIN_USAGE_CHECK(o.classes > 0) << "--classes " << o.classes << ": must be positive";
   DTRAIN_USAGE_CHECK(o.warmup >= 0) << "--timing-warmup-steps " << o.warmup << ": must not be negative";
   DTRAIN_USAGE_CHECK(o.steps > 0) << "--steps " << o.steps << ": must be positive";
+  train::cuda_graphs_from_environment();  // a bad DTRAIN_CUDA_GRAPHS fails here, before MPI and the GPU
   DTRAIN_USAGE_CHECK(o.bucket_mib > 0) << "--bucket-mib " << o.bucket_mib << ": must be positive";
   DTRAIN_USAGE_CHECK(o.tail_bucket_mib >= 0) << "--tail-bucket-mib " << o.tail_bucket_mib << ": must not be negative";
   DTRAIN_USAGE_CHECK(o.first_bucket_mib >= 0)
@@ -173,6 +175,8 @@ struct Row {
   size_t largest_workspace = 0;
   float loss = 0;
   int overlapped_buckets = 0, buckets = 0;
+  long graph_replays = 0;   // rank 0's steps replayed from CUDA graphs (DTRAIN_CUDA_GRAPHS=1)
+  std::string cuda_graphs;  // rank 0's: on with its counts, or off and why
 };
 
 double median(std::vector<double> v) {
@@ -293,6 +297,8 @@ Row run_world(const Options& o, int k, const runtime::RankContext& world_ctx, in
     row.loss = step.last_result().mean_loss;
     row.overlapped_buckets = step.buckets_during_backward();
     row.buckets = static_cast<int>(step.gradient_buckets());
+    row.graph_replays = step.graph_replays();
+    row.cuda_graphs = step.cuda_graphs_report();
     DTRAIN_CHECK(std::isfinite(row.loss)) << "rank " << rank << ": the loss is " << row.loss << " after "
                                           << o.warmup + o.steps << " steps at world size " << k;
     MPI_Comm_free(&sub);
@@ -340,6 +346,8 @@ void write_json(const std::string& path, const Options& o, const std::string& gp
                           .integer("buckets", r.buckets)
                           .integer("buckets_during_backward", r.overlapped_buckets)
                           .boolean("tf32", o.precision == "fp32" && !o.no_tf32)
+                          .boolean("cuda_graphs", r.graph_replays > 0)
+                          .text("cuda_graphs_report", r.cuda_graphs)
                           .text("host", runtime::process_identity().host)
                           .text("date", utc_date())
                           .text("command", command)
@@ -402,6 +410,7 @@ int bench_main(int argc, char** argv) {
                   table_cell(r.speedup, "%.3f").c_str(), table_cell(r.efficiency * 100, "%.1f%%").c_str(),
                   r.peak_mem / 1e9, r.loss,
                   k > 1 ? (std::to_string(r.overlapped_buckets) + "/" + std::to_string(r.buckets)).c_str() : "-");
+      std::printf("# %d GPU(s): CUDA graphs %s\n", k, r.cuda_graphs.c_str());
       std::fflush(stdout);
     }
   }

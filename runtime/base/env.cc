@@ -38,6 +38,7 @@ std::vector<std::string> unread_dtrain_variables() {
   // Every DTRAIN_* a tool, the library or a shipped script reads (docs/configuration.md).
   static const std::set<std::string> kRead = {"DTRAIN_BLAS_THREADS",
                                               "DTRAIN_CPU_BINDING",
+                                              "DTRAIN_CUDA_GRAPHS",
                                               "DTRAIN_CYCLE_TIME_US",
                                               "DTRAIN_FAULT_INJECT",
                                               "DTRAIN_FAULT_INJECT_BACKWARD",

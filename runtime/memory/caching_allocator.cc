@@ -42,7 +42,16 @@ void* CachingAllocator::allocate(size_t bytes, StreamTag stream) {
   size_t size = round_size(bytes);
   std::lock_guard lock(mutex_);
 
-  void* ptr = take_cached_locked(size, stream, &size);
+  const bool capturing = capturing_here_locked();
+  // A capture takes the graph pool's free blocks first (exact sizes), then the stream's cache.
+  auto pooled = capturing ? pool_free_.find(size) : pool_free_.end();
+  void* ptr = nullptr;
+  if (pooled != pool_free_.end() && !pooled->second.empty()) {
+    ptr = pooled->second.back();
+    pooled->second.pop_back();
+  } else {
+    ptr = take_cached_locked(size, stream, &size);
+  }
   if (ptr != nullptr) {
     stats_.bytes_cached -= size;
     ++stats_.cache_hits;
@@ -59,6 +68,7 @@ void* CachingAllocator::allocate(size_t bytes, StreamTag stream) {
     if (reserved > stats_.peak_bytes_reserved) stats_.peak_bytes_reserved = reserved;
   }
   live_blocks_.emplace(ptr, Block{size, stream});
+  if (capturing) pool_blocks_[ptr] = Block{size, stream};
   stats_.bytes_in_use += size;
   if (stats_.bytes_in_use > stats_.peak_bytes_in_use) stats_.peak_bytes_in_use = stats_.bytes_in_use;
   return ptr;
@@ -73,7 +83,47 @@ void CachingAllocator::release(void* ptr) {
   live_blocks_.erase(live);
   stats_.bytes_in_use -= block.size;
   stats_.bytes_cached += block.size;
-  free_blocks_[FreeKey{block.stream, block.size}].push_back(ptr);
+  if (pool_blocks_.count(ptr) != 0) {
+    pool_free_[block.size].push_back(ptr);
+  } else {
+    free_blocks_[FreeKey{block.stream, block.size}].push_back(ptr);
+  }
+}
+
+bool CachingAllocator::capturing_here_locked() const {
+  return capturing_thread_ && *capturing_thread_ == std::this_thread::get_id();
+}
+
+void CachingAllocator::begin_graph_pool() {
+  std::lock_guard lock(mutex_);
+  DTRAIN_CHECK(!capturing_thread_) << raw_->name() << ": a graph capture is already open";
+  capturing_thread_ = std::this_thread::get_id();
+}
+
+void CachingAllocator::end_graph_pool() {
+  std::lock_guard lock(mutex_);
+  DTRAIN_CHECK(capturing_thread_) << raw_->name() << ": end of a graph capture that never began";
+  capturing_thread_.reset();
+}
+
+void CachingAllocator::release_graph_pool() {
+  std::lock_guard lock(mutex_);
+  capturing_thread_.reset();
+  // Free pool blocks join the cache under their stream; live ones return there when released.
+  for (auto& [size, pointers] : pool_free_) {
+    for (void* ptr : pointers) {
+      free_blocks_[FreeKey{pool_blocks_.at(ptr).stream, size}].push_back(ptr);
+    }
+  }
+  pool_free_.clear();
+  pool_blocks_.clear();
+}
+
+size_t CachingAllocator::graph_pool_bytes() const {
+  std::lock_guard lock(mutex_);
+  size_t bytes = 0;
+  for (const auto& [ptr, block] : pool_blocks_) bytes += block.size;
+  return bytes;
 }
 
 void CachingAllocator::empty_cache() {
@@ -89,7 +139,9 @@ void CachingAllocator::release_cached_locked() {
     }
   }
   free_blocks_.clear();
-  stats_.bytes_cached = 0;
+  size_t pool_free_bytes = 0;  // still cached: the graph pool's
+  for (const auto& [size, pointers] : pool_free_) pool_free_bytes += size * pointers.size();
+  stats_.bytes_cached = pool_free_bytes;
 }
 
 void CachingAllocator::reset_peak() {

@@ -11,12 +11,22 @@
 // tag: device work queued on one stream may still read a block that the host has already
 // released, so reuse on another stream would race. When the raw allocator fails, every cached block
 // is returned and the allocation retried once before the error is thrown.
+//
+// A graph pool keeps the blocks a CUDA graph was captured with for as long as the graph lives: a
+// replay writes the addresses baked into the graph, so none of them may go to another owner or back
+// to cudaFree meanwhile. Between begin_graph_pool() and end_graph_pool(), what the calling thread
+// allocates belongs to the pool; a pool block, once released, is handed out again only to a later
+// capture of the same pool (graphs replayed in order on one stream may share addresses), and
+// empty_cache() and the out-of-memory retry leave it alone. release_graph_pool() (the graphs are
+// gone) gives the pool's free blocks back to the cache. Other threads allocate as usual meanwhile.
 // Thread-safe.
 #include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -65,6 +75,13 @@ class CachingAllocator {
   void reset_peak();
   static size_t round_size(size_t bytes);
 
+  // The graph pool (above). begin while a capture is open is an Error, as is end without begin.
+  void begin_graph_pool();
+  void end_graph_pool();
+  void release_graph_pool();
+  // Bytes held by the graph pool, in use or free.
+  size_t graph_pool_bytes() const;
+
  private:
   struct Block {
     size_t size;
@@ -77,12 +94,16 @@ class CachingAllocator {
   // nullptr; its size into *block_size.
   void* take_cached_locked(size_t size, StreamTag stream, size_t* block_size);
   void release_cached_locked();
+  bool capturing_here_locked() const;
 
   std::unique_ptr<RawAllocator> raw_;
   mutable std::mutex mutex_;
   std::map<FreeKey, std::vector<void*>> free_blocks_;
   std::unordered_map<void*, Block> live_blocks_;
   AllocatorStats stats_;
+  std::optional<std::thread::id> capturing_thread_;  // set between begin_ and end_graph_pool
+  std::unordered_map<void*, Block> pool_blocks_;     // every block of the pool
+  std::map<size_t, std::vector<void*>> pool_free_;   // the pool's released blocks, by size
 };
 
 }  // namespace dtrain::runtime

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <random>
 #include <set>
+#include <thread>
 #include <vector>
 
 #include "runtime/base/error.h"
@@ -232,6 +233,48 @@ TEST(CachingAllocator, EmptyCacheAndForeignPointers) {
   allocator.release(nullptr);
   int not_ours = 0;
   EXPECT_THROW(allocator.release(&not_ours), Error);
+}
+
+// A graph pool keeps a capture's blocks: released, they go neither to eager allocations nor back
+// to the raw allocator (empty_cache, the out-of-memory retry); a later capture gets them again;
+// released with the pool, they are cached blocks like any other.
+TEST(CachingAllocator, GraphPoolHoldsTheCapturesBlocks) {
+  CountingAllocator::Counters counters;
+  CachingAllocator cache(std::make_unique<CountingAllocator>(&counters));
+  const CachingAllocator::StreamTag stream = 7;
+  cache.begin_graph_pool();
+  void* captured = cache.allocate(4096, stream);
+  cache.end_graph_pool();
+  EXPECT_EQ(cache.graph_pool_bytes(), 4096u);
+  cache.release(captured);
+  void* eager = cache.allocate(4096, stream);  // same class and stream, yet a new block
+  EXPECT_NE(eager, captured);
+  cache.release(eager);
+  cache.empty_cache();
+  EXPECT_EQ(counters.releases, 1) << "only the eager block goes back";
+  EXPECT_EQ(cache.stats().bytes_cached, 4096u) << "the pool's free block counts as cached";
+  cache.begin_graph_pool();
+  EXPECT_EQ(cache.allocate(4096, stream), captured) << "a later capture reuses the pool";
+  cache.end_graph_pool();
+  cache.release(captured);
+  EXPECT_THROW(cache.end_graph_pool(), Error);
+  cache.release_graph_pool();
+  EXPECT_EQ(cache.graph_pool_bytes(), 0u);
+  EXPECT_EQ(cache.allocate(4096, stream), captured) << "back in the cache once the pool goes";
+}
+
+// Another thread allocating while a capture is open is not part of the pool.
+TEST(CachingAllocator, GraphPoolTakesOnlyTheCapturingThread) {
+  CountingAllocator::Counters counters;
+  CachingAllocator cache(std::make_unique<CountingAllocator>(&counters));
+  cache.begin_graph_pool();
+  EXPECT_THROW(cache.begin_graph_pool(), Error);
+  void* other = nullptr;
+  std::thread([&] { other = cache.allocate(1024); }).join();
+  cache.end_graph_pool();
+  EXPECT_EQ(cache.graph_pool_bytes(), 0u);
+  cache.release(other);
+  EXPECT_EQ(cache.allocate(1024), other);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // The training step's GPU kernels against the host code and a float64 reference, on fresh random
 // inputs: the fused SGD update (fp32 and bf16 gradients, plain and Nesterov, per-range weight
-// decay, the bf16 weight copy) over three steps, and the input normalize-and-cast kernel.
+// decay, the bf16 weight copy) over three steps, the middle one reading its learning rate from
+// device memory (as a replayed CUDA graph does), and the input normalize-and-cast kernel.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -60,6 +61,7 @@ void check_sgd(bool nesterov, bool bf16_grads) {
   const DeviceVector<float> params_dev(params), momentum_dev(count);
   const DeviceVector<cuda::DecayRangeEnd> ends_dev(ends);
   const DeviceVector<runtime::bfloat16> copy_dev(count);
+  const DeviceVector<float> lr_dev(1);
   for (int step = 0; step < 3; ++step) {
     const float lr = 0.1f * (step + 1);
     std::vector<float> grads(count);
@@ -71,9 +73,13 @@ void check_sgd(bool nesterov, bool bf16_grads) {
         grads[i] = runtime::to_float(grads_bf16[i]);
       }
     }
-    const cuda::SgdStep s{
-        count, params_dev.get(), momentum_dev.get(), ends_dev.get(), static_cast<int>(ends.size()), lr,
-        0.9f,  nesterov,         copy_dev.get()};
+    cuda::SgdStep s{count, params_dev.get(), momentum_dev.get(), ends_dev.get(), static_cast<int>(ends.size()), lr,
+                    0.9f,  nesterov,         copy_dev.get()};
+    if (step == 1) {  // as a replayed CUDA graph reads it: from device memory, the argument ignored
+      cuda::set_device_lr(nullptr, lr_dev.get(), lr);
+      s.lr = -7.0f;
+      s.lr_on_device = lr_dev.get();
+    }
     if (bf16_grads) {
       const DeviceVector<runtime::bfloat16> g(grads_bf16);
       cuda::sgd_update(nullptr, s, g.get());

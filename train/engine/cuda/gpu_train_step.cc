@@ -11,6 +11,7 @@
 #include "train/engine/cuda/accumulate_gradients.h"
 #include "train/engine/cuda/normalize_images.h"
 #include "train/engine/cuda/sgd_update.h"
+#include "train/engine/cuda_graphs_setting.h"
 #include "train/engine/gradient_bucket_plan.h"
 
 namespace dtrain::train::cuda {
@@ -44,6 +45,7 @@ GpuStepOptions gpu_step_options(const ResolvedConfig& config, const models::ResN
   o.buckets = gradient_bucket_sizes(c);
   o.accumulation_steps = c.accumulation_steps();
   o.jpeg_decoder = config.jpeg_decoder;  // resolve() allows gpu with image folders only
+  o.cuda_graphs = cuda_graphs_from_environment();
   return o;
 }
 
@@ -99,7 +101,13 @@ GpuTrainStep::GpuTrainStep(const GpuStepOptions& options, comm::Communicator* co
       const size_t b = static_cast<size_t>(begin), n = static_cast<size_t>(end - begin);
       float* grads = model_->device_parameters().grads_f32() + b;
       accumulate_gradients(context_->stream(), micro_, grads, static_cast<float*>(gradient_sum_.data()) + b, n);
-      if (sync_ && micro_.last()) sync_->mark_ready(b, b + n);
+      if (sync_ && micro_.last()) {
+        if (capturing_) {
+          report_in_capture(b, b + n);
+        } else {
+          sync_->mark_ready(b, b + n);
+        }
+      }
     }
     if (profiling_) profiling_->gradient_ready(begin, end - begin, context_->stream());
   });
@@ -120,6 +128,7 @@ GpuTrainStep::GpuTrainStep(const GpuStepOptions& options, comm::Communicator* co
   loss_ = runtime::Buffer(runtime::MemoryKind::kDevice, micro_batches * sizeof(float), stream);
   hits_ = runtime::Buffer(runtime::MemoryKind::kDevice, micro_batches * sizeof(int32_t), stream);
   eval_totals_ = runtime::Buffer(runtime::MemoryKind::kDevice, sizeof(models::cuda::EvalAccumulators), stream);
+  set_up_graphs();
   broadcast_from_rank0();
 }
 
@@ -145,6 +154,7 @@ void GpuTrainStep::broadcast_from_rank0() {
 void GpuTrainStep::load_from_host(const std::vector<float>& momentum) {
   runtime::DeviceGuard on(context_->device());
   synchronize();
+  drop_graphs();  // the uploads keep the buffers; dropped all the same, so nothing replays across a resume
   DTRAIN_CHECK(momentum.size() * sizeof(float) == momentum_.bytes())
       << "momentum of " << momentum.size() << " values for " << momentum_.bytes() / sizeof(float) << " parameters";
   model_->device_parameters().upload();
@@ -162,8 +172,10 @@ void GpuTrainStep::set_backbone_lr_scale(float scale) {
                                           options_.exempt_norm_and_bias_from_decay, scale)) {
     ends.push_back(DecayRangeEnd{r.end, r.weight_decay, r.lr_scale});
   }
-  // The steps already queued read the old table: it is replaced only once they are done.
+  // The steps already queued read the old table: it is replaced only once they are done, and the
+  // graphs, which hold its address, go with it.
   DTRAIN_CUDA_CHECK(cudaStreamSynchronize(stream));
+  drop_graphs();
   decay_range_count_ = static_cast<int>(ends.size());
   decay_ranges_ = runtime::Buffer(runtime::MemoryKind::kDevice, ends.size() * sizeof(DecayRangeEnd), stream);
   DTRAIN_CUDA_CHECK(
@@ -173,6 +185,9 @@ void GpuTrainStep::set_backbone_lr_scale(float scale) {
 
 void GpuTrainStep::begin_evaluation() {
   runtime::DeviceGuard on(context_->device());
+  // The eval-mode forward may reallocate what a graph of the training step holds: the next
+  // training step captures again rather than replay a stale graph.
+  drop_graphs();
   DTRAIN_CUDA_CHECK(cudaMemsetAsync(eval_totals_.data(), 0, eval_totals_.bytes(), context_->stream()));
 }
 
@@ -247,8 +262,21 @@ int GpuTrainStep::run(const uint8_t* images, const int32_t* labels, float lr, co
   const cudaStream_t stream = context_->stream();
   const int s = stage_input(images, labels, options_.batch, trace, deferred);
   idle_.started(stream);  // after the compute stream's wait for the copy: idle until the input is here
+  if (graph_this_step(trace != nullptr || profiler_ != nullptr)) {
+    run_graphed(s, lr, micro);
+  } else {
+    GpuStepProfiler* profile = micro.last() ? std::exchange(profiler_, nullptr) : nullptr;
+    queue_compute(s, lr, micro, trace, profile, false);
+  }
+  idle_.finished(stream);
+  if (micro.last()) any_step_ = true;
+  return s;
+}
+
+void GpuTrainStep::queue_compute(int s, float lr, const MicroBatch& micro, GpuStepTrace* trace,
+                                 GpuStepProfiler* profile, bool captured) {
+  const cudaStream_t stream = context_->stream();
   // Profiled from here, after the wait for the copy, so the profile holds no PCIe transfer.
-  GpuStepProfiler* profile = micro.last() ? std::exchange(profiler_, nullptr) : nullptr;
   if (profile) profile->begin(stream);
   // Forward counts from the input's normalize-and-cast to the loss.
   int span = trace ? trace->begin(stream, TimelineTrack::kComputeStream, "forward") : -1;
@@ -256,7 +284,9 @@ int GpuTrainStep::run(const uint8_t* images, const int32_t* labels, float lr, co
   const auto* labels_device = static_cast<const int32_t*>(labels_[s].data());
 
   loss_and_dlogits(model_->forward(input_, true), labels_device, micro.index);
-  consumed_[s].record(stream);
+  // A captured step's slot is consumed once its graph has run: an event recorded inside a capture
+  // is no event the copy stream outside could wait for.
+  if (!captured) consumed_[s].record(stream);
   if (profile) profile->forward_done(stream);
   if (trace) {
     trace->end(span, stream);
@@ -279,21 +309,25 @@ int GpuTrainStep::run(const uint8_t* images, const int32_t* labels, float lr, co
           return trace->bucket_phases(static_cast<long>(bucket));
         });
   }
-  if (reduce) sync_->begin_step();
+  if (reduce && !captured) sync_->begin_step();
+  if (reduce && captured) capture_buckets_->begin_step();
   profiling_ = profile;
   model_->backward(dlogits_);
   profiling_ = nullptr;
   if (profile) profile->backward_done(stream);
   if (trace) trace->end(span, stream);
-  if (!micro.last()) {
-    idle_.finished(stream);
-    return s;
-  }
-  if (reduce) sync_->finish();
+  if (!micro.last()) return;
+  if (reduce && !captured) sync_->finish();
+  if (reduce && captured) finish_in_capture();
   if (reduce && trace) sync_->set_bucket_observer(nullptr);
   // The compute stream waited for the comm stream: the update starts when the buckets are averaged.
   span = trace ? trace->begin(stream, TimelineTrack::kComputeStream, "SGD update") : -1;
+  queue_update(lr, captured);
+  if (profile) profile->update_done(stream);
+  if (trace) trace->end(span, stream);
+}
 
+void GpuTrainStep::queue_update(float lr, bool captured) {
   models::cuda::DeviceParameters& params = model_->device_parameters();
   SgdStep step;
   step.count = static_cast<size_t>(params.count());
@@ -302,15 +336,11 @@ int GpuTrainStep::run(const uint8_t* images, const int32_t* labels, float lr, co
   step.ranges = static_cast<const DecayRangeEnd*>(decay_ranges_.data());
   step.range_count = decay_range_count_;
   step.lr = lr;
+  step.lr_on_device = captured ? static_cast<const float*>(lr_device_.data()) : nullptr;
   step.mu = static_cast<float>(options_.sgd.momentum);
   step.nesterov = options_.sgd.nesterov;
   step.params_bf16 = context_->bf16() ? params.params_bf16() : nullptr;
-  sgd_update<float>(stream, step, params.grads_f32());
-  if (profile) profile->update_done(stream);
-  if (trace) trace->end(span, stream);
-  idle_.finished(stream);
-  any_step_ = true;
-  return s;
+  sgd_update<float>(context_->stream(), step, params.grads_f32());
 }
 
 void GpuTrainStep::loss_and_dlogits(const runtime::Tensor& logits, const int32_t* labels, int micro_batch) {

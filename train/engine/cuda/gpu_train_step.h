@@ -13,15 +13,29 @@
 // labels in page-locked host memory. The copy is asynchronous, into one of kInputSlots device
 // slots: run() and evaluate() return the slot, and the host memory must stay untouched until
 // input_copied(slot) says the copy is done (the loader's pinned batches are the staging ring).
+//
+// With cuda_graphs (DTRAIN_CUDA_GRAPHS=1) the compute stream's part of a step is captured after
+// kEagerStepsBeforeCapture eager steps (cuDNN plans chosen, allocator warm) as one CUDA graph per
+// input slot (the slot's address is in the graph) and replayed (step_graph.h); the copy, the
+// idle clock's and the slots' events stay outside. With NCCL the graphs are cut where a bucket's
+// all-reduce is queued: the all-reduces stay eager between the launches, as in the eager step.
+// Host-staged backends, accumulation and synchronized BN keep the eager step and say why once in
+// the log; traced and profiled steps run eager.
+// Anything that moves a buffer a graph reads (evaluation, a resume, a new lr scale table) drops
+// the graphs; the next step captures again. The shapes never change: run() always takes `batch`.
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "comm/communicator.h"
 #include "comm/gradient_sync/bucket_plan.h"
 #include "comm/gradient_sync/cuda/device_gradient_synchronizer.h"
+#include "comm/gradient_sync/gradient_buckets.h"
 #include "comm/gradient_sync/gradient_sync.h"
 #include "models/cuda/classification_metrics.h"
 #include "models/cuda/gpu_context.h"
@@ -35,6 +49,7 @@
 #include "train/engine/cuda/gpu_step_profiler.h"
 #include "train/engine/cuda/gpu_step_trace.h"
 #include "train/engine/device_memory_plan.h"
+#include "train/engine/cuda/step_graph.h"
 #include "train/engine/gradient_accumulation.h"
 #include "train/engine/sgd.h"
 
@@ -55,11 +70,13 @@ struct GpuStepOptions {
   // kGpu: the step decodes the loader's deferred JPEGs (device_jpeg_stage.h); a UsageError on a
   // GPU without a hardware JPEG decoder or without nvJPEG.
   JpegDecoder jpeg_decoder = JpegDecoder::kCpu;
+  bool cuda_graphs = false;  // DTRAIN_CUDA_GRAPHS (cuda_graphs_setting.h)
 };
 
 // The one translation of a resolved config into the GPU step's options (dtrain-train's engine and
 // dtrain-bench-train both use it): numerics, batch, optimizer, loss, buckets from the config;
-// the model, the input size and the normalization from the caller.
+// the model, the input size and the normalization from the caller; cuda_graphs from the
+// environment (a UsageError for a bad DTRAIN_CUDA_GRAPHS).
 GpuStepOptions gpu_step_options(const ResolvedConfig& config, const models::ResNetConfig& model, int height, int width,
                                 const float mean[3], const float std[3]);
 
@@ -79,6 +96,7 @@ class GpuTrainStep {
   ~GpuTrainStep();
 
   static constexpr int kInputSlots = 3;
+  static constexpr int kEagerStepsBeforeCapture = 3;
 
   // Queues one micro-batch of a step (micro.count must be options().accumulation_steps; the default,
   // with one micro-batch, is a whole step); returns the input slot its batch is copied into. lr is
@@ -128,6 +146,10 @@ class GpuTrainStep {
   int buckets_during_backward() const { return sync_ ? sync_->launched_during_backward() : 0; }
   // The synchronizer's buckets; 0 on one rank, where nothing is averaged.
   size_t gradient_buckets() const { return sync_ ? sync_->bucket_count() : 0; }
+  // Steps replayed from a CUDA graph so far, and one line on the graphs (on with its counts, or
+  // off and why) for logs and benchmark results.
+  long graph_replays() const { return graph_replays_; }
+  std::string cuda_graphs_report() const;
 
  private:
   void broadcast_from_rank0();
@@ -140,6 +162,21 @@ class GpuTrainStep {
   void loss_and_dlogits(const runtime::Tensor& logits, const int32_t* labels, int micro_batch);
   // uint8 NHWC pixels already on the device -> `out` in the context's type and layout.
   void normalize(const void* device_pixels, int count, runtime::Tensor& out);
+  // The micro-batch's work on the compute stream once its input is there. `captured`: into a graph,
+  // so the slot's consumed event is left to the caller and the lr is read from lr_device_.
+  void queue_compute(int s, float lr, const MicroBatch& micro, GpuStepTrace* trace, GpuStepProfiler* profile,
+                     bool captured);
+  void queue_update(float lr, bool captured);
+  // Whether this micro-batch replays a graph (logs once why not, where it never will).
+  bool graph_this_step(bool traced_or_profiled);
+  void run_graphed(int s, float lr, const MicroBatch& micro);
+  // Inside a capture with NCCL: notes the gradient range for the replay to report, and cuts the
+  // graph where the eager step would queue a bucket's all-reduce (finish: before the update).
+  void report_in_capture(size_t begin, size_t end);
+  void finish_in_capture();
+  void graphs_off(const std::string& why);
+  void drop_graphs();
+  void set_up_graphs();
 
   GpuStepOptions options_;
   comm::Communicator* comm_;
@@ -164,6 +201,20 @@ class GpuTrainStep {
   GpuStepProfiler* profiler_ = nullptr;    // the next step's, until its last micro-batch takes it
   GpuStepProfiler* profiling_ = nullptr;   // the backward in progress marks its ranges here
   std::unique_ptr<DeviceJpegStage> jpeg_;  // null: the loader decodes every image
+  std::unique_ptr<StepGraphs> graphs_;     // null: eager (off, or fell back; graphs_off_why_ says why)
+  std::string graphs_off_why_;
+  runtime::Buffer lr_device_;  // the lr the graphs' SGD update reads, written before each launch
+  int eager_steps_ = 0;        // before the first capture
+  long graph_replays_ = 0;
+  bool told_eager_traced_ = false;
+  // Averaged steps (NCCL): the graphs are cut where a bucket's all-reduce is queued, which stays
+  // eager between the launches. Per input slot, the gradient ranges to report after each graph;
+  // during a capture, its bucket bookkeeping (a dry run of the synchronizer's) and its ranges.
+  comm::BucketPlan bucket_plan_;
+  std::map<int, std::vector<std::vector<std::pair<size_t, size_t>>>> reported_after_;
+  std::unique_ptr<comm::GradientBuckets> capture_buckets_;
+  std::vector<std::vector<std::pair<size_t, size_t>>> capture_reported_;
+  bool capturing_ = false;
 };
 
 }  // namespace dtrain::train::cuda

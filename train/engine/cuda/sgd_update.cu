@@ -29,6 +29,7 @@ __device__ inline const DecayRangeEnd& range_of(uint64_t i, const DecayRangeEnd*
 template <typename G>
 __global__ void sgd_kernel(SgdStep s, const G* __restrict__ grads) {
   __nv_bfloat16* copy = reinterpret_cast<__nv_bfloat16*>(s.params_bf16);
+  const float lr = s.lr_on_device != nullptr ? *s.lr_on_device : s.lr;
   for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < s.count; i += size_t{gridDim.x} * blockDim.x) {
     const DecayRangeEnd& range = range_of(i, s.ranges, s.range_count);
     const float p = s.params[i];
@@ -41,13 +42,22 @@ __global__ void sgd_kernel(SgdStep s, const G* __restrict__ grads) {
     const float buf = __fadd_rn(__fmul_rn(s.mu, s.momentum[i]), g);
     s.momentum[i] = buf;
     const float d = s.nesterov ? __fadd_rn(g, __fmul_rn(s.mu, buf)) : buf;
-    const float updated = __fsub_rn(p, __fmul_rn(__fmul_rn(s.lr, range.lr_scale), d));
+    const float updated = __fsub_rn(p, __fmul_rn(__fmul_rn(lr, range.lr_scale), d));
     s.params[i] = updated;
     if (copy != nullptr) copy[i] = __float2bfloat16_rn(updated);
   }
 }
 
+__global__ void set_lr_kernel(float* where, float lr) {
+  *where = lr;
+}
+
 }  // namespace
+
+void set_device_lr(cudaStream_t stream, float* where, float lr) {
+  set_lr_kernel<<<1, 1, 0, stream>>>(where, lr);
+  DTRAIN_CUDA_CHECK(cudaGetLastError()) << "learning rate to the device";
+}
 
 template <typename G>
 void sgd_update(cudaStream_t stream, const SgdStep& step, const G* grads) {

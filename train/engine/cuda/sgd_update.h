@@ -3,7 +3,9 @@
 // (train/engine/sgd.h, torch.optim.SGD with dampening 0) in one kernel: each element's parameter,
 // gradient and momentum are read and written once. The bf16 fast path keeps fp32 master weights
 // and momentum, takes bf16 gradients, and writes the bf16 weight copy the layers read in the same
-// pass. The learning rate is a kernel argument, so the step needs nothing from the device.
+// pass. The learning rate is a kernel argument, so the step needs nothing from the device; a
+// captured step (step_graph.h) reads it from device memory instead, which set_device_lr writes
+// before each replay (a graph replays its kernel arguments as captured).
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
@@ -31,9 +33,14 @@ struct SgdStep {
   float lr = 0, mu = 0;
   bool nesterov = false;
   runtime::bfloat16* params_bf16 = nullptr;  // optional: the bf16 copy to refresh
+  const float* lr_on_device = nullptr;       // non-null: the learning rate is read here, `lr` ignored
 };
 
 // G is float or runtime::bfloat16.
+// *where = lr, queued on `stream` (a one-thread kernel: no host memory the copy would have to
+// outlive, and no wait).
+void set_device_lr(cudaStream_t stream, float* where, float lr);
+
 template <typename G>
 void sgd_update(cudaStream_t stream, const SgdStep& step, const G* grads);
 

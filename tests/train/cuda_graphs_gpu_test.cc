@@ -1,0 +1,165 @@
+// The GPU step replayed from CUDA graphs (DTRAIN_CUDA_GRAPHS=1) against the eager step, on fresh
+// random images and labels (same seed, same data, same initialization), a small bf16 NHWC ResNet
+// with batch norm: 12 steps at a learning rate that changes every step (a graph must read it, not
+// replay the captured one), a backbone lr scale changed midway (a new decay table: the graphs
+// must be dropped), and an evaluation of a partial batch midway (another forward, fewer rows: no
+// stale graph after it). The loss of every step, the evaluation's totals and the final parameters
+// must match eager within bf16 noise: the bound is the larger of a floor and 4x the difference
+// between two eager runs (cuDNN may choose nondeterministic backward kernels). A replay of a
+// stale input slot, lr or table moves the parameters by a different update: tens of percent.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "runtime/rank/gpu_binding.h"
+
+#if DTRAIN_WITH_CUDA
+#include <cuda_runtime_api.h>
+
+#include "runtime/cuda/cuda_check.h"
+#include "runtime/memory/buffer.h"
+#include "tests/support/test_seed.h"
+#include "train/engine/cuda/gpu_train_step.h"
+#endif
+
+namespace dtrain::train {
+namespace {
+
+#if DTRAIN_WITH_CUDA
+constexpr int kBatch = 8, kSide = 16, kSteps = 12, kClasses = 10;
+
+class CudaGraphsGpuTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    if (runtime::detail::runtime_visible_gpus().empty()) GTEST_SKIP() << "no GPU visible to the CUDA runtime";
+    DTRAIN_CUDA_CHECK(cudaSetDevice(0));
+  }
+};
+
+cuda::GpuStepOptions small_resnet(bool graphs) {
+  cuda::GpuStepOptions o;
+  o.model.blocks_per_stage = {1, 1};
+  o.model.bottleneck = false;
+  o.model.width = 8;
+  o.model.small_input = true;
+  o.model.num_classes = kClasses;
+  o.model.in_channels = 3;
+  o.model.seed = 5;
+  o.numerics = models::cuda::ConvNumerics::kBf16Nhwc;
+  o.height = o.width = kSide;
+  o.sgd = SgdOptions{0.9, 1e-4, false};
+  o.batch = kBatch;
+  o.cuda_graphs = graphs;
+  return o;
+}
+
+struct Data {
+  runtime::Buffer images, labels;
+  explicit Data(uint64_t seed)
+      : images(runtime::MemoryKind::kPinnedHost, size_t{kSteps + 1} * kBatch * 3 * kSide * kSide),
+        labels(runtime::MemoryKind::kPinnedHost, size_t{kSteps + 1} * kBatch * sizeof(int32_t)) {
+    std::mt19937 rng(static_cast<unsigned>(seed));
+    for (size_t i = 0; i < images.bytes(); ++i) static_cast<uint8_t*>(images.data())[i] = static_cast<uint8_t>(rng());
+    for (size_t i = 0; i < labels.bytes() / sizeof(int32_t); ++i) {
+      static_cast<int32_t*>(labels.data())[i] = static_cast<int32_t>(rng() % kClasses);
+    }
+  }
+  const uint8_t* image(int batch) const {
+    return static_cast<const uint8_t*>(images.data()) + size_t(batch) * kBatch * 3 * kSide * kSide;
+  }
+  const int32_t* label(int batch) const { return static_cast<const int32_t*>(labels.data()) + size_t(batch) * kBatch; }
+};
+
+struct Trajectory {
+  std::vector<float> initial, losses, params;
+  models::cuda::EvalAccumulators eval{};
+  long replays = 0;
+  std::string report;
+};
+
+Trajectory train(bool graphs, const Data& data) {
+  cuda::GpuTrainStep step(small_resnet(graphs), nullptr, 0);
+  Trajectory t;
+  models::ParameterSet& p = step.model().parameters();
+  t.initial.assign(p.params_flat(), p.params_flat() + p.flat_size());
+  for (int s = 0; s < kSteps; ++s) {
+    if (s == 6) {  // a partial batch (5 of 8 rows) through the eval-mode forward
+      step.begin_evaluation();
+      step.evaluate(data.image(kSteps), data.label(kSteps), 5);
+      t.eval = step.end_evaluation();
+    }
+    if (s == 8) step.set_backbone_lr_scale(0.5f);
+    step.run(data.image(s), data.label(s), 0.02f * static_cast<float>(1 + s % 3));
+    t.losses.push_back(step.last_result().mean_loss);
+  }
+  step.synchronize();
+  step.model().sync_to_host();
+  t.params.assign(p.params_flat(), p.params_flat() + p.flat_size());
+  t.replays = step.graph_replays();
+  t.report = step.cuda_graphs_report();
+  return t;
+}
+
+// Norm of the difference of two runs' updates over the norm of the update; the worst relative
+// difference of a step's loss.
+double update_difference(const Trajectory& a, const Trajectory& b) {
+  double difference = 0, moved = 0;
+  for (size_t i = 0; i < a.params.size(); ++i) {
+    difference += (double(a.params[i]) - b.params[i]) * (double(a.params[i]) - b.params[i]);
+    moved += (double(b.params[i]) - b.initial[i]) * (double(b.params[i]) - b.initial[i]);
+  }
+  return std::sqrt(difference / moved);
+}
+double loss_difference(const Trajectory& a, const Trajectory& b) {
+  double worst = 0;
+  for (size_t i = 0; i < a.losses.size(); ++i) {
+    worst = std::max(worst, std::fabs(double(a.losses[i]) - b.losses[i]) / std::fabs(double(b.losses[i])));
+  }
+  return worst;
+}
+
+TEST_F(CudaGraphsGpuTest, ReplayedStepsTrainAsTheEagerStep) {
+  const uint64_t seed = test::random_seed();
+  std::printf("  seed %llu\n", static_cast<unsigned long long>(seed));
+  const Data data(seed);
+  const Trajectory eager = train(false, data), again = train(false, data), graphed = train(true, data);
+  std::printf("  graphs: %s\n", graphed.report.c_str());
+  // Captured after the eager warm-up, again after the evaluation and the new lr scale table.
+  EXPECT_EQ(graphed.replays, kSteps - cuda::GpuTrainStep::kEagerStepsBeforeCapture);
+  EXPECT_EQ(eager.replays, 0);
+  const double noise_update = update_difference(again, eager), noise_loss = loss_difference(again, eager);
+  const double update = update_difference(graphed, eager), loss = loss_difference(graphed, eager);
+  std::printf("  eager vs eager: updates %.2e, losses %.2e; graphs vs eager: updates %.2e, losses %.2e\n", noise_update,
+              noise_loss, update, loss);
+  for (int s = 0; s < kSteps; ++s) std::printf("  step %2d loss %.6f %.6f\n", s, eager.losses[s], graphed.losses[s]);
+  EXPECT_LE(update, std::max(0.01, 4 * noise_update));
+  EXPECT_LE(loss, std::max(2e-3, 4 * noise_loss));
+  EXPECT_EQ(graphed.eval.images, 5u);
+  EXPECT_EQ(graphed.eval.images, eager.eval.images);
+  EXPECT_NEAR(graphed.eval.loss_sum, eager.eval.loss_sum,
+              std::max(2e-3, 4 * noise_loss) * std::fabs(eager.eval.loss_sum));
+}
+
+// Where graphs do not apply the step says why and stays eager.
+TEST_F(CudaGraphsGpuTest, AccumulationStaysEagerAndSaysWhy) {
+  cuda::GpuStepOptions o = small_resnet(true);
+  o.accumulation_steps = 2;
+  cuda::GpuTrainStep step(o, nullptr, 0);
+  EXPECT_EQ(step.cuda_graphs_report().rfind("off: accumulation_steps is 2", 0), 0u) << step.cuda_graphs_report();
+  cuda::GpuTrainStep plain(small_resnet(false), nullptr, 0);
+  EXPECT_EQ(plain.cuda_graphs_report(), "off: DTRAIN_CUDA_GRAPHS unset or 0");
+}
+
+#else
+TEST(CudaGraphsGpuTest, NeedsCuda) {
+  GTEST_SKIP() << "built without CUDA (DTRAIN_CUDA=OFF or toolkit not found)";
+}
+#endif
+
+}  // namespace
+}  // namespace dtrain::train

@@ -1,0 +1,136 @@
+// CUDA graphs with NCCL (DTRAIN_CUDA_GRAPHS=1, one GPU per rank): the step is captured as graphs
+// cut at each bucket's all-reduce, which stays eager between the launches. On fresh random images
+// (each rank its own, same seed across the two runs) a small bf16 ResNet with batch norm and small
+// buckets (several cuts) trains 12 steps eagerly and 12 steps with graphs from the same
+// initialization; every rank's losses and final parameters must match its eager run within bf16
+// noise (the bound: the larger of a floor and 4x the difference of two eager runs), and the
+// replicas must hold the same parameters. Skips, saying why, without a GPU per rank or NCCL.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "runtime/rank/gpu_binding.h"
+#include "runtime/rank/rank_context.h"
+#include "tests/support/mpi_world.h"
+
+#if DTRAIN_WITH_CUDA
+#include "comm/backends/factory.h"
+#include "runtime/memory/buffer.h"
+#include "tests/support/test_seed.h"
+#include "train/engine/cuda/gpu_train_step.h"
+#endif
+
+namespace dtrain::train {
+namespace {
+
+#if DTRAIN_WITH_CUDA
+constexpr int kBatch = 8, kSide = 16, kSteps = 12, kClasses = 10;
+
+struct RunResult {
+  std::vector<float> initial, losses, params;
+  long replays = 0;
+  std::string report;
+};
+
+RunResult train(bool graphs, comm::Communicator& comm, int device, uint64_t seed) {
+  cuda::GpuStepOptions o;
+  o.model.blocks_per_stage = {1, 1};
+  o.model.bottleneck = false;
+  o.model.width = 8;
+  o.model.small_input = true;
+  o.model.num_classes = kClasses;
+  o.model.seed = 5;
+  o.numerics = models::cuda::ConvNumerics::kBf16Nhwc;
+  o.height = o.width = kSide;
+  o.batch = kBatch;
+  o.sgd = SgdOptions{0.9, 1e-4, false};
+  o.buckets = comm::BucketSizes{16 << 10, 4 << 10, 0};  // several buckets: several cuts
+  o.cuda_graphs = graphs;
+  cuda::GpuTrainStep step(o, &comm, device);
+  runtime::Buffer images(runtime::MemoryKind::kPinnedHost, size_t{kSteps} * kBatch * 3 * kSide * kSide);
+  runtime::Buffer labels(runtime::MemoryKind::kPinnedHost, size_t{kSteps} * kBatch * sizeof(int32_t));
+  std::mt19937 rng(static_cast<unsigned>(seed) + 7919u * static_cast<unsigned>(test::world_rank()));
+  for (size_t i = 0; i < images.bytes(); ++i) static_cast<uint8_t*>(images.data())[i] = static_cast<uint8_t>(rng());
+  auto* label = static_cast<int32_t*>(labels.data());
+  for (size_t i = 0; i < size_t{kSteps} * kBatch; ++i) label[i] = static_cast<int32_t>(rng() % kClasses);
+  RunResult r;
+  models::ParameterSet& p = step.model().parameters();
+  r.initial.assign(p.params_flat(), p.params_flat() + p.flat_size());
+  for (int s = 0; s < kSteps; ++s) {
+    step.run(static_cast<const uint8_t*>(images.data()) + size_t(s) * kBatch * 3 * kSide * kSide,
+             label + size_t(s) * kBatch, 0.02f * static_cast<float>(1 + s % 3));
+    r.losses.push_back(step.last_result().mean_loss);
+  }
+  step.synchronize();
+  step.model().sync_to_host();
+  r.params.assign(p.params_flat(), p.params_flat() + p.flat_size());
+  r.replays = step.graph_replays();
+  r.report = step.cuda_graphs_report();
+  return r;
+}
+
+double update_difference(const RunResult& a, const RunResult& b) {
+  double difference = 0, moved = 0;
+  for (size_t i = 0; i < a.params.size(); ++i) {
+    difference += (double(a.params[i]) - b.params[i]) * (double(a.params[i]) - b.params[i]);
+    moved += (double(b.params[i]) - b.initial[i]) * (double(b.params[i]) - b.initial[i]);
+  }
+  return std::sqrt(difference / moved);
+}
+
+double loss_difference(const RunResult& a, const RunResult& b) {
+  double worst = 0;
+  for (size_t i = 0; i < a.losses.size(); ++i) {
+    worst = std::max(worst, std::fabs(double(a.losses[i]) - b.losses[i]) / std::fabs(double(b.losses[i])));
+  }
+  return worst;
+}
+
+TEST(CudaGraphsNccl, ReplayedStepsWithBucketAllReducesTrainAsTheEagerStep) {
+  const int n = test::world_size();
+  if (n == 1) GTEST_SKIP() << "needs 2 or more ranks (one rank has no all-reduce to cut at)";
+  const size_t gpus = runtime::detail::runtime_visible_gpus().size();
+  if (gpus < static_cast<size_t>(n)) {
+    GTEST_SKIP() << "needs a GPU per rank: " << gpus << " visible to the CUDA runtime, " << n << " ranks";
+  }
+  const runtime::RankContext world(MPI_COMM_WORLD, runtime::NodeLayout{});
+  const runtime::GpuBinding binding = runtime::bind_gpu(world, false);
+  std::unique_ptr<comm::Communicator> comm = comm::make_communicator(comm::Backend::kNccl, world, true);
+  uint64_t seed = test::random_seed();
+  MPI_Bcast(&seed, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+  if (test::world_rank() == 0) std::printf("  seed %llu\n", static_cast<unsigned long long>(seed));
+  const int device = binding.device.index;
+  const RunResult eager = train(false, *comm, device, seed), again = train(false, *comm, device, seed);
+  const RunResult graphed = train(true, *comm, device, seed);
+  const double noise_update = update_difference(again, eager), noise_loss = loss_difference(again, eager);
+  const double update = update_difference(graphed, eager), loss = loss_difference(graphed, eager);
+  std::printf(
+      "  rank %d: graphs %s; eager vs eager: updates %.2e, losses %.2e; graphs vs eager: updates %.2e, "
+      "losses %.2e\n",
+      test::world_rank(), graphed.report.c_str(), noise_update, noise_loss, update, loss);
+  EXPECT_EQ(graphed.replays, kSteps - cuda::GpuTrainStep::kEagerStepsBeforeCapture) << graphed.report;
+  EXPECT_LE(update, std::max(0.01, 4 * noise_update));
+  EXPECT_LE(loss, std::max(2e-3, 4 * noise_loss));
+  // The replicas agree: every rank's parameters against rank 0's.
+  std::vector<float> rank0 = graphed.params;
+  MPI_Bcast(rank0.data(), static_cast<int>(rank0.size()), MPI_FLOAT, 0, MPI_COMM_WORLD);
+  size_t apart = 0;
+  for (size_t i = 0; i < rank0.size(); ++i) apart += rank0[i] != graphed.params[i];
+  EXPECT_EQ(apart, 0u) << "parameters on rank " << test::world_rank() << " that differ from rank 0's";
+}
+
+#else
+TEST(CudaGraphsNccl, NeedsCuda) {
+  GTEST_SKIP() << "built without CUDA (DTRAIN_CUDA=OFF or toolkit not found)";
+}
+#endif
+
+}  // namespace
+}  // namespace dtrain::train
