@@ -39,8 +39,8 @@
 #include "runtime/rank/rank_context.h"
 #include "train/engine/cuda/gpu_step_profiler.h"
 #include "train/engine/cuda/gpu_train_step.h"
-#include "train/engine/device_memory_plan.h"
 #include "train/engine/cuda_graphs_setting.h"
+#include "train/engine/device_memory_plan.h"
 #include "train/observe/step_profile.h"
 
 namespace dtrain::bench {

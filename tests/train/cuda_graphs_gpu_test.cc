@@ -24,6 +24,7 @@
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/memory/buffer.h"
 #include "tests/support/test_seed.h"
+#include "tests/train/step_trajectory.h"
 #include "train/engine/cuda/gpu_train_step.h"
 #endif
 
@@ -75,11 +76,8 @@ struct Data {
   const int32_t* label(int batch) const { return static_cast<const int32_t*>(labels.data()) + size_t(batch) * kBatch; }
 };
 
-struct Trajectory {
-  std::vector<float> initial, losses, params;
+struct Trajectory : StepTrajectory {
   models::cuda::EvalAccumulators eval{};
-  long replays = 0;
-  std::string report;
 };
 
 Trajectory train(bool graphs, const Data& data) {
@@ -103,24 +101,6 @@ Trajectory train(bool graphs, const Data& data) {
   t.replays = step.graph_replays();
   t.report = step.cuda_graphs_report();
   return t;
-}
-
-// Norm of the difference of two runs' updates over the norm of the update; the worst relative
-// difference of a step's loss.
-double update_difference(const Trajectory& a, const Trajectory& b) {
-  double difference = 0, moved = 0;
-  for (size_t i = 0; i < a.params.size(); ++i) {
-    difference += (double(a.params[i]) - b.params[i]) * (double(a.params[i]) - b.params[i]);
-    moved += (double(b.params[i]) - b.initial[i]) * (double(b.params[i]) - b.initial[i]);
-  }
-  return std::sqrt(difference / moved);
-}
-double loss_difference(const Trajectory& a, const Trajectory& b) {
-  double worst = 0;
-  for (size_t i = 0; i < a.losses.size(); ++i) {
-    worst = std::max(worst, std::fabs(double(a.losses[i]) - b.losses[i]) / std::fabs(double(b.losses[i])));
-  }
-  return worst;
 }
 
 TEST_F(CudaGraphsGpuTest, ReplayedStepsTrainAsTheEagerStep) {

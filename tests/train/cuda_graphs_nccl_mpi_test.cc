@@ -24,6 +24,7 @@
 #include "comm/backends/factory.h"
 #include "runtime/memory/buffer.h"
 #include "tests/support/test_seed.h"
+#include "tests/train/step_trajectory.h"
 #include "train/engine/cuda/gpu_train_step.h"
 #endif
 
@@ -33,11 +34,7 @@ namespace {
 #if DTRAIN_WITH_CUDA
 constexpr int kBatch = 8, kSide = 16, kSteps = 12, kClasses = 10;
 
-struct RunResult {
-  std::vector<float> initial, losses, params;
-  long replays = 0;
-  std::string report;
-};
+using RunResult = StepTrajectory;
 
 RunResult train(bool graphs, comm::Communicator& comm, int device, uint64_t seed) {
   cuda::GpuStepOptions o;
@@ -74,23 +71,6 @@ RunResult train(bool graphs, comm::Communicator& comm, int device, uint64_t seed
   r.replays = step.graph_replays();
   r.report = step.cuda_graphs_report();
   return r;
-}
-
-double update_difference(const RunResult& a, const RunResult& b) {
-  double difference = 0, moved = 0;
-  for (size_t i = 0; i < a.params.size(); ++i) {
-    difference += (double(a.params[i]) - b.params[i]) * (double(a.params[i]) - b.params[i]);
-    moved += (double(b.params[i]) - b.initial[i]) * (double(b.params[i]) - b.initial[i]);
-  }
-  return std::sqrt(difference / moved);
-}
-
-double loss_difference(const RunResult& a, const RunResult& b) {
-  double worst = 0;
-  for (size_t i = 0; i < a.losses.size(); ++i) {
-    worst = std::max(worst, std::fabs(double(a.losses[i]) - b.losses[i]) / std::fabs(double(b.losses[i])));
-  }
-  return worst;
 }
 
 TEST(CudaGraphsNccl, ReplayedStepsWithBucketAllReducesTrainAsTheEagerStep) {

@@ -48,8 +48,8 @@
 #include "train/engine/cuda/device_idle_clock.h"
 #include "train/engine/cuda/gpu_step_profiler.h"
 #include "train/engine/cuda/gpu_step_trace.h"
-#include "train/engine/device_memory_plan.h"
 #include "train/engine/cuda/step_graph.h"
+#include "train/engine/device_memory_plan.h"
 #include "train/engine/gradient_accumulation.h"
 #include "train/engine/sgd.h"
 
