@@ -207,7 +207,10 @@ void Trainer::add_profile_observer(const std::string& device) {
   source.batch_per_gpu = c.batch_per_rank();
   source.accumulation_steps = c.accumulation_steps();
   source.world_size = ctx_.topology().world_size;
-  source.bucket_bytes = static_cast<int64_t>(c.bucket_mib()) << 20;
+  const comm::BucketSizes buckets = gradient_bucket_sizes(c);
+  source.bucket_bytes = static_cast<int64_t>(buckets.body_bytes);
+  source.tail_bucket_bytes = static_cast<int64_t>(buckets.tail_bytes);
+  source.first_bucket_bytes = static_cast<int64_t>(buckets.first_bytes);
   p.observers.add(
       std::make_unique<ProfileObserver>(*p.engine, c.profile_out(), range, source, ctx_.topology().world_rank == 0));
   DTRAIN_LOG0(kInfo) << "profile: steps " << c.profile_steps() << " of rank 0 to " << c.profile_out();

@@ -224,6 +224,8 @@ void profile_steps(const Options& o, int k, int rank, const std::string& gpu, do
   source.batch_per_gpu = o.batch;
   source.world_size = k;
   source.bucket_bytes = static_cast<int64_t>(o.bucket_mib) << 20;  // the body's
+  source.tail_bucket_bytes = static_cast<int64_t>(o.tail_bucket_mib) << 20;
+  source.first_bucket_bytes = static_cast<int64_t>(o.first_bucket_mib) << 20;
   source.step_ms = step_ms;
   profile.write(o.profile_out, source, "--profile-out file");
 }

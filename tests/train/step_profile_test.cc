@@ -51,7 +51,7 @@ TEST(StepProfile, MediansOverTheStepsAgainstAFloat64Reference) {
       ready1.push_back(p.gradients[1].ready);
       profile.add(p);
     }
-    ProfileSource source{"resnet50", "bf16", "cpu", 256, 1, 1, 25 << 20, 41.5};
+    ProfileSource source{"resnet50", "bf16", "cpu", 256, 1, 1, 25 << 20, 41.5, 1 << 20, 3 << 20};
     const std::string text = profile.json(source);
     const double ms = 5.1e-5;  // written with 4 decimals of a millisecond
     EXPECT_NEAR(value_of(text, "forward_ms"), 1e3 * median(forward), ms) << "seed " << seed << ", " << steps;
@@ -63,6 +63,8 @@ TEST(StepProfile, MediansOverTheStepsAgainstAFloat64Reference) {
     EXPECT_EQ(value_of(text, "offset", 1), 7920);
     EXPECT_EQ(value_of(text, "steps_profiled"), steps);
     EXPECT_NEAR(value_of(text, "step_ms"), 41.5, 1e-9);
+    EXPECT_EQ(value_of(text, "tail_bucket_bytes"), 1 << 20);
+    EXPECT_EQ(value_of(text, "first_bucket_bytes"), 3 << 20);
     EXPECT_NE(text.find("\"format\": \"dtrain-step-profile\""), std::string::npos);
   }
 }

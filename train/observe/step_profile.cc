@@ -82,6 +82,8 @@ std::string StepProfile::json(const ProfileSource& source) const {
              .number("optimizer_ms", median_ms(steps_, [](const StepPhases& s) { return s.optimizer; }), "%.4f")
              .integer("gradient_bytes_per_element", 4)
              .integer("bucket_bytes", source.bucket_bytes)
+             .integer("tail_bucket_bytes", source.tail_bucket_bytes)
+             .integer("first_bucket_bytes", source.first_bucket_bytes)
              .raw("gradients", runtime::json_array(ranges, "    "))
              .str("  ") +
          "\n";

@@ -12,7 +12,8 @@
 //
 // The file (JSON, "format": "dtrain-step-profile", "version": 1): model, precision, device,
 // batch_per_gpu, accumulation_steps, world_size, steps_profiled, step_ms (the run's own median step, 0 where it has
-// none), forward_ms, backward_ms, optimizer_ms, gradient_bytes_per_element, bucket_bytes, and
+// none), forward_ms, backward_ms, optimizer_ms, gradient_bytes_per_element, bucket_bytes, tail_bucket_bytes,
+// first_bucket_bytes (the sizes the engine's bucket plan was cut with), and
 // gradients: [{offset, elements, ready_ms}] in the order backward wrote them, ready_ms counted
 // from backward's start. bench/project/step_profile.py reads it and names what is wrong with it.
 #include <cstdint>
@@ -44,8 +45,10 @@ struct ProfileSource {
   int batch_per_gpu = 0;       // of one micro-batch, the one profiled
   int accumulation_steps = 1;  // micro-batches per optimizer step
   int world_size = 1;
-  int64_t bucket_bytes = 0;
-  double step_ms = 0;  // the run's measured median optimizer step; 0: none
+  int64_t bucket_bytes = 0;        // the body's (comm/gradient_sync/bucket_plan.h)
+  double step_ms = 0;              // the run's measured median optimizer step; 0: none
+  int64_t tail_bucket_bytes = 0;   // 0: no small bucket at the end
+  int64_t first_bucket_bytes = 0;  // 0: no small bucket at the start
 };
 
 // The profiled steps of one run, and the file made of their medians.
