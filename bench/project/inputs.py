@@ -68,6 +68,9 @@ class Profile:
     step: float  # the run's measured median step; 0: none
     ranges: list  # [(offset, bytes, ready seconds after backward began)] in backward order
     total_bytes: int
+    # The run's tail and first bucket sizes; None: a profile written before the engine had them.
+    tail_bytes: int = None
+    first_bytes: int = None
 
 
 def load_profile(path):
@@ -83,13 +86,19 @@ def load_profile(path):
         offset = field(g, "offset", where, int, allow_zero=True)
         elements = field(g, "elements", where, int)
         ready = field(g, "ready_ms", where, float, allow_zero=True) * 1e-3
-        ranges.append((offset, elements * bpe, ready))
-    total = max(o * bpe + b for o, b, _ in ranges)
+        ranges.append((offset * bpe, elements * bpe, ready))
+    total = max(o + b for o, b, _ in ranges)
     return Profile(path=path, batch=field(d, "batch_per_gpu", path, int), device=field(d, "device", path, str),
                    model=field(d, "model", path, str), forward=field(d, "forward_ms", path) * 1e-3,
                    backward=field(d, "backward_ms", path) * 1e-3,
                    optimizer=field(d, "optimizer_ms", path, allow_zero=True) * 1e-3,
-                   step=field(d, "step_ms", path, allow_zero=True) * 1e-3, ranges=ranges, total_bytes=total)
+                   step=field(d, "step_ms", path, allow_zero=True) * 1e-3, ranges=ranges, total_bytes=total,
+                   tail_bytes=optional_size(d, "tail_bucket_bytes", path),
+                   first_bytes=optional_size(d, "first_bucket_bytes", path))
+
+
+def optional_size(d, key, path):
+    return field(d, key, path, int, allow_zero=True) if key in d else None
 
 
 @dataclass

@@ -1,10 +1,11 @@
 """The step-time model of dtrain-project: compute from the profiles at the batch per GPU asked,
-the gradient buckets of the bucket size asked, each bucket's all-reduce started when backward has
+the gradient buckets the engine would cut at the bucket sizes asked (body, tail, first), each bucket's all-reduce started when backward has
 written it and the previous one is done (one comm stream), the step ending when backward and the
 last bucket are both done, then the optimizer."""
 import math
 from dataclasses import dataclass
 
+from bucket_plan import plan_cuts
 from collectives import COMPONENTS, allreduce
 from inputs import InputError
 
@@ -58,20 +59,18 @@ def compute_at(profiles, batch):
     return Compute(batch, fwd, bwd, nearest.optimizer, ranges)
 
 
-def buckets(ranges, bucket_bytes):
-    """[(bytes, ready)] of the buckets of bucket_bytes consecutive bytes of the flat buffer (as
-    comm/gradient_sync/gradient_buckets.h cuts them): a bucket is ready when its last range is."""
-    total = max(o + n for o, n, _ in ranges)
-    count = max(1, math.ceil(total / bucket_bytes))
-    ready = [0.0] * count
-    size = [0] * count
-    for offset, n, t in ranges:
-        for i in range(offset // bucket_bytes, min(count, (offset + n - 1) // bucket_bytes + 1)):
-            lo, hi = max(offset, i * bucket_bytes), min(offset + n, (i + 1) * bucket_bytes)
-            if hi > lo:
-                size[i] += hi - lo
-                ready[i] = max(ready[i], t)
-    return [(s, r) for s, r in zip(size, ready) if s > 0]
+def buckets(ranges, bucket_bytes, tail_bytes=0, first_bytes=0, element_bytes=4):
+    """[(bytes, ready)] of the buckets the engine cuts the flat buffer into (bucket_plan.py, as
+    comm/gradient_sync/bucket_plan.cc): a bucket sends every element between its cuts and is ready
+    when the last range in it is (the gaps between ranges, never reported, hold nothing back)."""
+    elements = [(o // element_bytes, (o + n) // element_bytes, t) for o, n, t in ranges]
+    cuts = plan_cuts(max(e for _, e, _ in elements), max(1, bucket_bytes // element_bytes),
+                     tail_bytes // element_bytes, first_bytes // element_bytes, [(b, e) for b, e, _ in elements])
+    out = []
+    for lo, hi in zip(cuts, cuts[1:]):
+        ready = max((t for b, e, t in elements if b < hi and e > lo and e > b), default=0.0)
+        out.append(((hi - lo) * element_bytes, ready))
+    return out
 
 
 @dataclass
@@ -82,6 +81,8 @@ class Layout:
     wire: str
     bucket_bytes: int
     batch: float
+    tail_bytes: int = 1 << 20  # the engine's default (--tail-bucket-mib 1)
+    first_bytes: int = 0
 
     @property
     def gpus(self):
@@ -130,7 +131,7 @@ def project(profiles, machine, layout):
     c = compute_at(profiles, layout.batch)
     comm_end, parts = 0.0, {k: 0.0 for k in COMPONENTS}
     if layout.gpus > 1:
-        comm_end, parts = overlap(buckets(c.ranges, layout.bucket_bytes),
+        comm_end, parts = overlap(buckets(c.ranges, layout.bucket_bytes, layout.tail_bytes, layout.first_bytes),
                                   lambda n: allreduce(layout.backend, layout.nodes, layout.gpus_per_node, n,
                                                       machine, layout.wire))
     exposed = max(0.0, comm_end - c.backward)
@@ -141,11 +142,11 @@ def project(profiles, machine, layout):
     return Step(layout, c, seconds, exposed, comm, parts, bound)
 
 
-def layout_for(machine, gpus, backend, wire, bucket_bytes, batch):
+def layout_for(machine, gpus, backend, wire, bucket_bytes, batch, tail_bytes=1 << 20, first_bytes=0):
     """gpus on whole nodes of the machine (fewer than a node: one node of that many)."""
     if gpus < 1:
         raise InputError(f"layout: GPU count {gpus}: must be at least 1")
     local = min(gpus, machine.gpus_per_node)
     if gpus % local:
         raise InputError(f"layout: {gpus} GPUs do not fill nodes of {machine.gpus_per_node} GPUs")
-    return Layout(gpus // local, local, backend, wire, bucket_bytes, batch)
+    return Layout(gpus // local, local, backend, wire, bucket_bytes, batch, tail_bytes, first_bytes)

@@ -25,6 +25,7 @@ grep -q "profile: steps 3-6 to p8.json" run.log || fail "no log line naming the 
 import json, sys
 p = json.load(open(sys.argv[1]))
 assert p["format"] == "dtrain-step-profile" and p["version"] == 1 and p["steps_profiled"] == 4, p
+assert p["tail_bucket_bytes"] == 1 << 20 and p["first_bucket_bytes"] == 0, p  # the engine's defaults
 assert p["batch_per_gpu"] == 8 and p["forward_ms"] > 0 and p["backward_ms"] > 0 and p["optimizer_ms"] > 0, p
 end = 0
 for g in p["gradients"]:
@@ -47,6 +48,10 @@ cat table.log
 [ "$(grep -cE '^ +[0-9]+ +[0-9]+ x [0-9]+ ' table.log)" = 4 ] || fail "not one row per GPU count"
 "$py" -c "import json; r = json.load(open('t.json')); assert [x['gpus'] for x in r] == [1, 8, 64, 4096], r" ||
   fail "the JSON table"
+grep -q "buckets 25 MiB, tail 1 MiB, first 0 MiB" table.log || fail "the table names no bucket plan (the profile's)"
+"$py" "$tool" --profile p8.json --machine m.json --batch-per-gpu 8 --gpus 8 --tail-bucket-mib 0.25 \
+  --first-bucket-mib 0.5 > whatif.log || { cat whatif.log; fail "the what-if tail and first buckets"; }
+grep -q "tail 0.25 MiB, first 0.5 MiB" whatif.log || fail "the what-if sizes are not the table's"
 if "$py" -c "import matplotlib" 2> /dev/null; then
   "$py" "$tool" --profile p8.json --machine m.json --global-batch 64 --gpus 1,2,8 --plot t.png > /dev/null &&
     [ -s t.png ] || fail "no plot"
@@ -71,6 +76,8 @@ expect_error missing "nothere.json: no such file" "$py" "$tool" --profile nother
   --batch-per-gpu 8
 expect_error layout "batch per GPU 0.5 at 128 GPUs" "$py" "$tool" --profile p8.json --machine m.json \
   --global-batch 64 --gpus 128
+expect_error tail "--tail-bucket-mib -1: must not be negative" "$py" "$tool" --profile p8.json --machine m.json \
+  --batch-per-gpu 8 --tail-bucket-mib -1
 sed 's/"gpus_per_node": 8/"gpus_per_node": 0/' m.json > m0.json
 expect_error machine "m0.json: field 'gpus_per_node' must be > 0" "$py" "$tool" --profile p8.json --machine m0.json \
   --batch-per-gpu 8

@@ -76,8 +76,34 @@ class Formulas(unittest.TestCase):
 
     def test_buckets_by_hand(self):
         # ranges (offset, bytes, ready): buckets of 100 bytes; bucket 1 waits for the range ending in it
-        ranges = [(0, 60, 0.1), (60, 60, 0.2), (120, 100, 0.3), (220, 10, 0.4)]
-        self.assertEqual(pj.buckets(ranges, 100), [(100, 0.2), (100, 0.3), (30, 0.4)])
+        ranges = [(0, 60, 0.1), (60, 60, 0.2), (120, 100, 0.3), (220, 12, 0.4)]
+        self.assertEqual(pj.buckets(ranges, 100), [(100, 0.2), (100, 0.3), (32, 0.4)])
+        # a first bucket of 40 bytes, a tail of 16: its cut at 216 stays (the boundary at 220 is one
+        # element away, not under an eighth of the tail plus one); the gap 216..220 holds nothing back
+        ranges = [(0, 60, 0.1), (60, 60, 0.2), (120, 96, 0.3), (220, 12, 0.4)]
+        self.assertEqual(pj.buckets(ranges, 100, tail_bytes=16, first_bytes=40),
+                         [(40, 0.1), (100, 0.3), (76, 0.3), (16, 0.4)])
+        # the cut at 100 bytes (25 elements) moves to the boundary at 88 (3 elements away, under 4)
+        self.assertEqual(pj.buckets([(0, 88, 0.1), (88, 112, 0.2)], 100), [(88, 0.1), (100, 0.2), (12, 0.2)])
+
+    def test_a_smaller_tail_shortens_the_projected_tail(self):
+        # 32 ranges of 1 MiB: backward writes the first 31 by 10 ms, the last at its end (20 ms)
+        mib = 1 << 20
+        ranges = [(i * mib, mib, 0.010 * (i + 1) / 31 if i < 31 else 0.020) for i in range(32)]
+        prof = inputs.Profile("p", 32, "dev", "m", 0.010, 0.020, 0.001, 0.0, ranges, 32 * mib)
+        slow = c.Tier(10e-6, 1 / 10e9)
+        m = Machine(INTRA, slow, local=1)
+        exposed = {}
+        for tail in (0, 4, 1):
+            step = pj.project([prof], m, pj.Layout(2, 1, "nccl-ring", "fp32", 8 * mib, 32, tail * mib))
+            exposed[tail] = step.exposed
+            self.assertAlmostEqual(step.seconds, 0.031 + step.exposed, delta=1e-12)
+        # equal buckets leave the last 8 MiB after backward; the tail bucket only itself
+        self.assertAlmostEqual(exposed[0], c.ring(2, 8 * mib, slow, "inter").total, delta=1e-12)
+        self.assertAlmostEqual(exposed[4], c.ring(2, 4 * mib, slow, "inter").total, delta=1e-12)
+        self.assertAlmostEqual(exposed[1], c.ring(2, mib, slow, "inter").total, delta=1e-12)
+        self.assertLess(exposed[1], exposed[4])
+        self.assertLess(exposed[4], exposed[0])
 
     def test_overlap_by_hand(self):
         # costs 1 s per bucket: ready at 0, 0.5, 3 -> ends at 1, 2, 4
@@ -98,7 +124,7 @@ class Formulas(unittest.TestCase):
                               [(0, 4 << 20, 0.005), (4 << 20, 4 << 20, 0.020)], 8 << 20)
         slow = c.Tier(10e-6, 1 / 1e9)  # 4 MiB take 4.2 ms: 13% of the step, a visible tail
         m = Machine(INTRA, slow, local=1)
-        lay = pj.Layout(2, 1, "nccl-ring", "fp32", 4 << 20, 32)
+        lay = pj.Layout(2, 1, "nccl-ring", "fp32", 4 << 20, 32, tail_bytes=0)  # equal buckets
         step = pj.project([prof], m, lay)
         each = c.ring(2, 4 << 20, slow, "inter").total
         # the first bucket hides under backward; the second starts at backward's end
