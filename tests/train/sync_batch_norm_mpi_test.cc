@@ -136,6 +136,17 @@ double worst_relative(const std::vector<float>& a, const std::vector<float>& b, 
   return worst;
 }
 
+// |a - b| / |b| over the whole vector (2-norms).
+double norm_relative(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double difference = 0, reference = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    difference += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    reference += double(b[i]) * b[i];
+  }
+  return std::sqrt(difference / std::max(reference, 1e-300));
+}
+
 // `values` of the reference ranks (world ranks 0 .. W/G - 1), all of the same length, on every rank.
 std::vector<std::vector<float>> from_reference_ranks(const std::vector<float>& mine, bool reference_rank,
                                                      int reference_ranks) {
@@ -167,13 +178,16 @@ constexpr double kTolerance = 2e-4;
 // on top of that and still two orders of magnitude below the control (> 1).
 constexpr double kGpuTolerance = 1e-3;
 constexpr double kFloor = 1e-3;
-// The parameters after the last step alone get a wider bound: its gradients are not compared, and
-// for some inputs a ReLU or max-pool input within rounding of its kink sends a gradient another
-// way. Seed 1515218199350951349 (2 ranks, CPU): losses of all three steps within 5.5e-8, step-1
-// gradients 3.7e-6, running statistics 1.8e-6, but many parameters after step 3 ~1e-3 apart and one
-// 5.3e-2 (near the floor). The losses of every step already pin the parameters of the steps before
-// it to the tight bound; 0.1 is still 30x below what the control misses by.
-constexpr double kLastStepParameterTolerance = 0.1;
+// The parameters and running statistics after the last steps are compared as whole vectors
+// (2-norm of the difference over the 2-norm of the reference), not element by element: their
+// steps' gradients are not compared, and for some inputs a ReLU or max-pool input within rounding
+// of its kink sends a gradient another way, moving a few elements far. Seed 1515218199350951349 (2
+// ranks, CPU): losses within 5.5e-8, step-1 gradients 3.7e-6, but one parameter after step 3 5.3e-2
+// apart; seed 8155415726607219412 (4 ranks, groups of 2): parameters 0.105 and running statistics
+// 1e-2 apart element-wise, 1.0e-4 and 6e-6 as vectors, where other seeds give ~1.5e-8. The losses
+// of every step already pin the parameters of the steps before it to the tight bound. Bounds: 1e-3
+// for the parameters, the tolerance for the statistics; the control without sync misses by ~1e-2.
+constexpr double kLastStepParameterTolerance = 1e-3;
 
 void expect_group_equivalence(int group, uint64_t seed, const Engine& where) {
   const double tolerance = where.gpu ? kGpuTolerance : kTolerance;
@@ -219,14 +233,14 @@ void expect_group_equivalence(int group, uint64_t seed, const Engine& where) {
     loss_diff = std::max(loss_diff, std::fabs(group_mean - want) / std::max(kFloor, std::fabs(want)));
   }
   const double grads = where.gpu ? 0.0 : worst_relative(synced.grads, ref_grads[0], kFloor);
-  const double params = worst_relative(synced.params, ref_params[0], kFloor);
-  const double state = worst_relative(synced.state, ref_state[size_t(mine)], kFloor);
+  const double params = norm_relative(synced.params, ref_params[0]);
+  const double state = norm_relative(synced.state, ref_state[size_t(mine)]);
   const double control = std::max(worst_relative(unsynced.params, ref_params[0], kFloor),
                                   worst_relative(unsynced.state, ref_state[size_t(mine)], kFloor));
   std::printf(
       "  [rank %d, %s] %d ranks x batch %d in BN groups of %d vs %d rank(s) x batch %d: worst relative "
-      "difference: loss %.2e, step-1 gradients %.2e, parameters after %d steps %.2e, running stats %.2e "
-      "(bound %.0e); without sync %.2e\n",
+      "difference: loss %.2e, step-1 gradients %.2e; as vectors: parameters after %d steps %.2e, running "
+      "stats %.2e (bound %.0e); without sync %.2e worst element\n",
       rank, where.gpu ? "GPU" : "CPU", world, kBatch, group, reference_ranks, group * kBatch, loss_diff, grads, kSteps,
       params, state, tolerance, control);
   EXPECT_LE(loss_diff, tolerance);
