@@ -24,16 +24,13 @@
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/memory/buffer.h"
 #include "tests/support/test_seed.h"
-#include "tests/train/step_trajectory.h"
-#include "train/engine/cuda/gpu_train_step.h"
+#include "tests/train/cuda_graphs_test_support.h"
 #endif
 
 namespace dtrain::train {
 namespace {
 
 #if DTRAIN_WITH_CUDA
-constexpr int kBatch = 8, kSide = 16, kSteps = 12, kClasses = 10;
-
 class CudaGraphsGpuTest : public testing::Test {
  protected:
   void SetUp() override {
@@ -41,23 +38,6 @@ class CudaGraphsGpuTest : public testing::Test {
     DTRAIN_CUDA_CHECK(cudaSetDevice(0));
   }
 };
-
-cuda::GpuStepOptions small_resnet(bool graphs) {
-  cuda::GpuStepOptions o;
-  o.model.blocks_per_stage = {1, 1};
-  o.model.bottleneck = false;
-  o.model.width = 8;
-  o.model.small_input = true;
-  o.model.num_classes = kClasses;
-  o.model.in_channels = 3;
-  o.model.seed = 5;
-  o.numerics = models::cuda::ConvNumerics::kBf16Nhwc;
-  o.height = o.width = kSide;
-  o.sgd = SgdOptions{0.9, 1e-4, false};
-  o.batch = kBatch;
-  o.cuda_graphs = graphs;
-  return o;
-}
 
 struct Data {
   runtime::Buffer images, labels;
@@ -81,7 +61,7 @@ struct Trajectory : StepTrajectory {
 };
 
 Trajectory train(bool graphs, const Data& data) {
-  cuda::GpuTrainStep step(small_resnet(graphs), nullptr, 0);
+  cuda::GpuTrainStep step(graph_test_step_options(graphs), nullptr, 0);
   Trajectory t;
   models::ParameterSet& p = step.model().parameters();
   t.initial.assign(p.params_flat(), p.params_flat() + p.flat_size());
@@ -127,11 +107,11 @@ TEST_F(CudaGraphsGpuTest, ReplayedStepsTrainAsTheEagerStep) {
 
 // Where graphs do not apply the step says why and stays eager.
 TEST_F(CudaGraphsGpuTest, AccumulationStaysEagerAndSaysWhy) {
-  cuda::GpuStepOptions o = small_resnet(true);
+  cuda::GpuStepOptions o = graph_test_step_options(true);
   o.accumulation_steps = 2;
   cuda::GpuTrainStep step(o, nullptr, 0);
   EXPECT_EQ(step.cuda_graphs_report().rfind("off: accumulation_steps is 2", 0), 0u) << step.cuda_graphs_report();
-  cuda::GpuTrainStep plain(small_resnet(false), nullptr, 0);
+  cuda::GpuTrainStep plain(graph_test_step_options(false), nullptr, 0);
   EXPECT_EQ(plain.cuda_graphs_report(), "off: DTRAIN_CUDA_GRAPHS unset or 0");
 }
 

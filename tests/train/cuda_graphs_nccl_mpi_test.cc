@@ -24,32 +24,18 @@
 #include "comm/backends/factory.h"
 #include "runtime/memory/buffer.h"
 #include "tests/support/test_seed.h"
-#include "tests/train/step_trajectory.h"
-#include "train/engine/cuda/gpu_train_step.h"
+#include "tests/train/cuda_graphs_test_support.h"
 #endif
 
 namespace dtrain::train {
 namespace {
 
 #if DTRAIN_WITH_CUDA
-constexpr int kBatch = 8, kSide = 16, kSteps = 12, kClasses = 10;
-
 using RunResult = StepTrajectory;
 
 RunResult train(bool graphs, comm::Communicator& comm, int device, uint64_t seed) {
-  cuda::GpuStepOptions o;
-  o.model.blocks_per_stage = {1, 1};
-  o.model.bottleneck = false;
-  o.model.width = 8;
-  o.model.small_input = true;
-  o.model.num_classes = kClasses;
-  o.model.seed = 5;
-  o.numerics = models::cuda::ConvNumerics::kBf16Nhwc;
-  o.height = o.width = kSide;
-  o.batch = kBatch;
-  o.sgd = SgdOptions{0.9, 1e-4, false};
+  cuda::GpuStepOptions o = graph_test_step_options(graphs);
   o.buckets = comm::BucketSizes{16 << 10, 4 << 10, 0};  // several buckets: several cuts
-  o.cuda_graphs = graphs;
   cuda::GpuTrainStep step(o, &comm, device);
   runtime::Buffer images(runtime::MemoryKind::kPinnedHost, size_t{kSteps} * kBatch * 3 * kSide * kSide);
   runtime::Buffer labels(runtime::MemoryKind::kPinnedHost, size_t{kSteps} * kBatch * sizeof(int32_t));

@@ -1,13 +1,35 @@
 #pragma once
-// What a few training steps did (the parameters before and after, each step's loss, the CUDA
-// graph replays), and how far two such runs differ: the graph tests compare a replayed run with
-// the eager one this way, on one GPU and over NCCL.
+// What the CUDA graph tests (one GPU, and over NCCL) share: the small bf16 ResNet step both train,
+// what a few training steps did (the parameters before and after, each step's loss, the graph
+// replays), and how far two such runs differ (a replayed run against the eager one).
 #include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
 
+#include "train/engine/cuda/gpu_train_step.h"
+
 namespace dtrain::train {
+
+constexpr int kBatch = 8, kSide = 16, kSteps = 12, kClasses = 10;
+
+// A small bf16 NHWC ResNet (BN, residual adds, max pool) at batch kBatch of kSide x kSide images.
+inline cuda::GpuStepOptions graph_test_step_options(bool graphs) {
+  cuda::GpuStepOptions o;
+  o.model.blocks_per_stage = {1, 1};
+  o.model.bottleneck = false;
+  o.model.width = 8;
+  o.model.small_input = true;
+  o.model.num_classes = kClasses;
+  o.model.in_channels = 3;
+  o.model.seed = 5;
+  o.numerics = models::cuda::ConvNumerics::kBf16Nhwc;
+  o.height = o.width = kSide;
+  o.sgd = SgdOptions{0.9, 1e-4, false};
+  o.batch = kBatch;
+  o.cuda_graphs = graphs;
+  return o;
+}
 
 struct StepTrajectory {
   std::vector<float> initial, losses, params;
