@@ -58,15 +58,35 @@ Work MpiRingCommunicator::submit(const Collective& call) {
   const Location where = call.where;
   // Stream-ordered scratch: the caller's stream waits for the collective (staged or direct) before
   // the widening below, so releasing it once that is enqueued is safe.
-  runtime::Buffer wire = scratch_buffer(call.count * runtime::dtype_size(wire_), where);
-  narrow_from_f32(static_cast<const float*>(call.send), 1.0f, wire.data(), wire_, call.count, where);
-  Work work = HostCommunicator::submit(on_wire(call, wire.data()));
+  void* wire = nullptr;
+  const runtime::Buffer held = device_wire(call.count * runtime::dtype_size(wire_), where, &wire);
+  narrow_from_f32(static_cast<const float*>(call.send), 1.0f, wire, wire_, call.count, where);
+  Work work = HostCommunicator::submit(on_wire(call, wire));
   auto* recv = static_cast<float*>(call.recv);
-  widen_to_f32(wire.data(), wire_, recv, call.count, where);
+  widen_to_f32(wire, wire_, recv, call.count, where);
   if (call.op == ReduceOp::kAverage) {
     narrow_from_f32(recv, 1.0f / static_cast<float>(size()), recv, DType::kF32, call.count, where);
   }
   return work;
+}
+
+runtime::Buffer MpiRingCommunicator::device_wire(size_t bytes, const Location& where, void** data) {
+  if (device_mode_ != DevicePointerMode::kDirectManaged) {
+    runtime::Buffer wire = scratch_buffer(bytes, where);
+    *data = wire.data();
+    return wire;
+  }
+  std::lock_guard lock(managed_wire_mutex_);
+  if (!managed_wire_memory_) managed_wire_memory_ = make_device_ring_memory(true);
+  auto slot = managed_wires_.find(where.stream);
+  if (slot == managed_wires_.end() || slot->second.second < bytes) {
+    managed_wires_.insert_or_assign(
+        where.stream,
+        std::make_pair(managed_wire_memory_->allocate((bytes + sizeof(float) - 1) / sizeof(float)), bytes));
+    slot = managed_wires_.find(where.stream);
+  }
+  *data = slot->second.first.get();
+  return runtime::Buffer();
 }
 
 Ring& MpiRingCommunicator::ring_for(const Collective& call) {

@@ -21,12 +21,16 @@
 // DTRAIN_RING_SEGMENT_BYTES or DTRAIN_RING_SMALL_BYTES and the values): ranks cutting messages
 // differently would otherwise corrupt memory or hang.
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <utility>
 
 #include "comm/backends/host_communicator.h"
 #include "comm/host/mpi_features.h"
 #include "comm/host/ring.h"
 #include "comm/host/ring_lanes.h"
+#include "runtime/memory/buffer.h"
 
 namespace dtrain::comm {
 
@@ -50,6 +54,11 @@ class MpiRingCommunicator final : public HostCommunicator {
   bool narrows(const Collective& call) const;
   // The 16-bit all-reduce (a sum) that carries `call` on the wire, on `wire` (count elements).
   Collective on_wire(const Collective& call, void* wire) const;
+  // The device buffer a device call is narrowed into. Direct-managed mode hands it to an MPI that
+  // reads managed but not device memory, so there it is managed: one per caller stream, reused
+  // (the stream widens a call's wire before it narrows the next call into it); an outgrown one
+  // stays allocated, as queued work may still read it, until the communicator goes.
+  runtime::Buffer device_wire(size_t bytes, const Location& where, void** data);
   void reduce_scatter(Ring& ring, const Collective& call);
   void all_gather(Ring& ring, const Collective& call);
   // Runs part(ring, begin, n) over [0, count): once on `ring`, or, for a large host all-reduce
@@ -64,6 +73,9 @@ class MpiRingCommunicator final : public HostCommunicator {
   Ring host_ring_;
   std::unique_ptr<Ring> device_ring_;
   std::unique_ptr<RingLanes> lanes_;
+  std::mutex managed_wire_mutex_;
+  std::unique_ptr<RingMemory> managed_wire_memory_;
+  std::map<void*, std::pair<RingMemory::Block, size_t>> managed_wires_;  // by stream: buffer, bytes
 };
 
 }  // namespace dtrain::comm

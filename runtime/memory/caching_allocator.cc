@@ -57,7 +57,9 @@ void* CachingAllocator::allocate(size_t bytes, StreamTag stream) {
     ++stats_.cache_hits;
   } else {
     ptr = raw_->allocate(size);
-    if (ptr == nullptr) {  // out of memory: give the cache back and try once more
+    // Out of memory: give the cache back and try once more; not under a capture, where cudaFree,
+    // which waits for the device, would fail it (the capture fails on the null pointer instead).
+    if (ptr == nullptr && !capturing) {
       release_cached_locked();
       ptr = raw_->allocate(size);
     }

@@ -194,6 +194,28 @@ TEST(CachingAllocator, OutOfMemoryFreesTheCacheAndRetries) {
   allocator.release(big);
 }
 
+// Under a capture, returning the cache would call cudaFree, which waits for the device and fails
+// the capture: out of memory there is an error at once, and the cache stays as it was.
+TEST(CachingAllocator, OutOfMemoryUnderACaptureKeepsTheCache) {
+  CountingAllocator::Counters counters;
+  counters.capacity = 3 << 20;
+  CachingAllocator allocator(std::make_unique<CountingAllocator>(&counters));
+  allocator.release(allocator.allocate(2 << 20));
+  allocator.begin_graph_pool();
+  try {
+    allocator.allocate(static_cast<size_t>(5) << 19);  // would fit once the cache were returned
+    FAIL() << "no exception";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("could not allocate"), std::string::npos) << e.what();
+  }
+  allocator.end_graph_pool();
+  EXPECT_EQ(counters.releases, 0) << "the cache was returned during a capture";
+  void* big = allocator.allocate(static_cast<size_t>(5) << 19);  // outside the capture: returned, then fits
+  EXPECT_NE(big, nullptr);
+  EXPECT_EQ(counters.releases, 1);
+  allocator.release(big);
+}
+
 // Reserved is what the raw allocator handed out and the cache holds: the raw allocator's own count
 // of live bytes is the reference.
 TEST(CachingAllocator, PeakReservedCountsCachedBlocks) {

@@ -12,7 +12,8 @@
 // per-step value (the learning rate) is read from device memory written before each launch.
 //
 // Capture is cudaStreamCaptureModeThreadLocal: a call on this thread that would break the capture
-// (cudaMalloc, a host wait, a copy to pageable memory) fails it, which we want to see, while the
+// (a host wait, a copy to pageable memory) fails it, which we want to see (the device allocator's
+// cudaMalloc relaxes the mode for itself: the graph pool keeps that memory), while the
 // loader's and the communicator's threads keep allocating pinned memory and syncing their own
 // streams undisturbed (the global mode would fail the capture for those).
 //
