@@ -304,6 +304,21 @@ BackendDescriptor variant_pack(const GraphSpec& spec, const GraphOperands& o, vo
   return pack;
 }
 
+std::string plan_description(const FusedPlan& plan) {
+  int64_t size = 0;
+  if (cudnnBackendGetAttribute(plan.plan.get(), CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION, CUDNN_TYPE_CHAR, 0,
+                               &size, nullptr) != CUDNN_STATUS_SUCCESS ||
+      size <= 0)
+    return "";
+  std::string text(static_cast<size_t>(size), '\0');
+  if (cudnnBackendGetAttribute(plan.plan.get(), CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION, CUDNN_TYPE_CHAR, size,
+                               &size, text.data()) != CUDNN_STATUS_SUCCESS)
+    return "";
+  text.resize(std::min(text.size(), static_cast<size_t>(std::max<int64_t>(size, 0))));
+  while (!text.empty() && text.back() == '\0') text.pop_back();
+  return text;
+}
+
 cudnnStatus_t execute(cudnnHandle_t handle, const FusedPlan& plan, const BackendDescriptor& pack) {
   return cudnnBackendExecute(handle, plan.plan.get(), pack.get());
 }

@@ -81,6 +81,10 @@ PlanSearch find_plans(cudnnHandle_t handle, const models::cuda::BackendDescripto
 // only queue work.
 models::cuda::BackendDescriptor variant_pack(const GraphSpec& spec, const GraphOperands& operands, void* workspace);
 
+// cuDNN's JSON description of a finalized plan (it names the engine and its kernels), or "" when
+// this cuDNN does not give one.
+std::string plan_description(const FusedPlan& plan);
+
 // Queues `plan` on the handle's stream; the status is cuDNN's.
 cudnnStatus_t execute(cudnnHandle_t handle, const FusedPlan& plan, const models::cuda::BackendDescriptor& pack);
 

@@ -30,7 +30,8 @@ struct Measurement {
   int64_t conv_engine = -1;
   double conv_ms = 0, prologue_ms = 0, stats_ms = 0, fused_ms = 0;  // medians; prologue 0 without one
   double unfused_ms() const { return conv_ms + prologue_ms + stats_ms; }
-  bool stats_agree = true;  // fused sum/sqsum match the unfused path's at full size
+  std::string plan_description;  // cuDNN's JSON of the chosen fused plan, "" if it gives none
+  bool stats_agree = true;       // fused sum/sqsum match the unfused path's at full size
   double stats_error = 0;
 };
 

@@ -255,6 +255,7 @@ std::string row_json(const std::string& shape, const Variant& v, const Measureme
   if (m.status == "ok") {
     j.number("fused_ms", m.fused_ms).number("saving_ms", m.unfused_ms() - m.fused_ms);
     j.boolean("stats_agree", m.stats_agree).number("stats_error", m.stats_error);
+    j.text("fused_plan_description", m.plan_description);
   }
   return j.str();
 }
