@@ -252,7 +252,7 @@ BackendDescriptor build_graph(cudnnHandle_t handle, const GraphSpec& spec) {
   return graph;
 }
 
-PlanSearch find_plans(cudnnHandle_t handle, const BackendDescriptor& graph, bool allow_runtime_compiled,
+PlanSearch find_plans(cudnnHandle_t handle, const BackendDescriptor& graph, const EngineFilter& filter,
                       size_t workspace_limit, int max_plans) {
   PlanSearch search;
   std::set<int64_t> seen;  // one plan per engine: the fallback list repeats mode A's engines
@@ -261,7 +261,8 @@ PlanSearch find_plans(cudnnHandle_t handle, const BackendDescriptor& graph, bool
       ++search.offered;
       EngineNotes notes = notes_of(config, name);
       if (!seen.insert(notes.index).second || static_cast<int>(search.plans.size()) >= max_plans) continue;
-      if (notes.nondeterministic || notes.down_converts || (notes.runtime_compiled && !allow_runtime_compiled)) {
+      if ((notes.nondeterministic && !filter.nondeterministic) || (notes.down_converts && !filter.down_converting) ||
+          (notes.runtime_compiled && !filter.runtime_compiled)) {
         search.refused.push_back(notes);
         continue;
       }

@@ -70,11 +70,18 @@ struct PlanSearch {
   std::vector<EngineNotes> refused;  // offered but not finalized (or over the workspace limit)
 };
 
+// Which engines a search keeps, by cuDNN's notes on them.
+struct EngineFilter {
+  bool runtime_compiled = false;  // compiles at plan time (NVRTC)
+  bool nondeterministic = false;  // e.g. atomics across blocks, as a fused statistics epilogue may use
+  bool down_converting = false;
+};
+// The plain convolution's: models/cuda/conv_plan_search.h's numerics filter.
+inline constexpr EngineFilter kStepFilter{};
+
 // Asks heuristic mode A, then the fallback list, for configurations of `graph` and finalizes up to
-// `max_plans` of them. allow_runtime_compiled: keep engines that compile at plan time (the step's
-// own search refuses them; the probe reports them). Nondeterministic and down-converting engines
-// are refused, as in models/cuda/conv_plan_search.h.
-PlanSearch find_plans(cudnnHandle_t handle, const models::cuda::BackendDescriptor& graph, bool allow_runtime_compiled,
+// `max_plans` of those `filter` keeps (the others are listed as refused).
+PlanSearch find_plans(cudnnHandle_t handle, const models::cuda::BackendDescriptor& graph, const EngineFilter& filter,
                       size_t workspace_limit, int max_plans);
 
 // The variant pack of `spec`'s real tensors; built once per operand set, so that timing loops

@@ -18,7 +18,9 @@ struct TimingOptions {
   int warmup = 10;
   int iterations = 50;
   int candidates = 8;  // fused and plain plans finalized and timed per graph
-  bool allow_runtime_compiled = true;
+  // The fused graph's engines: all but the runtime-compiled ones with --no-runtime-compiled; the
+  // table marks which are nondeterministic or compiled at plan time.
+  EngineFilter fused_filter{true, true, true};
   uint64_t seed = 0;
 };
 
@@ -30,8 +32,9 @@ struct Measurement {
   int64_t conv_engine = -1;
   double conv_ms = 0, prologue_ms = 0, stats_ms = 0, fused_ms = 0;  // medians; prologue 0 without one
   double unfused_ms() const { return conv_ms + prologue_ms + stats_ms; }
-  std::string plan_description;  // cuDNN's JSON of the chosen fused plan, "" if it gives none
-  bool stats_agree = true;       // fused sum/sqsum match the unfused path's at full size
+  std::string plan_description;     // cuDNN's JSON of the chosen fused plan, "" if it gives none
+  bool needs_zeroed_stats = false;  // the fused statistics came out right only onto zeroed outputs
+  bool stats_agree = true;          // fused sum/sqsum match the unfused path's at full size
   double stats_error = 0;
 };
 

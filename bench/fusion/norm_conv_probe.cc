@@ -188,23 +188,27 @@ struct Outcome {
 };
 
 // The small-instance checks of one variant: 1x1 16->32 and 3x3 16->16, N=2, 8x8.
-void run_checks(cudnnHandle_t handle, cudaStream_t stream, const Variant& v, uint64_t seed, bool rtc, Outcome& out) {
+void run_checks(cudnnHandle_t handle, cudaStream_t stream, const Variant& v, uint64_t seed, const EngineFilter& filter,
+                Outcome& out) {
   for (const ResNetShape& s : {ResNetShape{8, 16, 32, 1, 1, 0, 0, false}, ResNetShape{8, 16, 16, 3, 1, 0, 0, false}}) {
     runtime::JsonObject j;
     j.text("variant", v.name).text("shape", s.name()).integer("batch", 2);
     try {
-      const CheckResult r = check_small(handle, stream, spec_of(v, conv_shape(s, 2)), seed, rtc);
+      const CheckResult r = check_small(handle, stream, spec_of(v, conv_shape(s, 2)), seed, filter);
       std::printf(
           "check %-24s N=2 %-18s %s: %d fused plan(s) checked, worst y error %.3g, stats error %.3g "
-          "(bound %.3g)%s%s\n",
+          "(bound %.3g)%s%s%s\n",
           v.name, s.name().c_str(),
           !r.passed     ? "MISMATCH"
           : r.supported ? "ok"
                         : "unsupported (unfused ok)",
-          r.plans_checked, r.worst_y, r.worst_stats, r.bound_y, r.passed ? "" : ": ", r.failure.c_str());
+          r.plans_checked, r.worst_y, r.worst_stats, r.bound_y,
+          r.needs_zeroed_stats ? "; a plan's sum/sqsum add onto their outputs (need zeroing)" : "",
+          r.passed ? "" : ": ", r.failure.c_str());
       out.mismatch |= !r.passed;
       j.boolean("supported", r.supported).boolean("passed", r.passed).integer("plans_checked", r.plans_checked);
       j.number("worst_y_error", r.worst_y).number("worst_stats_error", r.worst_stats).number("bound", r.bound_y);
+      j.boolean("needs_zeroed_stats", r.needs_zeroed_stats);
       if (!r.passed) j.text("failure", r.failure);
     } catch (const runtime::CudnnError& e) {
       std::printf("check %-24s N=2 %-18s REJECTED by cuDNN: %s\n", v.name, s.name().c_str(), e.what());
@@ -218,7 +222,8 @@ void run_checks(cudnnHandle_t handle, cudaStream_t stream, const Variant& v, uin
 std::string engine_list(const std::vector<EngineNotes>& engines) {
   std::ostringstream s;
   for (size_t i = 0; i < engines.size(); ++i)
-    s << (i ? "," : "") << engines[i].index << (engines[i].runtime_compiled ? "*" : "");
+    s << (i ? "," : "") << engines[i].index << (engines[i].runtime_compiled ? "*" : "")
+      << (engines[i].nondeterministic ? "n" : "") << (engines[i].down_converts ? "d" : "");
   return engines.empty() ? "-" : s.str();
 }
 
@@ -243,7 +248,7 @@ void print_row(const std::string& shape, const Variant& v, const Measurement& m)
   }
   const double saving = m.unfused_ms() - m.fused_ms;
   std::printf("%8.3f %8.3f %6.1f%%  %-5s %s\n", m.fused_ms, saving, 100.0 * saving / m.unfused_ms(),
-              m.stats_agree ? "yes" : "NO", engine_list(m.engines).c_str());
+              m.stats_agree ? (m.needs_zeroed_stats ? "yes,z" : "yes") : "NO", engine_list(m.engines).c_str());
 }
 
 std::string row_json(const std::string& shape, const Variant& v, const Measurement& m, int count) {
@@ -255,6 +260,7 @@ std::string row_json(const std::string& shape, const Variant& v, const Measureme
   if (m.status == "ok") {
     j.number("fused_ms", m.fused_ms).number("saving_ms", m.unfused_ms() - m.fused_ms);
     j.boolean("stats_agree", m.stats_agree).number("stats_error", m.stats_error);
+    j.boolean("needs_zeroed_stats", m.needs_zeroed_stats);
     j.text("fused_plan_description", m.plan_description);
   }
   return j.str();
@@ -277,13 +283,14 @@ int probe_main(int argc, char** argv) {
               device.minor, cudnnGetVersion(), o.batch, static_cast<unsigned long long>(o.seed));
   const runtime::CudaStream stream(0);
   const Handle handle;
-  const bool rtc = !o.no_runtime_compiled;
+  const EngineFilter fused_filter{!o.no_runtime_compiled, true, true};
   Outcome out;
-  for (const Variant& v : variants) run_checks(handle.raw, stream.get(), v, o.seed, rtc, out);
+  for (const Variant& v : variants) run_checks(handle.raw, stream.get(), v, o.seed, fused_filter, out);
 
   std::printf("\n%-20s %-24s %8s %8s %8s %8s %8s %8s %7s  %-5s %s\n", "shape", "variant", "conv_ms", "prolog", "stats",
-              "unfused", "fused", "saving", "saving", "stats", "fused engines (chosen first; * runtime-compiled)");
-  const TimingOptions timing{o.warmup, o.iterations, o.candidates, rtc, o.seed};
+              "unfused", "fused", "saving", "saving", "stats",
+              "fused engines (chosen first; *: runtime-compiled, n: nondeterministic)");
+  const TimingOptions timing{o.warmup, o.iterations, o.candidates, fused_filter, o.seed};
   std::vector<double> estimate(variants.size(), 0.0);
   for (const ResNetShape& s : shapes) {
     for (size_t i = 0; i < variants.size(); ++i) {

@@ -45,6 +45,7 @@ DeviceMemory workspace_for(const std::vector<FusedPlan>& plans);
 struct CheckResult {
   bool supported = false;  // some engine took the fused graph at this size
   bool passed = true;
+  bool needs_zeroed_stats = false;  // a fused plan's sums came out right only onto zeroed outputs
   int plans_checked = 0;
   double worst_y = 0, worst_stats = 0;  // worst errors over the fused plans and the unfused path
   double bound_y = 0, bound_stats = 0;
@@ -54,8 +55,10 @@ struct CheckResult {
 // On a small instance of `spec`'s pattern and element type (`shape`): fresh random inputs from
 // `seed`, every fused plan and the unfused path against the float64 reference. Y's error is
 // |got - want| / (|want| + rms(want)); the statistics' is |got - want| / sum|y| for the sums and
-// |got - want| / want for the squares.
+// |got - want| / want for the squares. Outputs start as NaN, so a plan that leaves one unwritten
+// fails; one whose statistics come out NaN is run again onto zeroed sum and sqsum (an engine that
+// adds onto them), and needs_zeroed_stats says so when that passes.
 CheckResult check_small(cudnnHandle_t handle, cudaStream_t stream, const GraphSpec& spec, uint64_t seed,
-                        bool allow_runtime_compiled);
+                        const EngineFilter& fused_filter);
 
 }  // namespace dtrain::bench::fusion
