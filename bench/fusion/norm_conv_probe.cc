@@ -272,6 +272,7 @@ int applicable(const ResNetShape& s, const Variant& v) {
 }
 
 int probe_main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each line as it comes, also into a pipe or a log
   Options o;
   if (!parse(argc, argv, o)) return 0;
   const std::vector<Variant> variants = chosen_variants(o);
