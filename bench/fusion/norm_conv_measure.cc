@@ -1,0 +1,170 @@
+#include "bench/fusion/norm_conv_measure.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "bench/fusion/norm_conv_workload.h"
+#include "runtime/base/error.h"
+#include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/stream.h"
+
+namespace dtrain::bench::fusion {
+namespace {
+
+using models::cuda::BackendDescriptor;
+
+constexpr size_t kWorkspaceLimit = size_t{1} << 30;  // as the step's search: at most 1 GiB
+constexpr int kChoiceRuns = 5;
+
+template <typename Enqueue>
+double median_ms(cudaStream_t stream, int warmup, int iterations, Enqueue&& enqueue) {
+  for (int i = 0; i < warmup; ++i) enqueue();
+  DTRAIN_CUDA_CHECK(cudaStreamSynchronize(stream)) << "warm-up runs";
+  runtime::CudaEvent start(/*timing=*/true), stop(/*timing=*/true);
+  std::vector<float> ms;
+  for (int i = 0; i < iterations; ++i) {
+    start.record(stream);
+    enqueue();
+    stop.record(stream);
+    stop.synchronize();
+    ms.push_back(stop.elapsed_ms_since(start));
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+void run(cudnnHandle_t handle, const FusedPlan& plan, const BackendDescriptor& pack) {
+  DTRAIN_CUDNN_CHECK(execute(handle, plan, pack)) << "running cuDNN engine " << plan.engine.index;
+}
+
+// The index of the fastest plan on `pack` (a short timing each), or -1 when none runs.
+int fastest(cudnnHandle_t handle, cudaStream_t stream, const std::vector<FusedPlan>& plans,
+            const BackendDescriptor& pack) {
+  int best = -1;
+  double best_ms = 0;
+  for (size_t i = 0; i < plans.size(); ++i) {
+    if (execute(handle, plans[i], pack) != CUDNN_STATUS_SUCCESS) continue;
+    DTRAIN_CUDA_CHECK(cudaStreamSynchronize(stream)) << "a first run of cuDNN engine " << plans[i].engine.index;
+    const double ms = median_ms(stream, 0, kChoiceRuns, [&] { run(handle, plans[i], pack); });
+    if (best < 0 || ms < best_ms) best = static_cast<int>(i), best_ms = ms;
+  }
+  return best;
+}
+
+struct Stats {
+  std::vector<float> sum, sqsum;
+};
+
+Stats read_stats(const Workload& wl) {
+  const size_t k = static_cast<size_t>(wl.spec.shape.out_channels);
+  Stats s{std::vector<float>(k), std::vector<float>(k)};
+  DTRAIN_CUDA_CHECK(cudaMemcpy(s.sum.data(), wl.sum.get(), k * 4, cudaMemcpyDeviceToHost));
+  DTRAIN_CUDA_CHECK(cudaMemcpy(s.sqsum.data(), wl.sqsum.get(), k * 4, cudaMemcpyDeviceToHost));
+  return s;
+}
+
+// The fused statistics against the unfused path's: sums relative to sqrt(count * sqsum) (at least
+// sum |y|), squares relative to themselves. NaN when an output was not written.
+double stats_error(const Stats& fused, const Stats& unfused, double count) {
+  double worst = 0;
+  for (size_t k = 0; k < fused.sum.size(); ++k) {
+    const double s = std::fabs(fused.sum[k] - unfused.sum[k]) / std::sqrt(count * unfused.sqsum[k]);
+    const double q = std::fabs(fused.sqsum[k] - unfused.sqsum[k]) / unfused.sqsum[k];
+    if (std::isnan(s) || std::isnan(q)) return std::nan("");
+    worst = std::max({worst, s, q});
+  }
+  return worst;
+}
+
+// Runs the fused plan once onto NaN statistics (and, if they stay NaN, once more onto zeroed ones:
+// an engine that adds onto its outputs) and compares them with the unfused path's.
+void compare_fused_stats(cudnnHandle_t handle, cudaStream_t stream, const FusedPlan& plan,
+                         const BackendDescriptor& pack, const Workload& wl, const Stats& unfused, Measurement& m) {
+  const models::Conv2dShape& g = wl.spec.shape;
+  const size_t k_bytes = size_t{4} * g.out_channels;
+  const double count = static_cast<double>(g.output_size() / g.out_channels);
+  for (const int fill : {0xff, 0}) {
+    DTRAIN_CUDA_CHECK(cudaMemsetAsync(wl.sum.get(), fill, k_bytes, stream));
+    DTRAIN_CUDA_CHECK(cudaMemsetAsync(wl.sqsum.get(), fill, k_bytes, stream));
+    run(handle, plan, pack);
+    DTRAIN_CUDA_CHECK(cudaStreamSynchronize(stream)) << "the fused plan";
+    m.stats_error = stats_error(read_stats(wl), unfused, count);
+    m.needs_zeroed_stats = fill == 0;
+    if (!std::isnan(m.stats_error)) break;
+  }
+  m.stats_agree = m.stats_error <= (wl.spec.element == Element::kBf16 ? 1.0 / 64 : 1.0 / 256);
+}
+
+// Times the unfused sequence; leaves its statistics in the workload.
+void time_unfused(cudnnHandle_t handle, cudaStream_t stream, const Workload& wl, const TimingOptions& o,
+                  Measurement& m) {
+  const bool prologue = wl.spec.pattern == Pattern::kNormConvStats;
+  const BackendDescriptor graph = build_graph(handle, wl.conv_spec);
+  const PlanSearch conv = find_plans(handle, graph, kStepFilter, kWorkspaceLimit, o.candidates);
+  DTRAIN_CHECK(!conv.plans.empty()) << "cuDNN has no plain convolution plan for " << wl.spec.shape.describe();
+  const DeviceMemory workspace = workspace_for(conv.plans);
+  const BackendDescriptor pack = variant_pack(wl.conv_spec, wl.plain_conv(), workspace.get());
+  if (prologue) wl.unfused_prologue(stream);  // the convolution's input, as the step has it
+  const int chosen = fastest(handle, stream, conv.plans, pack);
+  DTRAIN_CHECK(chosen >= 0) << "no plain convolution plan ran for " << wl.spec.shape.describe();
+  const FusedPlan& plan = conv.plans[static_cast<size_t>(chosen)];
+  m.conv_engine = plan.engine.index;
+  m.conv_ms = median_ms(stream, o.warmup, o.iterations, [&] { run(handle, plan, pack); });
+  if (prologue) m.prologue_ms = median_ms(stream, o.warmup, o.iterations, [&] { wl.unfused_prologue(stream); });
+  m.stats_ms = median_ms(stream, o.warmup, o.iterations, [&] { wl.unfused_stats(stream); });
+  if (prologue) wl.unfused_prologue(stream);
+  run(handle, plan, pack);
+  wl.unfused_stats(stream);
+  DTRAIN_CUDA_CHECK(cudaStreamSynchronize(stream)) << "the unfused path";
+}
+
+}  // namespace
+
+Measurement measure(cudnnHandle_t handle, cudaStream_t stream, const GraphSpec& spec, const TimingOptions& o) {
+  Measurement m;
+  DTRAIN_CUDNN_CHECK(cudnnSetStream(handle, stream));
+  Workload wl(spec);
+  wl.fill(stream, o.seed);
+  time_unfused(handle, stream, wl, o, m);
+  const Stats unfused = read_stats(wl);
+
+  BackendDescriptor graph;
+  try {
+    graph = build_graph(handle, spec);
+  } catch (const runtime::CudnnError& e) {
+    m.status = std::string("rejected: ") + e.what();
+    return m;
+  }
+  PlanSearch search = find_plans(handle, graph, o.fused_filter, kWorkspaceLimit, o.candidates);
+  m.offered = search.offered;
+  m.refused = search.refused;
+  if (search.plans.empty()) {
+    m.status = "unsupported";
+    return m;
+  }
+  const DeviceMemory workspace = workspace_for(search.plans);
+  const BackendDescriptor pack = variant_pack(spec, wl.fused(), workspace.get());
+  const int chosen = fastest(handle, stream, search.plans, pack);
+  if (chosen < 0) {
+    m.status = "unsupported";  // plans finalized, but none ran
+    for (const FusedPlan& p : search.plans) m.refused.push_back(p.engine);
+    return m;
+  }
+  std::rotate(search.plans.begin(), search.plans.begin() + chosen, search.plans.begin() + chosen + 1);
+  for (const FusedPlan& p : search.plans) m.engines.push_back(p.engine);
+  const FusedPlan& plan = search.plans.front();
+  m.plan_description = plan_description(plan);
+  compare_fused_stats(handle, stream, plan, pack, wl, unfused, m);
+  const size_t k_bytes = size_t{4} * spec.shape.out_channels;
+  m.fused_ms = median_ms(stream, o.warmup, o.iterations, [&] {
+    if (m.needs_zeroed_stats) {  // the step would have to clear them too
+      DTRAIN_CUDA_CHECK(cudaMemsetAsync(wl.sum.get(), 0, k_bytes, stream));
+      DTRAIN_CUDA_CHECK(cudaMemsetAsync(wl.sqsum.get(), 0, k_bytes, stream));
+    }
+    run(handle, plan, pack);
+  });
+  return m;
+}
+
+}  // namespace dtrain::bench::fusion

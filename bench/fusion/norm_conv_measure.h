@@ -1,0 +1,44 @@
+#pragma once
+// Timing of one probed graph at full size: the fused plan against the unfused sequence today's
+// step runs (plain convolution plan, scale-bias-ReLU kernel over x, statistics kernel over y).
+// Each side's plan is chosen the way the step chooses (the fastest of cuDNN's heuristic
+// candidates, a short timing each); then warm-up runs and the median of the timed runs, each
+// between two CUDA events on the probe's stream.
+#include <cuda_runtime_api.h>
+#include <cudnn.h>
+
+#include <string>
+#include <vector>
+
+#include "bench/fusion/norm_conv_graph.h"
+
+namespace dtrain::bench::fusion {
+
+struct TimingOptions {
+  int warmup = 10;
+  int iterations = 50;
+  int candidates = 8;  // fused and plain plans finalized and timed per graph
+  // The fused graph's engines: all but the runtime-compiled ones with --no-runtime-compiled; the
+  // table marks which are nondeterministic or compiled at plan time.
+  EngineFilter fused_filter{true, true, true};
+  uint64_t seed = 0;
+};
+
+struct Measurement {
+  std::string status = "ok";         // "ok", "unsupported" (no engine) or "rejected: <cuDNN's refusal>"
+  std::vector<EngineNotes> engines;  // the fused plans that finalized, the chosen one first
+  std::vector<EngineNotes> refused;  // offered but refused (filter, finalize or workspace)
+  int offered = 0;                   // configurations the heuristics offered for the fused graph
+  int64_t conv_engine = -1;
+  double conv_ms = 0, prologue_ms = 0, stats_ms = 0, fused_ms = 0;  // medians; prologue 0 without one
+  double unfused_ms() const { return conv_ms + prologue_ms + stats_ms; }
+  std::string plan_description;     // cuDNN's JSON of the chosen fused plan, "" if it gives none
+  bool needs_zeroed_stats = false;  // the fused statistics came out right only onto zeroed outputs
+  bool stats_agree = true;          // fused sum/sqsum match the unfused path's at full size
+  double stats_error = 0;
+};
+
+// Throws only on CUDA failures; cuDNN refusing the fused graph is a status.
+Measurement measure(cudnnHandle_t handle, cudaStream_t stream, const GraphSpec& spec, const TimingOptions& options);
+
+}  // namespace dtrain::bench::fusion
