@@ -6,6 +6,7 @@
 #include <set>
 #include <utility>
 
+#include "runtime/base/error.h"
 #include "runtime/cuda/cuda_check.h"
 
 // The operation graph and the plan still take the handle in cuDNN 9 (deprecated there in favour of
@@ -29,6 +30,8 @@ enum Uid : int64_t {
   kBias,
   kSum,
   kSqSum,
+  kDy,
+  kDw,
   kScaled = 101,  // x * scale
   kShifted,       // + bias
   kActivated,     // ReLU: the convolution's input
@@ -90,8 +93,7 @@ BackendDescriptor pointwise(const char* owner, cudnnPointwiseMode_t mode, const 
   return op;
 }
 
-BackendDescriptor convolution(const models::Conv2dShape& g, const BackendDescriptor& x, const BackendDescriptor& w,
-                              const BackendDescriptor& y) {
+BackendDescriptor conv_descriptor(const models::Conv2dShape& g) {
   const char* owner = "the convolution (CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR)";
   const cudnnDataType_t accumulate = CUDNN_DATA_FLOAT;
   const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
@@ -106,17 +108,54 @@ BackendDescriptor convolution(const models::Conv2dShape& g, const BackendDescrip
   put(c, owner, NAMED(CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS), CUDNN_TYPE_INT64, 2, pads.data());
   put(c, owner, NAMED(CUDNN_ATTR_CONVOLUTION_POST_PADDINGS), CUDNN_TYPE_INT64, 2, pads.data());
   finish(c, owner);
+  return c;
+}
 
-  owner = "the convolution forward operation (CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR)";
+// An attribute and its name, for the refusal message.
+struct Attribute {
+  cudnnBackendAttributeName_t name;
+  const char* text;
+};
+
+// A convolution operation's attributes by role: the forward's X, W, Y and the weight gradient's
+// X, dW, dY take the same descriptors.
+struct ConvOperation {
+  cudnnBackendDescriptorType_t type;
+  const char* owner;
+  Attribute x, w, y, conv, alpha, beta;
+};
+constexpr ConvOperation kForward{
+    CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
+    "the convolution forward operation (CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR)",
+    {NAMED(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X)},
+    {NAMED(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W)},
+    {NAMED(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y)},
+    {NAMED(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC)},
+    {NAMED(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA)},
+    {NAMED(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA)}};
+constexpr ConvOperation kWeightGradient{
+    CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR,
+    "the weight gradient operation (CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR)",
+    {NAMED(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X)},
+    {NAMED(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW)},
+    {NAMED(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY)},
+    {NAMED(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC)},
+    {NAMED(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA)},
+    {NAMED(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA)}};
+
+// w and y are W and Y for the forward operation, dW and dY for the weight gradient.
+BackendDescriptor convolution(const ConvOperation& kind, const models::Conv2dShape& g, const BackendDescriptor& x,
+                              const BackendDescriptor& w, const BackendDescriptor& y) {
+  const BackendDescriptor c = conv_descriptor(g);
   const float alpha = 1.0f, beta = 0.0f;
-  BackendDescriptor op(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR);
-  put_descriptor(op, owner, NAMED(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X), x);
-  put_descriptor(op, owner, NAMED(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W), w);
-  put_descriptor(op, owner, NAMED(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y), y);
-  put_descriptor(op, owner, NAMED(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC), c);
-  put(op, owner, NAMED(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA), CUDNN_TYPE_FLOAT, 1, &alpha);
-  put(op, owner, NAMED(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA), CUDNN_TYPE_FLOAT, 1, &beta);
-  finish(op, owner);
+  BackendDescriptor op(kind.type);
+  put_descriptor(op, kind.owner, kind.x.name, kind.x.text, x);
+  put_descriptor(op, kind.owner, kind.w.name, kind.w.text, w);
+  put_descriptor(op, kind.owner, kind.y.name, kind.y.text, y);
+  put_descriptor(op, kind.owner, kind.conv.name, kind.conv.text, c);
+  put(op, kind.owner, kind.alpha.name, kind.alpha.text, CUDNN_TYPE_FLOAT, 1, &alpha);
+  put(op, kind.owner, kind.beta.name, kind.beta.text, CUDNN_TYPE_FLOAT, 1, &beta);
+  finish(op, kind.owner);
   return op;
 }
 
@@ -145,37 +184,51 @@ struct GraphParts {
   }
 };
 
+// x -> mul(scale) -> add(bias) -> ReLU; returns the ReLU's output.
+const BackendDescriptor& add_prologue(const GraphSpec& spec, const BackendDescriptor& x, GraphParts& parts) {
+  const models::Conv2dShape& g = spec.shape;
+  const cudnnDataType_t io = data_type(spec.element), f32 = CUDNN_DATA_FLOAT;
+  const int64_t c = g.in_channels;
+  const std::array<int64_t, 4> x_dims = {g.batch, c, g.in_h, g.in_w};
+  const BackendDescriptor& scale = parts.keep(tensor("tensor scale", kScale, io, {1, c, 1, 1}, false));
+  const BackendDescriptor& bias = parts.keep(tensor("tensor bias", kBias, io, {1, c, 1, 1}, false));
+  const BackendDescriptor& scaled = parts.keep(tensor("virtual tensor x*scale", kScaled, f32, x_dims, true));
+  const BackendDescriptor& shifted = parts.keep(tensor("virtual tensor x*scale+bias", kShifted, f32, x_dims, true));
+  const BackendDescriptor& active = parts.keep(tensor("virtual tensor ReLU output", kActivated, f32, x_dims, true));
+  parts.operations.push_back(pointwise("the scale op (pointwise MUL)", CUDNN_POINTWISE_MUL, x, &scale, scaled));
+  parts.operations.push_back(pointwise("the bias op (pointwise ADD)", CUDNN_POINTWISE_ADD, scaled, &bias, shifted));
+  parts.operations.push_back(
+      pointwise("the ReLU op (pointwise RELU_FWD)", CUDNN_POINTWISE_RELU_FWD, shifted, nullptr, active));
+  return active;
+}
+
 // The operations of `spec`'s pattern, in data-flow order.
 void add_operations(const GraphSpec& spec, GraphParts& parts) {
+  DTRAIN_CHECK(!spec.stats || spec.direction == Direction::kFprop) << "GenStats follows a forward convolution only";
   const models::Conv2dShape& g = spec.shape;
   const cudnnDataType_t io = data_type(spec.element), f32 = CUDNN_DATA_FLOAT;
   const int64_t n = g.batch, c = g.in_channels, k = g.out_channels;
   const std::array<int64_t, 4> x_dims = {n, c, g.in_h, g.in_w}, y_dims = {n, k, g.out_h(), g.out_w()};
+  const std::array<int64_t, 4> w_dims = {k, c, g.kernel_h, g.kernel_w};
   const BackendDescriptor& x = parts.keep(tensor("tensor X", kX, io, x_dims, false));
-  const BackendDescriptor& w = parts.keep(tensor("tensor W", kW, io, {k, c, g.kernel_h, g.kernel_w}, false));
-  const BackendDescriptor* conv_input = &x;
-  if (spec.pattern == Pattern::kNormConvStats) {
-    const BackendDescriptor& scale = parts.keep(tensor("tensor scale", kScale, io, {1, c, 1, 1}, false));
-    const BackendDescriptor& bias = parts.keep(tensor("tensor bias", kBias, io, {1, c, 1, 1}, false));
-    const BackendDescriptor& scaled = parts.keep(tensor("virtual tensor x*scale", kScaled, f32, x_dims, true));
-    const BackendDescriptor& shifted = parts.keep(tensor("virtual tensor x*scale+bias", kShifted, f32, x_dims, true));
-    const BackendDescriptor& active = parts.keep(tensor("virtual tensor ReLU output", kActivated, f32, x_dims, true));
-    parts.operations.push_back(pointwise("the scale op (pointwise MUL)", CUDNN_POINTWISE_MUL, x, &scale, scaled));
-    parts.operations.push_back(pointwise("the bias op (pointwise ADD)", CUDNN_POINTWISE_ADD, scaled, &bias, shifted));
-    parts.operations.push_back(
-        pointwise("the ReLU op (pointwise RELU_FWD)", CUDNN_POINTWISE_RELU_FWD, shifted, nullptr, active));
-    conv_input = &active;
+  const BackendDescriptor* conv_input = spec.prologue ? &add_prologue(spec, x, parts) : &x;
+  if (spec.direction == Direction::kWgrad) {
+    const BackendDescriptor& dy = parts.keep(tensor("tensor dY", kDy, io, y_dims, false));
+    const BackendDescriptor& dw = parts.keep(tensor("tensor dW", kDw, io, w_dims, false));
+    parts.operations.push_back(convolution(kWeightGradient, g, *conv_input, dw, dy));
+    return;
   }
+  const BackendDescriptor& w = parts.keep(tensor("tensor W", kW, io, w_dims, false));
   const BackendDescriptor& y = parts.keep(tensor("tensor Y", kY, io, y_dims, false));
-  const bool via_accumulator = spec.pattern != Pattern::kConv && spec.stats_from_accumulator;
+  const bool via_accumulator = spec.stats && spec.stats_from_accumulator;
   const BackendDescriptor* conv_output = &y;
   if (via_accumulator) conv_output = &parts.keep(tensor("virtual fp32 conv output", kAccumulator, f32, y_dims, true));
-  parts.operations.push_back(convolution(g, *conv_input, w, *conv_output));
+  parts.operations.push_back(convolution(kForward, g, *conv_input, w, *conv_output));
   if (via_accumulator) {
     parts.operations.push_back(
         pointwise("the rounding op (pointwise IDENTITY)", CUDNN_POINTWISE_IDENTITY, *conv_output, nullptr, y));
   }
-  if (spec.pattern != Pattern::kConv) {
+  if (spec.stats) {
     const BackendDescriptor& sum = parts.keep(tensor("tensor sum", kSum, f32, {1, k, 1, 1}, false));
     const BackendDescriptor& sqsum = parts.keep(tensor("tensor sqsum", kSqSum, f32, {1, k, 1, 1}, false));
     parts.operations.push_back(gen_stats(*conv_output, sum, sqsum));
@@ -238,6 +291,12 @@ const char* element_name(Element element) {
   return element == Element::kBf16 ? "bf16" : "fp16";
 }
 
+GraphSpec plain(const GraphSpec& spec) {
+  GraphSpec p = spec;
+  p.prologue = p.stats = p.stats_from_accumulator = false;
+  return p;
+}
+
 BackendDescriptor build_graph(cudnnHandle_t handle, const GraphSpec& spec) {
   GraphParts parts;
   add_operations(spec, parts);
@@ -286,13 +345,14 @@ PlanSearch find_plans(cudnnHandle_t handle, const BackendDescriptor& graph, cons
 }
 
 BackendDescriptor variant_pack(const GraphSpec& spec, const GraphOperands& o, void* workspace) {
-  std::vector<int64_t> uids = {kX, kW, kY};
-  std::vector<void*> pointers = {const_cast<void*>(o.x), const_cast<void*>(o.w), o.y};
-  if (spec.pattern == Pattern::kNormConvStats) {
+  const bool wgrad = spec.direction == Direction::kWgrad;
+  std::vector<int64_t> uids = {kX, wgrad ? kDw : kW, wgrad ? kDy : kY};
+  std::vector<void*> pointers = {const_cast<void*>(o.x), o.w, o.y};
+  if (spec.prologue) {
     uids.insert(uids.end(), {kScale, kBias});
     pointers.insert(pointers.end(), {const_cast<void*>(o.scale), const_cast<void*>(o.bias)});
   }
-  if (spec.pattern != Pattern::kConv) {
+  if (spec.stats) {
     uids.insert(uids.end(), {kSum, kSqSum});
     pointers.insert(pointers.end(), {o.sum, o.sqsum});
   }

@@ -2,12 +2,17 @@
 // The cuDNN operation graphs the norm-conv probe asks about, built through the backend (graph) API
 // with models/cuda/cudnn_backend.h, and the engines cuDNN's heuristics offer for them.
 //
-// Patterns (NHWC activations, KRSC filters, fp32 accumulation, 16-byte aligned operands):
-//   kConv:          X -> conv(W) -> Y                               (the plain convolution of today's step)
-//   kConvStats:     X -> conv(W) -> Y, GenStats(Y) -> sum, sqsum     (BN statistics in the epilogue)
-//   kNormConvStats: X -> mul(scale) -> add(bias) -> ReLU -> conv(W) -> Y, GenStats(Y) -> sum, sqsum
-// scale and bias are [1,C,1,1] of the activations' type (cuDNN's ConvBNfprop pattern takes them so);
-// sum and sqsum are fp32 [1,K,1,1]; every tensor between operations is a virtual fp32 tensor.
+// Patterns (NHWC activations, KRSC filters, fp32 accumulation, 16-byte aligned operands), built from
+// three choices (GraphSpec): the convolution, an optional prologue on X, optional statistics of Y:
+//   fprop:                X -> conv(W) -> Y                           (the plain convolution of today's step)
+//   fprop + stats:        X -> conv(W) -> Y, GenStats(Y) -> sum, sqsum (BN statistics in the epilogue)
+//   prologue + fprop:     X -> mul(scale) -> add(bias) -> ReLU -> conv(W) -> Y
+//   prologue + fprop + stats: both (cuDNN's ConvBNfprop)
+//   wgrad:                X, dY -> wgrad -> dW                        (the step's weight gradient)
+//   prologue + wgrad:     X -> mul(scale) -> add(bias) -> ReLU, dY -> wgrad -> dW (cuDNN's ConvBNwgrad)
+// scale and bias are [1,C,1,1] of the activations' type (cuDNN's patterns take them so); sum and
+// sqsum are fp32 [1,K,1,1]; dW has the activations' type, as the step's bf16 weight gradient; every
+// tensor between operations is a virtual fp32 tensor.
 // stats_from_accumulator: the convolution writes a virtual fp32 tensor that GenStats reads and an
 // identity pointwise op rounds into Y (cuDNN documents GenStats on fp16 and fp32 inputs, not bf16).
 #include <cudnn.h>
@@ -23,21 +28,28 @@
 namespace dtrain::bench::fusion {
 
 enum class Element { kBf16, kFp16 };
-enum class Pattern { kConv, kConvStats, kNormConvStats };
+// The convolution of a graph: forward (X, W -> Y) or the weight gradient (X, dY -> dW).
+enum class Direction { kFprop, kWgrad };
 
 const char* element_name(Element element);
 
 struct GraphSpec {
   models::Conv2dShape shape;
   Element element = Element::kBf16;
-  Pattern pattern = Pattern::kConv;
+  Direction direction = Direction::kFprop;
+  bool prologue = false;  // scale, bias and ReLU on X as the convolution loads it
+  bool stats = false;     // GenStats of Y (forward only)
   bool stats_from_accumulator = false;
 };
 
-// Device pointers by role; those a pattern does not use stay null.
+// The same convolution without prologue or statistics: what today's step runs beside its own passes.
+GraphSpec plain(const GraphSpec& spec);
+
+// Device pointers by role; those a pattern does not use stay null. A wgrad graph reads dY from `y`
+// and writes dW into `w` (the tensors of Y's and W's shapes).
 struct GraphOperands {
   const void* x = nullptr;
-  const void* w = nullptr;
+  void* w = nullptr;
   void* y = nullptr;
   const void* scale = nullptr;
   const void* bias = nullptr;

@@ -77,6 +77,12 @@ double stats_error(const Stats& fused, const Stats& unfused, double count) {
   return worst;
 }
 
+// What the unfused path left, for the fused plan's outputs to agree with.
+struct UnfusedOutputs {
+  Stats stats;             // sum and sqsum of Y (forward graphs)
+  std::vector<double> dw;  // weight gradients
+};
+
 // Runs the fused plan once onto NaN statistics (and, if they stay NaN, once more onto zeroed ones:
 // an engine that adds onto its outputs) and compares them with the unfused path's.
 void compare_fused_stats(cudnnHandle_t handle, cudaStream_t stream, const FusedPlan& plan,
@@ -89,34 +95,61 @@ void compare_fused_stats(cudnnHandle_t handle, cudaStream_t stream, const FusedP
     DTRAIN_CUDA_CHECK(cudaMemsetAsync(wl.sqsum.get(), fill, k_bytes, stream));
     run(handle, plan, pack);
     DTRAIN_CUDA_CHECK(cudaStreamSynchronize(stream)) << "the fused plan";
-    m.stats_error = stats_error(read_stats(wl), unfused, count);
+    m.agree_error = stats_error(read_stats(wl), unfused, count);
     m.needs_zeroed_stats = fill == 0;
-    if (!std::isnan(m.stats_error)) break;
+    if (!std::isnan(m.agree_error)) break;
   }
-  m.stats_agree = m.stats_error <= (wl.spec.element == Element::kBf16 ? 1.0 / 64 : 1.0 / 256);
 }
 
-// Times the unfused sequence; leaves its statistics in the workload.
-void time_unfused(cudnnHandle_t handle, cudaStream_t stream, const Workload& wl, const TimingOptions& o,
-                  Measurement& m) {
-  const bool prologue = wl.spec.pattern == Pattern::kNormConvStats;
+// The fused plan's outputs against the unfused path's (Measurement::compared). The output starts
+// as NaN, so one that the plan leaves unwritten disagrees.
+void compare_outputs(cudnnHandle_t handle, cudaStream_t stream, const FusedPlan& plan, const BackendDescriptor& pack,
+                     const Workload& wl, const UnfusedOutputs& unfused, Measurement& m) {
+  const bool wgrad = wl.spec.direction == Direction::kWgrad;
+  m.compared = wl.spec.stats ? "sum/sqsum" : wgrad ? "dW" : "sums of Y";
+  if (wl.spec.stats) {
+    compare_fused_stats(handle, stream, plan, pack, wl, unfused.stats, m);
+  } else {
+    DTRAIN_CUDA_CHECK(cudaMemsetAsync(wl.output(), 0xff, wl.output_count() * 2, stream));
+    run(handle, plan, pack);
+    if (!wgrad) wl.unfused_stats(stream);  // of the fused plan's Y
+    DTRAIN_CUDA_CHECK(cudaStreamSynchronize(stream)) << "the fused plan";
+    const models::Conv2dShape& g = wl.spec.shape;
+    m.agree_error =
+        wgrad ? relative_error(output_values(wl), unfused.dw)
+              : stats_error(read_stats(wl), unfused.stats, static_cast<double>(g.output_size() / g.out_channels));
+  }
+  m.agree = m.agree_error <= error_bound(wl.spec.element);
+}
+
+// Times the unfused sequence; returns its outputs.
+UnfusedOutputs time_unfused(cudnnHandle_t handle, cudaStream_t stream, const Workload& wl, const TimingOptions& o,
+                            Measurement& m) {
+  const GraphSpec& spec = wl.spec;
   const BackendDescriptor graph = build_graph(handle, wl.conv_spec);
   const PlanSearch conv = find_plans(handle, graph, kStepFilter, kWorkspaceLimit, o.candidates);
-  DTRAIN_CHECK(!conv.plans.empty()) << "cuDNN has no plain convolution plan for " << wl.spec.shape.describe();
+  DTRAIN_CHECK(!conv.plans.empty()) << "cuDNN has no plain convolution plan for " << spec.shape.describe();
   const DeviceMemory workspace = workspace_for(conv.plans);
   const BackendDescriptor pack = variant_pack(wl.conv_spec, wl.plain_conv(), workspace.get());
-  if (prologue) wl.unfused_prologue(stream);  // the convolution's input, as the step has it
+  if (spec.prologue) wl.unfused_prologue(stream);  // the convolution's input, as the step has it
   const int chosen = fastest(handle, stream, conv.plans, pack);
-  DTRAIN_CHECK(chosen >= 0) << "no plain convolution plan ran for " << wl.spec.shape.describe();
+  DTRAIN_CHECK(chosen >= 0) << "no plain convolution plan ran for " << spec.shape.describe();
   const FusedPlan& plan = conv.plans[static_cast<size_t>(chosen)];
   m.conv_engine = plan.engine.index;
   m.conv_ms = median_ms(stream, o.warmup, o.iterations, [&] { run(handle, plan, pack); });
-  if (prologue) m.prologue_ms = median_ms(stream, o.warmup, o.iterations, [&] { wl.unfused_prologue(stream); });
-  m.stats_ms = median_ms(stream, o.warmup, o.iterations, [&] { wl.unfused_stats(stream); });
-  if (prologue) wl.unfused_prologue(stream);
+  if (spec.prologue) m.prologue_ms = median_ms(stream, o.warmup, o.iterations, [&] { wl.unfused_prologue(stream); });
+  if (spec.stats) m.stats_ms = median_ms(stream, o.warmup, o.iterations, [&] { wl.unfused_stats(stream); });
+  if (spec.prologue) wl.unfused_prologue(stream);
   run(handle, plan, pack);
-  wl.unfused_stats(stream);
+  const bool wgrad = spec.direction == Direction::kWgrad;
+  if (!wgrad) wl.unfused_stats(stream);  // also without fused statistics: sums of Y to compare with
   DTRAIN_CUDA_CHECK(cudaStreamSynchronize(stream)) << "the unfused path";
+  UnfusedOutputs out;
+  if (wgrad)
+    out.dw = output_values(wl);
+  else
+    out.stats = read_stats(wl);
+  return out;
 }
 
 }  // namespace
@@ -126,8 +159,7 @@ Measurement measure(cudnnHandle_t handle, cudaStream_t stream, const GraphSpec& 
   DTRAIN_CUDNN_CHECK(cudnnSetStream(handle, stream));
   Workload wl(spec);
   wl.fill(stream, o.seed);
-  time_unfused(handle, stream, wl, o, m);
-  const Stats unfused = read_stats(wl);
+  const UnfusedOutputs unfused = time_unfused(handle, stream, wl, o, m);
 
   BackendDescriptor graph;
   try {
@@ -155,7 +187,7 @@ Measurement measure(cudnnHandle_t handle, cudaStream_t stream, const GraphSpec& 
   for (const FusedPlan& p : search.plans) m.engines.push_back(p.engine);
   const FusedPlan& plan = search.plans.front();
   m.plan_description = plan_description(plan);
-  compare_fused_stats(handle, stream, plan, pack, wl, unfused, m);
+  compare_outputs(handle, stream, plan, pack, wl, unfused, m);
   const size_t k_bytes = size_t{4} * spec.shape.out_channels;
   m.fused_ms = median_ms(stream, o.warmup, o.iterations, [&] {
     if (m.needs_zeroed_stats) {  // the step would have to clear them too

@@ -1,6 +1,7 @@
 #pragma once
 // Timing of one probed graph at full size: the fused plan against the unfused sequence today's
-// step runs (plain convolution plan, scale-bias-ReLU kernel over x, statistics kernel over y).
+// step runs (scale-bias-ReLU kernel over x, plain convolution or wgrad plan, statistics kernel over
+// y; each where the pattern has that part).
 // Each side's plan is chosen the way the step chooses (the fastest of cuDNN's heuristic
 // candidates, a short timing each); then warm-up runs and the median of the timed runs, each
 // between two CUDA events on the probe's stream.
@@ -30,12 +31,18 @@ struct Measurement {
   std::vector<EngineNotes> refused;  // offered but refused (filter, finalize or workspace)
   int offered = 0;                   // configurations the heuristics offered for the fused graph
   int64_t conv_engine = -1;
-  double conv_ms = 0, prologue_ms = 0, stats_ms = 0, fused_ms = 0;  // medians; prologue 0 without one
+  // Medians; prologue and statistics 0 where the pattern has none. conv_ms is the plain
+  // convolution's (forward or wgrad, as the pattern).
+  double conv_ms = 0, prologue_ms = 0, stats_ms = 0, fused_ms = 0;
   double unfused_ms() const { return conv_ms + prologue_ms + stats_ms; }
   std::string plan_description;     // cuDNN's JSON of the chosen fused plan, "" if it gives none
   bool needs_zeroed_stats = false;  // the fused statistics came out right only onto zeroed outputs
-  bool stats_agree = true;          // fused sum/sqsum match the unfused path's at full size
-  double stats_error = 0;
+  // The fused plan's outputs against the unfused path's at full size: `compared` says which
+  // ("sum/sqsum" of a statistics graph, "sums of Y" (the probe's statistics of the fused Y) for a
+  // forward graph without them, "dW" for a weight gradient); the error as the small check's.
+  std::string compared;
+  bool agree = true;
+  double agree_error = 0;
 };
 
 // Throws only on CUDA failures; cuDNN refusing the fused graph is a status.

@@ -1,11 +1,12 @@
 // dtrain-norm-conv-probe: does cuDNN fuse ResNet-50's batch norm into its convolutions on this GPU,
 // and what would it save? For each bottleneck convolution shape and each graph variant (element
 // type x pattern, norm_conv_graph.h), it builds the fused graph (previous BN's scale + bias + ReLU
-// as the convolution's prologue, GenStats of the output as its epilogue), reports which engines
-// cuDNN offers and finalizes, checks every fused plan and the unfused path on small instances
-// against a float64 CPU reference, and times the fused plan against the unfused sequence at batch
-// --batch. Prints a table; --json writes it. Exit status: 0, 1 on a numerical mismatch, 3 when
-// cuDNN refused a descriptor of a fused graph (its message is printed; other variants still run).
+// as the prologue of the forward convolution or of its weight gradient, GenStats of the forward
+// output as its epilogue), reports which engines cuDNN offers and finalizes, checks every fused
+// plan and the unfused path on small instances against a float64 CPU reference, and times the
+// fused plan against the unfused sequence at batch --batch. Prints a table; --json writes it. Exit
+// status: 0, 1 on a numerical mismatch, 3 when cuDNN refused a descriptor of a fused graph (its
+// message is printed; other variants still run).
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 
@@ -34,21 +35,34 @@ constexpr int kExitRejected = 3;
 struct Variant {
   const char* name;
   Element element;
-  Pattern pattern;
-  bool stats_from_accumulator;
+  Direction direction;
+  bool prologue, stats, stats_from_accumulator;
 };
 
-// fp16-norm-conv-stats is cuDNN's documented ConvBNfprop pattern; the bf16 ones are what the step
-// would need (cuDNN documents that pattern for fp16 only, so they may be unsupported).
+// fp16-norm-conv-stats and fp16-norm-wgrad are cuDNN's documented ConvBNfprop and ConvBNwgrad
+// patterns; the bf16 ones are what the step would need (cuDNN documents those patterns for fp16
+// only, so they may be unsupported); the norm-conv ones (prologue, no statistics) ask whether any
+// engine applies a BN in a convolution's prologue at all.
 const std::vector<Variant>& all_variants() {
+  constexpr Direction kFprop = Direction::kFprop, kWgrad = Direction::kWgrad;
   static const std::vector<Variant> v = {
-      {"fp16-norm-conv-stats", Element::kFp16, Pattern::kNormConvStats, false},
-      {"fp16-conv-stats", Element::kFp16, Pattern::kConvStats, false},
-      {"bf16-norm-conv-stats", Element::kBf16, Pattern::kNormConvStats, false},
-      {"bf16-norm-conv-accstats", Element::kBf16, Pattern::kNormConvStats, true},
-      {"bf16-conv-stats", Element::kBf16, Pattern::kConvStats, false},
+      {"fp16-norm-conv-stats", Element::kFp16, kFprop, true, true, false},
+      {"fp16-conv-stats", Element::kFp16, kFprop, false, true, false},
+      {"fp16-norm-conv", Element::kFp16, kFprop, true, false, false},
+      {"fp16-norm-wgrad", Element::kFp16, kWgrad, true, false, false},
+      {"bf16-norm-conv-stats", Element::kBf16, kFprop, true, true, false},
+      {"bf16-norm-conv-accstats", Element::kBf16, kFprop, true, true, true},
+      {"bf16-conv-stats", Element::kBf16, kFprop, false, true, false},
+      {"bf16-norm-conv", Element::kBf16, kFprop, true, false, false},
+      {"bf16-norm-wgrad", Element::kBf16, kWgrad, true, false, false},
   };
   return v;
+}
+
+std::string variant_names() {
+  std::string names;
+  for (const Variant& v : all_variants()) names += (names.empty() ? "" : ", ") + std::string(v.name);
+  return names;
 }
 
 // A ResNet-50 bottleneck convolution (torchvision v1.5: the stride on the 3x3). with_prologue: how
@@ -110,13 +124,12 @@ std::vector<std::string> split(const std::string& text) {
 bool parse(int argc, char** argv, Options& o) {
   namespace po = runtime::po;
   po::options_description d("dtrain-norm-conv-probe options");
+  const std::string variants_help = "all, or of " + variant_names() + ", comma-separated";
   d.add_options()("batch", po::value(&o.batch)->default_value(o.batch), "images per convolution at full size")(
       "shapes", po::value(&o.shapes)->default_value(o.shapes),
       "core (six bottleneck shapes), resnet50 (every bottleneck shape), or names as printed, comma-separated")(
-      "variants", po::value(&o.variants)->default_value(o.variants),
-      "all, or of fp16-norm-conv-stats, fp16-conv-stats, bf16-norm-conv-stats, bf16-norm-conv-accstats, "
-      "bf16-conv-stats, comma-separated")("warmup", po::value(&o.warmup)->default_value(o.warmup),
-                                          "untimed runs before each timing")(
+      "variants", po::value(&o.variants)->default_value(o.variants), variants_help.c_str())(
+      "warmup", po::value(&o.warmup)->default_value(o.warmup), "untimed runs before each timing")(
       "iterations", po::value(&o.iterations)->default_value(o.iterations),
       "timed runs (the median is reported; >= 20)")("candidates", po::value(&o.candidates)->default_value(o.candidates),
                                                     "cuDNN plans timed per graph to choose one")(
@@ -168,8 +181,8 @@ std::vector<ResNetShape> chosen_shapes(const Options& o) {
 
 GraphSpec spec_of(const Variant& v, const models::Conv2dShape& g) {
   GraphSpec spec;
-  spec.shape = g, spec.element = v.element, spec.pattern = v.pattern,
-  spec.stats_from_accumulator = v.stats_from_accumulator;
+  spec.shape = g, spec.element = v.element, spec.direction = v.direction, spec.prologue = v.prologue;
+  spec.stats = v.stats, spec.stats_from_accumulator = v.stats_from_accumulator;
   return spec;
 }
 
@@ -196,18 +209,19 @@ void run_checks(cudnnHandle_t handle, cudaStream_t stream, const Variant& v, uin
     try {
       const CheckResult r = check_small(handle, stream, spec_of(v, conv_shape(s, 2)), seed, filter);
       std::printf(
-          "check %-24s N=2 %-18s %s: %d fused plan(s) checked, worst y error %.3g, stats error %.3g "
+          "check %-24s N=2 %-18s %s: %d fused plan(s) checked, worst %s error %.3g, stats error %.3g "
           "(bound %.3g)%s%s%s\n",
           v.name, s.name().c_str(),
           !r.passed     ? "MISMATCH"
           : r.supported ? "ok"
                         : "unsupported (unfused ok)",
-          r.plans_checked, r.worst_y, r.worst_stats, r.bound_y,
+          r.plans_checked, r.output.c_str(), r.worst_output, r.worst_stats, r.bound_output,
           r.needs_zeroed_stats ? "; a plan's sum/sqsum add onto their outputs (need zeroing)" : "",
           r.passed ? "" : ": ", r.failure.c_str());
       out.mismatch |= !r.passed;
       j.boolean("supported", r.supported).boolean("passed", r.passed).integer("plans_checked", r.plans_checked);
-      j.number("worst_y_error", r.worst_y).number("worst_stats_error", r.worst_stats).number("bound", r.bound_y);
+      j.text("output", r.output).number("worst_output_error", r.worst_output);
+      j.number("worst_stats_error", r.worst_stats).number("bound", r.bound_output);
       j.boolean("needs_zeroed_stats", r.needs_zeroed_stats);
       if (!r.passed) j.text("failure", r.failure);
     } catch (const runtime::CudnnError& e) {
@@ -248,7 +262,7 @@ void print_row(const std::string& shape, const Variant& v, const Measurement& m)
   }
   const double saving = m.unfused_ms() - m.fused_ms;
   std::printf("%8.3f %8.3f %6.1f%%  %-5s %s\n", m.fused_ms, saving, 100.0 * saving / m.unfused_ms(),
-              m.stats_agree ? (m.needs_zeroed_stats ? "yes,z" : "yes") : "NO", engine_list(m.engines).c_str());
+              m.agree ? (m.needs_zeroed_stats ? "yes,z" : "yes") : "NO", engine_list(m.engines).c_str());
 }
 
 std::string row_json(const std::string& shape, const Variant& v, const Measurement& m, int count) {
@@ -259,7 +273,7 @@ std::string row_json(const std::string& shape, const Variant& v, const Measureme
   j.raw("engines", engines_json(m.engines)).raw("refused", engines_json(m.refused));
   if (m.status == "ok") {
     j.number("fused_ms", m.fused_ms).number("saving_ms", m.unfused_ms() - m.fused_ms);
-    j.boolean("stats_agree", m.stats_agree).number("stats_error", m.stats_error);
+    j.text("compared", m.compared).boolean("agree", m.agree).number("agree_error", m.agree_error);
     j.boolean("needs_zeroed_stats", m.needs_zeroed_stats);
     j.text("fused_plan_description", m.plan_description);
   }
@@ -268,7 +282,80 @@ std::string row_json(const std::string& shape, const Variant& v, const Measureme
 
 // How many convolutions of ResNet-50 a variant's fusion applies to at this shape.
 int applicable(const ResNetShape& s, const Variant& v) {
-  return v.pattern == Pattern::kNormConvStats ? s.with_prologue : s.with_prologue + s.without;
+  return v.prologue ? s.with_prologue : s.with_prologue + s.without;
+}
+
+// What a variant's fused plan replaces, for the summary.
+const char* replaces(const Variant& v) {
+  if (v.direction == Direction::kWgrad) return "backward: prologue kernel (recomputing the activation) + wgrad";
+  if (v.prologue) return v.stats ? "forward: prologue + convolution + statistics" : "forward: prologue + convolution";
+  return "forward: convolution + statistics";
+}
+
+// Measurements by shape, then variant.
+using Results = std::vector<std::vector<Measurement>>;
+
+// A fully fused step for one element type: the forward norm-conv-stats graph (no activation
+// stored) and the norm-wgrad graph in place of the plain wgrad that read the stored activation,
+// over the shapes where both ran. Prints it; returns its JSON, "" when either was not measured.
+std::string fused_step(Element e, const std::vector<Variant>& variants, const std::vector<ResNetShape>& shapes,
+                       const Results& results) {
+  size_t fwd = variants.size(), bwd = variants.size();
+  for (size_t i = 0; i < variants.size(); ++i) {
+    const Variant& v = variants[i];
+    if (v.element != e || !v.prologue || v.stats_from_accumulator) continue;
+    if (v.direction == Direction::kFprop && v.stats) fwd = i;
+    if (v.direction == Direction::kWgrad) bwd = i;
+  }
+  if (fwd == variants.size() || bwd == variants.size()) return "";
+  double saving = 0;
+  int counted = 0;
+  for (size_t j = 0; j < shapes.size(); ++j) {
+    const Measurement &f = results[j][fwd], &b = results[j][bwd];
+    if (f.status != "ok" || b.status != "ok") continue;
+    saving += applicable(shapes[j], variants[fwd]) * (f.unfused_ms() - f.fused_ms + b.conv_ms - b.fused_ms);
+    ++counted;
+  }
+  const std::string name = std::string(variants[fwd].name) + " + " + variants[bwd].name;
+  const std::string label = std::string(element_name(e)) + " fused step";
+  std::printf(
+      "  %-24s %8.3f ms  (%s: no stored activation, the wgrad fused in place of the plain one; %d of %zu "
+      "shapes)\n",
+      label.c_str(), saving, name.c_str(), counted, shapes.size());
+  return runtime::JsonObject().text("variant", name).number("saving_ms", saving).integer("shapes", counted).str();
+}
+
+// Per variant, the saving per ResNet-50 step over the measured shapes: each shape's saving times
+// the convolutions it applies to; for a weight gradient also against the plain wgrad reading the
+// activation that the forward stored. Then the fully fused step per element type. Prints them and
+// returns their JSON.
+std::vector<std::string> estimates(const std::vector<Variant>& variants, const std::vector<ResNetShape>& shapes,
+                                   const Results& results) {
+  std::vector<std::string> items;
+  std::printf("\nsaving per ResNet-50 step over the shapes above (saving x convolutions it applies to):\n");
+  for (size_t i = 0; i < variants.size(); ++i) {
+    double saving = 0, vs_stored = 0;
+    for (size_t j = 0; j < shapes.size(); ++j) {
+      const Measurement& m = results[j][i];
+      if (m.status != "ok") continue;
+      saving += applicable(shapes[j], variants[i]) * (m.unfused_ms() - m.fused_ms);
+      vs_stored += applicable(shapes[j], variants[i]) * (m.conv_ms - m.fused_ms);
+    }
+    runtime::JsonObject j;
+    j.text("variant", variants[i].name).text("replaces", replaces(variants[i])).number("saving_ms", saving);
+    std::printf("  %-24s %8.3f ms  (%s -> one plan", variants[i].name, saving, replaces(variants[i]));
+    if (variants[i].direction == Direction::kWgrad) {
+      std::printf("; %.3f ms against the plain wgrad of a stored activation", vs_stored);
+      j.number("saving_vs_stored_activation_ms", vs_stored);
+    }
+    std::printf(")\n");
+    items.push_back(j.str());
+  }
+  for (const Element e : {Element::kFp16, Element::kBf16}) {
+    const std::string step = fused_step(e, variants, shapes, results);
+    if (!step.empty()) items.push_back(step);
+  }
+  return items;
 }
 
 int probe_main(int argc, char** argv) {
@@ -289,33 +376,29 @@ int probe_main(int argc, char** argv) {
   for (const Variant& v : variants) run_checks(handle.raw, stream.get(), v, o.seed, fused_filter, out);
 
   std::printf("\n%-20s %-24s %8s %8s %8s %8s %8s %8s %7s  %-5s %s\n", "shape", "variant", "conv_ms", "prolog", "stats",
-              "unfused", "fused", "saving", "saving", "stats",
+              "unfused", "fused", "saving", "saving", "agree",
               "fused engines (chosen first; *: runtime-compiled, n: nondeterministic)");
   const TimingOptions timing{o.warmup, o.iterations, o.candidates, fused_filter, o.seed};
-  std::vector<double> estimate(variants.size(), 0.0);
-  for (const ResNetShape& s : shapes) {
+  Results results(shapes.size());
+  for (size_t j = 0; j < shapes.size(); ++j) {
     for (size_t i = 0; i < variants.size(); ++i) {
-      const Measurement m = measure(handle.raw, stream.get(), spec_of(variants[i], conv_shape(s, o.batch)), timing);
-      print_row(s.name(), variants[i], m);
+      const Variant& v = variants[i];
+      const Measurement m = measure(handle.raw, stream.get(), spec_of(v, conv_shape(shapes[j], o.batch)), timing);
+      print_row(shapes[j].name(), v, m);
       out.rejected |= m.status.rfind("rejected", 0) == 0;
-      out.mismatch |= m.status == "ok" && !m.stats_agree;
-      if (m.status == "ok") estimate[i] += applicable(s, variants[i]) * (m.unfused_ms() - m.fused_ms);
-      out.rows.push_back(row_json(s.name(), variants[i], m, applicable(s, variants[i])));
+      out.mismatch |= m.status == "ok" && !m.agree;
+      out.rows.push_back(row_json(shapes[j].name(), v, m, applicable(shapes[j], v)));
+      results[j].push_back(m);
     }
   }
-  std::vector<std::string> estimates;
-  std::printf("\nforward saving per ResNet-50 step over the shapes above (saving x convolutions it applies to):\n");
-  for (size_t i = 0; i < variants.size(); ++i) {
-    std::printf("  %-24s %8.3f ms\n", variants[i].name, estimate[i]);
-    estimates.push_back(runtime::JsonObject().text("variant", variants[i].name).number("saving_ms", estimate[i]).str());
-  }
+  const std::vector<std::string> saving_items = estimates(variants, shapes, results);
   if (!o.json.empty()) {
     runtime::JsonObject j;
     j.text("benchmark", "norm_conv_probe").text("date", utc_date()).text("command", command_line(argc, argv));
     j.text("device", device.name).integer("cudnn_version", static_cast<int64_t>(cudnnGetVersion()));
     j.integer("batch", o.batch).integer("seed", static_cast<int64_t>(o.seed)).integer("iterations", o.iterations);
     j.raw("checks", runtime::json_array(out.checks, "  ")).raw("rows", runtime::json_array(out.rows, "  "));
-    j.raw("estimates", runtime::json_array(estimates, "  "));
+    j.raw("estimates", runtime::json_array(saving_items, "  "));
     runtime::write_file_atomically(o.json, j.str("  ") + "\n", "the probe's JSON results");
   }
   if (out.mismatch) std::printf("FAIL: a fused or unfused result disagrees with its reference (above)\n");
