@@ -7,6 +7,7 @@
 #include "comm/backends/nccl_backend.h"
 #include "comm/diagnostics/consistency_check.h"
 #include "comm/host/memory_ops.h"
+#include "comm/host/mpi_features.h"
 #include "comm/host/wide_reduction.h"
 #include "runtime/base/error.h"
 #include "runtime/base/steady_seconds.h"
@@ -65,6 +66,7 @@ HierarchicalCommunicator::HierarchicalCommunicator(const runtime::RankContext& c
   max_local_size_ = extremes[0];
   uniform_nodes_ = extremes[0] == -extremes[1];
 
+  direct_managed_ = device_pointer_mode() == DevicePointerMode::kDirectManaged;
   intra_ = unchecked(use_nccl ? make_nccl_communicator(ctx.node())
                               : std::make_unique<MpiRingCommunicator>(ctx.node(), tuning));
   // The collectives that span every node at once go over our ring, device buffers staged through
@@ -121,6 +123,13 @@ Work HierarchicalCommunicator::submit(const Collective& call) {
       }
     });
   }
+  // Direct-managed mode hands MPI the buffers as they are, on the contract that they are managed
+  // memory; this backend's own device scratch (the padded shards, the narrowed wire) is not, and MPI
+  // would crash reading it.
+  DTRAIN_USAGE_CHECK(!direct_managed_)
+      << "DTRAIN_MPI_DEVICE_POINTERS=direct-managed does not work with the hierarchical backend on device "
+         "buffers (its scratch is device memory): use stage, direct (an MPI with CUDA support), or the mpi-ring "
+         "backend";
   // This call's steps go to the sub-communicators after every earlier host call's, and the check
   // below must not overlap a host call's check on the worker.
   worker_->wait_idle();

@@ -74,6 +74,7 @@ class HierarchicalCommunicator final : public Communicator {
   int local_rank_ = 0;
   int local_size_ = 1;
   bool uniform_nodes_ = true;
+  bool direct_managed_ = false;  // DTRAIN_MPI_DEVICE_POINTERS=direct-managed: device calls refused
   int max_local_size_ = 1;
   bool check_ = true;
   DType cross_wire_ = DType::kF32;

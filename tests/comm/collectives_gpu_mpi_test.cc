@@ -266,6 +266,28 @@ INSTANTIATE_TEST_SUITE_P(GpuSimulatedNodes, DeviceCollectives,
                                           testing::Values(DType::kF32, DType::kBF16), testing::Bool()),
                          name_of);
 
+// The hierarchical backend's own device scratch is not managed memory: in direct-managed mode a
+// device call is refused with an error naming the variable, on every rank, instead of MPI crashing.
+TEST(DeviceCollectivesBadInput, HierarchicalRefusesDirectManagedOnDeviceBuffers) {
+  if (const std::string why = why_no_gpu_run(); !why.empty()) GTEST_SKIP() << why;
+  setenv("DTRAIN_MPI_DEVICE_POINTERS", "direct-managed", 1);
+  runtime::RankContext ctx(MPI_COMM_WORLD, runtime::NodeLayout{1, true});
+  runtime::bind_gpu(ctx, false);
+  HierarchicalCommunicator comm(ctx, true, RingTuning{});
+  setenv("DTRAIN_MPI_DEVICE_POINTERS", "stage", 1);
+  DeviceBytes data(7919 * sizeof(float), true);
+  Collective call;
+  call.send = call.recv = data.data();
+  call.count = 7919;
+  call.where = Location::gpu(nullptr);
+  try {
+    comm.submit(call).wait();
+    FAIL() << "a device all-reduce in direct-managed mode was not refused";
+  } catch (const runtime::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("DTRAIN_MPI_DEVICE_POINTERS=direct-managed"), std::string::npos) << e.what();
+  }
+}
+
 #else
 
 TEST(DeviceCollectives, Skipped) {
