@@ -264,25 +264,61 @@ EngineNotes notes_of(const BackendDescriptor& config, const char* heuristic) {
   return notes;
 }
 
-// cuDNN's configurations for `graph` under heuristic `mode`, best predicted first; none when the
-// mode has nothing for the graph.
-std::vector<BackendDescriptor> engine_configs(const BackendDescriptor& graph, cudnnBackendHeurMode_t mode) {
+// cuDNN's configurations for `graph` under heuristic `mode`, best predicted first, into `configs`;
+// the answer says how many, or which step failed with which status.
+HeuristicAnswer engine_configs(const BackendDescriptor& graph, cudnnBackendHeurMode_t mode, const char* name,
+                               std::vector<BackendDescriptor>& configs) {
+  HeuristicAnswer answer;
+  answer.mode = name;
+  configs.clear();
   BackendDescriptor heuristics(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
   heuristics.set_descriptor(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph)
       .set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
-  if (heuristics.try_finalize() != CUDNN_STATUS_SUCCESS) return {};
-  std::vector<BackendDescriptor> configs;
+  answer.status = heuristics.try_finalize();
+  if (answer.status != CUDNN_STATUS_SUCCESS) {
+    answer.failed_at = "finalize";
+    return answer;
+  }
   std::vector<cudnnBackendDescriptor_t> raw;
   for (int i = 0; i < kHeuristicResults; ++i) {
     configs.emplace_back(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
     raw.push_back(configs.back().get());
   }
   int64_t returned = 0;
-  if (cudnnBackendGetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-                               kHeuristicResults, &returned, raw.data()) != CUDNN_STATUS_SUCCESS)
-    return {};
+  answer.status = cudnnBackendGetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                           CUDNN_TYPE_BACKEND_DESCRIPTOR, kHeuristicResults, &returned, raw.data());
+  if (answer.status != CUDNN_STATUS_SUCCESS) {
+    answer.failed_at = "results";
+    configs.clear();
+    return answer;
+  }
   configs.resize(static_cast<size_t>(std::clamp<int64_t>(returned, 0, kHeuristicResults)));
-  return configs;
+  answer.offered = static_cast<int>(configs.size());
+  return answer;
+}
+
+// Why `filter` refuses an engine, "" when it keeps it.
+std::string filtered_out(const EngineNotes& notes, const EngineFilter& filter) {
+  if (notes.nondeterministic && !filter.nondeterministic) return "filter: nondeterministic";
+  if (notes.down_converts && !filter.down_converting) return "filter: down-converts inputs";
+  if (notes.runtime_compiled && !filter.runtime_compiled) return "filter: runtime-compiled";
+  return "";
+}
+
+// Finalizes `config` into `p` (within `workspace_limit`); returns why not, "" on success.
+std::string finalize_plan(cudnnHandle_t handle, const BackendDescriptor& config, size_t workspace_limit, FusedPlan& p) {
+  p.plan = BackendDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+  p.plan.set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle)
+      .set_descriptor(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, config);
+  cudnnStatus_t status = p.plan.try_finalize();
+  if (status != CUDNN_STATUS_SUCCESS) return std::string("finalize: ") + cudnnGetErrorString(status);
+  int64_t n = 0;
+  status = cudnnBackendGetAttribute(p.plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n,
+                                    &p.workspace_bytes);
+  if (status != CUDNN_STATUS_SUCCESS) return std::string("workspace size: ") + cudnnGetErrorString(status);
+  if (p.workspace_bytes < 0 || static_cast<size_t>(p.workspace_bytes) > workspace_limit)
+    return "workspace " + std::to_string(p.workspace_bytes) + " bytes over the limit";
+  return "";
 }
 
 }  // namespace
@@ -311,33 +347,38 @@ BackendDescriptor build_graph(cudnnHandle_t handle, const GraphSpec& spec) {
   return graph;
 }
 
+std::string describe(const std::vector<HeuristicAnswer>& answers) {
+  std::string text;
+  for (const HeuristicAnswer& a : answers) {
+    text += (text.empty() ? "" : "; ") + (a.mode == "A" ? std::string("mode A") : a.mode) + ": ";
+    text += a.failed_at.empty() ? std::to_string(a.offered) + " offered"
+                                : std::string(cudnnGetErrorString(a.status)) + " at " + a.failed_at;
+  }
+  return text;
+}
+
 PlanSearch find_plans(cudnnHandle_t handle, const BackendDescriptor& graph, const EngineFilter& filter,
                       size_t workspace_limit, int max_plans) {
   PlanSearch search;
   std::set<int64_t> seen;  // one plan per engine: the fallback list repeats mode A's engines
+  std::vector<BackendDescriptor> configs;
   for (auto [mode, name] : {std::pair{CUDNN_HEUR_MODE_A, "A"}, std::pair{CUDNN_HEUR_MODE_FALLBACK, "fallback"}}) {
-    for (const BackendDescriptor& config : engine_configs(graph, mode)) {
-      ++search.offered;
-      EngineNotes notes = notes_of(config, name);
-      if (!seen.insert(notes.index).second || static_cast<int>(search.plans.size()) >= max_plans) continue;
-      if ((notes.nondeterministic && !filter.nondeterministic) || (notes.down_converts && !filter.down_converting) ||
-          (notes.runtime_compiled && !filter.runtime_compiled)) {
-        search.refused.push_back(notes);
-        continue;
-      }
+    search.heuristics.push_back(engine_configs(graph, mode, name, configs));
+    search.offered += search.heuristics.back().offered;
+    for (size_t i = 0; i < configs.size(); ++i) {
+      EngineNotes notes = notes_of(configs[i], name);
+      notes.position = static_cast<int>(i);
+      // An engine of unreported index (-1) cannot be matched with another: each stays.
+      if (notes.index >= 0 && !seen.insert(notes.index).second) continue;
+      if (static_cast<int>(search.plans.size()) >= max_plans) continue;
       FusedPlan p;
-      p.engine = notes;
-      p.plan = BackendDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
-      p.plan.set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle)
-          .set_descriptor(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, config);
-      int64_t n = 0;
-      if (p.plan.try_finalize() != CUDNN_STATUS_SUCCESS ||
-          cudnnBackendGetAttribute(p.plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n,
-                                   &p.workspace_bytes) != CUDNN_STATUS_SUCCESS ||
-          p.workspace_bytes < 0 || static_cast<size_t>(p.workspace_bytes) > workspace_limit) {
+      notes.refusal = filtered_out(notes, filter);
+      if (notes.refusal.empty()) notes.refusal = finalize_plan(handle, configs[i], workspace_limit, p);
+      if (!notes.refusal.empty()) {
         search.refused.push_back(notes);
         continue;
       }
+      p.engine = notes;
       search.plans.push_back(std::move(p));
     }
   }

@@ -62,12 +62,27 @@ struct GraphOperands {
 models::cuda::BackendDescriptor build_graph(cudnnHandle_t handle, const GraphSpec& spec);
 
 struct EngineNotes {
-  int64_t index = -1;  // cuDNN's global engine index
+  int64_t index = -1;  // cuDNN's global engine index; -1 when cuDNN does not report it
   bool runtime_compiled = false;
   bool nondeterministic = false;
   bool down_converts = false;
   std::string heuristic;  // "A" or "fallback": the list that offered it
+  int position = 0;       // the configuration's place in that list, which tells apart engines of index -1
+  std::string refusal;    // why the search or the timing refused it ("" when kept)
 };
+
+// One heuristic mode's answer for a graph: the configurations it offered, or the cuDNN status of
+// the step that failed (the heuristics' finalize or the reading of its results), so that a mode
+// with nothing to offer can be told from one that refused the graph.
+struct HeuristicAnswer {
+  std::string mode;                             // "A" or "fallback"
+  cudnnStatus_t status = CUDNN_STATUS_SUCCESS;  // of `failed_at`
+  std::string failed_at;                        // "" when the mode answered, else "finalize" or "results"
+  int offered = 0;
+};
+
+// "mode A: 3 offered; fallback: CUDNN_STATUS_NOT_SUPPORTED at finalize".
+std::string describe(const std::vector<HeuristicAnswer>& answers);
 
 struct FusedPlan {
   models::cuda::BackendDescriptor plan;
@@ -77,9 +92,10 @@ struct FusedPlan {
 
 // What the heuristics offered for a graph and which of those finalized into plans.
 struct PlanSearch {
-  int offered = 0;                   // engine configurations both heuristic modes returned
-  std::vector<FusedPlan> plans;      // finalized, within the workspace limit, one per engine
-  std::vector<EngineNotes> refused;  // offered but not finalized (or over the workspace limit)
+  int offered = 0;                          // engine configurations both heuristic modes returned
+  std::vector<HeuristicAnswer> heuristics;  // mode A's, then the fallback's
+  std::vector<FusedPlan> plans;             // finalized, within the workspace limit, one per engine
+  std::vector<EngineNotes> refused;         // offered but filtered, not finalized or over the workspace limit
 };
 
 // Which engines a search keeps, by cuDNN's notes on them.
@@ -92,7 +108,8 @@ struct EngineFilter {
 inline constexpr EngineFilter kStepFilter{};
 
 // Asks heuristic mode A, then the fallback list, for configurations of `graph` and finalizes up to
-// `max_plans` of those `filter` keeps (the others are listed as refused).
+// `max_plans` of those `filter` keeps (the others are listed as refused, with the reason). An
+// engine both lists offer is tried once; engines of unreported index are kept apart.
 PlanSearch find_plans(cudnnHandle_t handle, const models::cuda::BackendDescriptor& graph, const EngineFilter& filter,
                       size_t workspace_limit, int max_plans);
 

@@ -17,36 +17,53 @@ using models::cuda::BackendDescriptor;
 constexpr size_t kWorkspaceLimit = size_t{1} << 30;  // as the step's search: at most 1 GiB
 constexpr int kChoiceRuns = 5;
 
+// How a median is taken: untimed runs, then `samples` timings of `runs` back-to-back runs each.
+struct Sampling {
+  int warmup, samples, runs;
+};
+
+// The median over the samples of one run's milliseconds. The runs of a sample are queued back to
+// back between the two events, so that the GPU, not the host's launch of each, sets the time.
 template <typename Enqueue>
-double median_ms(cudaStream_t stream, int warmup, int iterations, Enqueue&& enqueue) {
-  for (int i = 0; i < warmup; ++i) enqueue();
+double median_ms(cudaStream_t stream, const Sampling& how, Enqueue&& enqueue) {
+  for (int i = 0; i < how.warmup; ++i) enqueue();
   DTRAIN_CUDA_CHECK(cudaStreamSynchronize(stream)) << "warm-up runs";
   runtime::CudaEvent start(/*timing=*/true), stop(/*timing=*/true);
   std::vector<float> ms;
-  for (int i = 0; i < iterations; ++i) {
+  for (int i = 0; i < how.samples; ++i) {
     start.record(stream);
-    enqueue();
+    for (int r = 0; r < how.runs; ++r) enqueue();
     stop.record(stream);
     stop.synchronize();
-    ms.push_back(stop.elapsed_ms_since(start));
+    ms.push_back(stop.elapsed_ms_since(start) / static_cast<float>(how.runs));
   }
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
+}
+
+Sampling timed(const TimingOptions& o) {
+  return {o.warmup, o.iterations, o.runs_per_sample};
 }
 
 void run(cudnnHandle_t handle, const FusedPlan& plan, const BackendDescriptor& pack) {
   DTRAIN_CUDNN_CHECK(execute(handle, plan, pack)) << "running cuDNN engine " << plan.engine.index;
 }
 
-// The index of the fastest plan on `pack` (a short timing each), or -1 when none runs.
+// The index of the fastest plan on `pack` (a short timing each), or -1 when none runs; the plans
+// whose first run cuDNN refused go to `failed`, with its status.
 int fastest(cudnnHandle_t handle, cudaStream_t stream, const std::vector<FusedPlan>& plans,
-            const BackendDescriptor& pack) {
+            const BackendDescriptor& pack, int runs_per_sample, std::vector<EngineNotes>& failed) {
   int best = -1;
   double best_ms = 0;
   for (size_t i = 0; i < plans.size(); ++i) {
-    if (execute(handle, plans[i], pack) != CUDNN_STATUS_SUCCESS) continue;
+    const cudnnStatus_t status = execute(handle, plans[i], pack);
+    if (status != CUDNN_STATUS_SUCCESS) {
+      failed.push_back(plans[i].engine);
+      failed.back().refusal = std::string("execute: ") + cudnnGetErrorString(status);
+      continue;
+    }
     DTRAIN_CUDA_CHECK(cudaStreamSynchronize(stream)) << "a first run of cuDNN engine " << plans[i].engine.index;
-    const double ms = median_ms(stream, 0, kChoiceRuns, [&] { run(handle, plans[i], pack); });
+    const double ms = median_ms(stream, {0, kChoiceRuns, runs_per_sample}, [&] { run(handle, plans[i], pack); });
     if (best < 0 || ms < best_ms) best = static_cast<int>(i), best_ms = ms;
   }
   return best;
@@ -122,34 +139,88 @@ void compare_outputs(cudnnHandle_t handle, cudaStream_t stream, const FusedPlan&
   m.agree = m.agree_error <= error_bound(wl.spec.element);
 }
 
-// Times the unfused sequence; returns its outputs.
-UnfusedOutputs time_unfused(cudnnHandle_t handle, cudaStream_t stream, const Workload& wl, const TimingOptions& o,
-                            Measurement& m) {
-  const GraphSpec& spec = wl.spec;
-  const BackendDescriptor graph = build_graph(handle, wl.conv_spec);
-  const PlanSearch conv = find_plans(handle, graph, kStepFilter, kWorkspaceLimit, o.candidates);
-  DTRAIN_CHECK(!conv.plans.empty()) << "cuDNN has no plain convolution plan for " << spec.shape.describe();
-  const DeviceMemory workspace = workspace_for(conv.plans);
-  const BackendDescriptor pack = variant_pack(wl.conv_spec, wl.plain_conv(), workspace.get());
-  if (spec.prologue) wl.unfused_prologue(stream);  // the convolution's input, as the step has it
-  const int chosen = fastest(handle, stream, conv.plans, pack);
-  DTRAIN_CHECK(chosen >= 0) << "no plain convolution plan ran for " << spec.shape.describe();
-  const FusedPlan& plan = conv.plans[static_cast<size_t>(chosen)];
-  m.conv_engine = plan.engine.index;
-  m.conv_ms = median_ms(stream, o.warmup, o.iterations, [&] { run(handle, plan, pack); });
-  if (spec.prologue) m.prologue_ms = median_ms(stream, o.warmup, o.iterations, [&] { wl.unfused_prologue(stream); });
-  if (spec.stats) m.stats_ms = median_ms(stream, o.warmup, o.iterations, [&] { wl.unfused_stats(stream); });
-  if (spec.prologue) wl.unfused_prologue(stream);
-  run(handle, plan, pack);
-  const bool wgrad = spec.direction == Direction::kWgrad;
-  if (!wgrad) wl.unfused_stats(stream);  // also without fused statistics: sums of Y to compare with
-  DTRAIN_CUDA_CHECK(cudaStreamSynchronize(stream)) << "the unfused path";
+// What the unfused path left, read back after one run of its sequence.
+UnfusedOutputs unfused_outputs(const Workload& wl) {
   UnfusedOutputs out;
-  if (wgrad)
+  if (wl.spec.direction == Direction::kWgrad)
     out.dw = output_values(wl);
   else
     out.stats = read_stats(wl);
   return out;
+}
+
+// Times the unfused sequence as a whole and its parts alone into `m`; its outputs into `out`.
+// False (and m.status says why) when cuDNN has no plain plan that runs.
+bool time_unfused(cudnnHandle_t handle, cudaStream_t stream, const Workload& wl, const TimingOptions& o, Measurement& m,
+                  UnfusedOutputs& out) {
+  const GraphSpec& spec = wl.spec;
+  const BackendDescriptor graph = build_graph(handle, wl.conv_spec);
+  const PlanSearch conv = find_plans(handle, graph, kStepFilter, kWorkspaceLimit, o.candidates);
+  if (conv.plans.empty()) {
+    m.status = "error: cuDNN has no plain convolution plan (" + describe(conv.heuristics) + ")";
+    return false;
+  }
+  const DeviceMemory workspace = workspace_for(conv.plans);
+  const BackendDescriptor pack = variant_pack(wl.conv_spec, wl.plain_conv(), workspace.get());
+  if (spec.prologue) wl.unfused_prologue(stream);  // the convolution's input, as the step has it
+  std::vector<EngineNotes> failed;
+  const int chosen = fastest(handle, stream, conv.plans, pack, o.runs_per_sample, failed);
+  if (chosen < 0) {
+    m.status = "error: no plain convolution plan ran (" + std::to_string(failed.size()) + " failed, first " +
+               failed.front().refusal + ")";
+    return false;
+  }
+  const FusedPlan& plan = conv.plans[static_cast<size_t>(chosen)];
+  m.conv_engine = plan.engine.index;
+  const bool wgrad = spec.direction == Direction::kWgrad;
+  // As the step runs it; the statistics kernel also without fused statistics, for the sums of Y to
+  // compare the fused Y with (its time counts only where the pattern has statistics).
+  const auto sequence = [&](bool stats) {
+    if (spec.prologue) wl.unfused_prologue(stream);
+    run(handle, plan, pack);
+    if (stats) wl.unfused_stats(stream);
+  };
+  m.unfused_ms = median_ms(stream, timed(o), [&] { sequence(spec.stats); });
+  m.conv_ms = median_ms(stream, timed(o), [&] { run(handle, plan, pack); });
+  if (spec.prologue) m.prologue_ms = median_ms(stream, timed(o), [&] { wl.unfused_prologue(stream); });
+  if (spec.stats) m.stats_ms = median_ms(stream, timed(o), [&] { wl.unfused_stats(stream); });
+  sequence(!wgrad);
+  DTRAIN_CUDA_CHECK(cudaStreamSynchronize(stream)) << "the unfused path";
+  out = unfused_outputs(wl);
+  return true;
+}
+
+// Chooses, checks and times the fused plan of `graph` into `m`.
+void time_fused(cudnnHandle_t handle, cudaStream_t stream, const BackendDescriptor& graph, const Workload& wl,
+                const UnfusedOutputs& unfused, const TimingOptions& o, Measurement& m) {
+  PlanSearch search = find_plans(handle, graph, o.fused_filter, kWorkspaceLimit, o.candidates);
+  m.offered = search.offered;
+  m.heuristics = search.heuristics;
+  m.refused = search.refused;
+  if (search.plans.empty()) {
+    m.status = "unsupported";
+    return;
+  }
+  const DeviceMemory workspace = workspace_for(search.plans);
+  const BackendDescriptor pack = variant_pack(wl.spec, wl.fused(), workspace.get());
+  const int chosen = fastest(handle, stream, search.plans, pack, o.runs_per_sample, m.refused);
+  if (chosen < 0) {
+    m.status = "unsupported";  // plans finalized, but none ran
+    return;
+  }
+  std::rotate(search.plans.begin(), search.plans.begin() + chosen, search.plans.begin() + chosen + 1);
+  for (const FusedPlan& p : search.plans) m.engines.push_back(p.engine);
+  const FusedPlan& plan = search.plans.front();
+  m.plan_description = plan_description(plan);
+  compare_outputs(handle, stream, plan, pack, wl, unfused, m);
+  const size_t k_bytes = size_t{4} * wl.spec.shape.out_channels;
+  m.fused_ms = median_ms(stream, timed(o), [&] {
+    if (m.needs_zeroed_stats) {  // the step would have to clear them too
+      DTRAIN_CUDA_CHECK(cudaMemsetAsync(wl.sum.get(), 0, k_bytes, stream));
+      DTRAIN_CUDA_CHECK(cudaMemsetAsync(wl.sqsum.get(), 0, k_bytes, stream));
+    }
+    run(handle, plan, pack);
+  });
 }
 
 }  // namespace
@@ -159,8 +230,13 @@ Measurement measure(cudnnHandle_t handle, cudaStream_t stream, const GraphSpec& 
   DTRAIN_CUDNN_CHECK(cudnnSetStream(handle, stream));
   Workload wl(spec);
   wl.fill(stream, o.seed);
-  const UnfusedOutputs unfused = time_unfused(handle, stream, wl, o, m);
-
+  UnfusedOutputs unfused;
+  try {
+    if (!time_unfused(handle, stream, wl, o, m, unfused)) return m;
+  } catch (const runtime::CudnnError& e) {
+    m.status = std::string("error: the unfused path: ") + e.what();
+    return m;
+  }
   BackendDescriptor graph;
   try {
     graph = build_graph(handle, spec);
@@ -168,34 +244,11 @@ Measurement measure(cudnnHandle_t handle, cudaStream_t stream, const GraphSpec& 
     m.status = std::string("rejected: ") + e.what();
     return m;
   }
-  PlanSearch search = find_plans(handle, graph, o.fused_filter, kWorkspaceLimit, o.candidates);
-  m.offered = search.offered;
-  m.refused = search.refused;
-  if (search.plans.empty()) {
-    m.status = "unsupported";
-    return m;
+  try {
+    time_fused(handle, stream, graph, wl, unfused, o, m);
+  } catch (const runtime::CudnnError& e) {
+    m.status = std::string("error: the fused plan: ") + e.what();
   }
-  const DeviceMemory workspace = workspace_for(search.plans);
-  const BackendDescriptor pack = variant_pack(spec, wl.fused(), workspace.get());
-  const int chosen = fastest(handle, stream, search.plans, pack);
-  if (chosen < 0) {
-    m.status = "unsupported";  // plans finalized, but none ran
-    for (const FusedPlan& p : search.plans) m.refused.push_back(p.engine);
-    return m;
-  }
-  std::rotate(search.plans.begin(), search.plans.begin() + chosen, search.plans.begin() + chosen + 1);
-  for (const FusedPlan& p : search.plans) m.engines.push_back(p.engine);
-  const FusedPlan& plan = search.plans.front();
-  m.plan_description = plan_description(plan);
-  compare_outputs(handle, stream, plan, pack, wl, unfused, m);
-  const size_t k_bytes = size_t{4} * spec.shape.out_channels;
-  m.fused_ms = median_ms(stream, o.warmup, o.iterations, [&] {
-    if (m.needs_zeroed_stats) {  // the step would have to clear them too
-      DTRAIN_CUDA_CHECK(cudaMemsetAsync(wl.sum.get(), 0, k_bytes, stream));
-      DTRAIN_CUDA_CHECK(cudaMemsetAsync(wl.sqsum.get(), 0, k_bytes, stream));
-    }
-    run(handle, plan, pack);
-  });
   return m;
 }
 

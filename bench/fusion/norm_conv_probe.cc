@@ -5,8 +5,9 @@
 // output as its epilogue), reports which engines cuDNN offers and finalizes, checks every fused
 // plan and the unfused path on small instances against a float64 CPU reference, and times the
 // fused plan against the unfused sequence at batch --batch. Prints a table; --json writes it. Exit
-// status: 0, 1 on a numerical mismatch, 3 when cuDNN refused a descriptor of a fused graph (its
-// message is printed; other variants still run).
+// status: 0, 1 on a numerical mismatch, 3 when cuDNN refused a descriptor of a fused graph, 4 when
+// cuDNN failed on a row's plain convolution, variant pack or run (each printed in its row; the other
+// rows and variants still run and the JSON is still written).
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 
@@ -31,6 +32,7 @@ namespace dtrain::bench::fusion {
 namespace {
 
 constexpr int kExitRejected = 3;
+constexpr int kExitCudnnError = 4;
 
 struct Variant {
   const char* name;
@@ -107,6 +109,7 @@ struct Options {
   std::string variants = "all";
   int warmup = 10;
   int iterations = 50;
+  int runs_per_sample = 20;
   int candidates = 8;
   bool no_runtime_compiled = false;
   uint64_t seed = 0;
@@ -131,8 +134,10 @@ bool parse(int argc, char** argv, Options& o) {
       "variants", po::value(&o.variants)->default_value(o.variants), variants_help.c_str())(
       "warmup", po::value(&o.warmup)->default_value(o.warmup), "untimed runs before each timing")(
       "iterations", po::value(&o.iterations)->default_value(o.iterations),
-      "timed runs (the median is reported; >= 20)")("candidates", po::value(&o.candidates)->default_value(o.candidates),
-                                                    "cuDNN plans timed per graph to choose one")(
+      "timed samples (the median is reported; >= 20)")(
+      "runs-per-sample", po::value(&o.runs_per_sample)->default_value(o.runs_per_sample),
+      "runs queued back to back per timed sample (its time is divided by them)")(
+      "candidates", po::value(&o.candidates)->default_value(o.candidates), "cuDNN plans timed per graph to choose one")(
       "no-runtime-compiled", runtime::switch_value(), "refuse engines that compile at plan time, as the step does")(
       "seed", po::value(&o.seed)->default_value(o.seed), "random inputs' seed; 0: a fresh one (printed)")(
       "json", po::value(&o.json), "also write the results to this JSON file");
@@ -144,6 +149,8 @@ bool parse(int argc, char** argv, Options& o) {
   o.no_runtime_compiled = runtime::switch_on(parsed.values, "no-runtime-compiled");
   DTRAIN_USAGE_CHECK(o.batch > 0) << "--batch " << o.batch << ": must be positive";
   DTRAIN_USAGE_CHECK(o.iterations >= 20) << "--iterations " << o.iterations << ": at least 20 for a median";
+  DTRAIN_USAGE_CHECK(o.runs_per_sample >= 1)
+      << "--runs-per-sample " << o.runs_per_sample << ": at least 1 run per timed sample";
   DTRAIN_USAGE_CHECK(o.warmup >= 0) << "--warmup " << o.warmup << ": must not be negative";
   DTRAIN_USAGE_CHECK(o.candidates > 0) << "--candidates " << o.candidates << ": must be positive";
   if (o.seed == 0) o.seed = std::random_device{}() | 1;
@@ -196,7 +203,7 @@ struct Handle {
 };
 
 struct Outcome {
-  bool mismatch = false, rejected = false;
+  bool mismatch = false, rejected = false, cudnn_error = false;
   std::vector<std::string> checks, rows;  // JSON objects
 };
 
@@ -233,11 +240,18 @@ void run_checks(cudnnHandle_t handle, cudaStream_t stream, const Variant& v, uin
   }
 }
 
+// Engines by cuDNN's index; one whose index cuDNN does not report by its list and place ("?A3").
 std::string engine_list(const std::vector<EngineNotes>& engines) {
   std::ostringstream s;
-  for (size_t i = 0; i < engines.size(); ++i)
-    s << (i ? "," : "") << engines[i].index << (engines[i].runtime_compiled ? "*" : "")
-      << (engines[i].nondeterministic ? "n" : "") << (engines[i].down_converts ? "d" : "");
+  for (size_t i = 0; i < engines.size(); ++i) {
+    const EngineNotes& e = engines[i];
+    s << (i ? "," : "");
+    if (e.index >= 0)
+      s << e.index;
+    else
+      s << "?" << (e.heuristic == "A" ? "A" : "F") << e.position;
+    s << (e.runtime_compiled ? "*" : "") << (e.nondeterministic ? "n" : "") << (e.down_converts ? "d" : "");
+  }
   return engines.empty() ? "-" : s.str();
 }
 
@@ -246,7 +260,20 @@ std::string engines_json(const std::vector<EngineNotes>& engines) {
   for (const EngineNotes& e : engines) {
     runtime::JsonObject j;
     j.integer("engine", e.index).boolean("runtime_compiled", e.runtime_compiled).text("heuristic", e.heuristic);
-    j.boolean("nondeterministic", e.nondeterministic).boolean("down_converts", e.down_converts);
+    j.integer("position", e.position).boolean("nondeterministic", e.nondeterministic);
+    j.boolean("down_converts", e.down_converts);
+    if (!e.refusal.empty()) j.text("refusal", e.refusal);
+    items.push_back(j.str());
+  }
+  return runtime::json_array(items);
+}
+
+std::string heuristics_json(const std::vector<HeuristicAnswer>& answers) {
+  std::vector<std::string> items;
+  for (const HeuristicAnswer& a : answers) {
+    runtime::JsonObject j;
+    j.text("mode", a.mode).text("status", cudnnGetErrorString(a.status)).integer("offered", a.offered);
+    if (!a.failed_at.empty()) j.text("failed_at", a.failed_at);
     items.push_back(j.str());
   }
   return runtime::json_array(items);
@@ -254,14 +281,18 @@ std::string engines_json(const std::vector<EngineNotes>& engines) {
 
 void print_row(const std::string& shape, const Variant& v, const Measurement& m) {
   std::printf("%-20s %-24s %8.3f %8.3f %8.3f %8.3f ", shape.c_str(), v.name, m.conv_ms, m.prologue_ms, m.stats_ms,
-              m.unfused_ms());
-  if (m.status != "ok") {
-    std::printf("%8s %8s %7s  %-5s %s (offered %d, refused %s)\n", "-", "-", "-", "-", m.status.c_str(), m.offered,
+              m.unfused_ms);
+  if (m.status == "unsupported") {
+    std::printf("%8s %8s %7s  %-5s unsupported (%s; refused %s)\n", "-", "-", "-", "-", describe(m.heuristics).c_str(),
                 engine_list(m.refused).c_str());
     return;
   }
-  const double saving = m.unfused_ms() - m.fused_ms;
-  std::printf("%8.3f %8.3f %6.1f%%  %-5s %s\n", m.fused_ms, saving, 100.0 * saving / m.unfused_ms(),
+  if (m.status != "ok") {
+    std::printf("%8s %8s %7s  %-5s %s\n", "-", "-", "-", "-", m.status.c_str());
+    return;
+  }
+  const double saving = m.unfused_ms - m.fused_ms;
+  std::printf("%8.3f %8.3f %6.1f%%  %-5s %s\n", m.fused_ms, saving, 100.0 * saving / m.unfused_ms,
               m.agree ? (m.needs_zeroed_stats ? "yes,z" : "yes") : "NO", engine_list(m.engines).c_str());
 }
 
@@ -269,10 +300,11 @@ std::string row_json(const std::string& shape, const Variant& v, const Measureme
   runtime::JsonObject j;
   j.text("shape", shape).text("variant", v.name).text("status", m.status).integer("count_in_resnet50", count);
   j.integer("conv_engine", m.conv_engine).number("conv_ms", m.conv_ms).number("prologue_ms", m.prologue_ms);
-  j.number("stats_ms", m.stats_ms).number("unfused_ms", m.unfused_ms()).integer("offered", m.offered);
+  j.number("stats_ms", m.stats_ms).number("unfused_parts_sum_ms", m.parts_ms()).number("unfused_ms", m.unfused_ms);
+  j.integer("offered", m.offered).raw("heuristics", heuristics_json(m.heuristics));
   j.raw("engines", engines_json(m.engines)).raw("refused", engines_json(m.refused));
   if (m.status == "ok") {
-    j.number("fused_ms", m.fused_ms).number("saving_ms", m.unfused_ms() - m.fused_ms);
+    j.number("fused_ms", m.fused_ms).number("saving_ms", m.unfused_ms - m.fused_ms);
     j.text("compared", m.compared).boolean("agree", m.agree).number("agree_error", m.agree_error);
     j.boolean("needs_zeroed_stats", m.needs_zeroed_stats);
     j.text("fused_plan_description", m.plan_description);
@@ -313,7 +345,7 @@ std::string fused_step(Element e, const std::vector<Variant>& variants, const st
   for (size_t j = 0; j < shapes.size(); ++j) {
     const Measurement &f = results[j][fwd], &b = results[j][bwd];
     if (f.status != "ok" || b.status != "ok") continue;
-    saving += applicable(shapes[j], variants[fwd]) * (f.unfused_ms() - f.fused_ms + b.conv_ms - b.fused_ms);
+    saving += applicable(shapes[j], variants[fwd]) * (f.unfused_ms - f.fused_ms + b.conv_ms - b.fused_ms);
     ++counted;
   }
   const std::string name = std::string(variants[fwd].name) + " + " + variants[bwd].name;
@@ -338,7 +370,7 @@ std::vector<std::string> estimates(const std::vector<Variant>& variants, const s
     for (size_t j = 0; j < shapes.size(); ++j) {
       const Measurement& m = results[j][i];
       if (m.status != "ok") continue;
-      saving += applicable(shapes[j], variants[i]) * (m.unfused_ms() - m.fused_ms);
+      saving += applicable(shapes[j], variants[i]) * (m.unfused_ms - m.fused_ms);
       vs_stored += applicable(shapes[j], variants[i]) * (m.conv_ms - m.fused_ms);
     }
     runtime::JsonObject j;
@@ -378,7 +410,7 @@ int probe_main(int argc, char** argv) {
   std::printf("\n%-20s %-24s %8s %8s %8s %8s %8s %8s %7s  %-5s %s\n", "shape", "variant", "conv_ms", "prolog", "stats",
               "unfused", "fused", "saving", "saving", "agree",
               "fused engines (chosen first; *: runtime-compiled, n: nondeterministic)");
-  const TimingOptions timing{o.warmup, o.iterations, o.candidates, fused_filter, o.seed};
+  const TimingOptions timing{o.warmup, o.iterations, o.runs_per_sample, o.candidates, fused_filter, o.seed};
   Results results(shapes.size());
   for (size_t j = 0; j < shapes.size(); ++j) {
     for (size_t i = 0; i < variants.size(); ++i) {
@@ -386,6 +418,7 @@ int probe_main(int argc, char** argv) {
       const Measurement m = measure(handle.raw, stream.get(), spec_of(v, conv_shape(shapes[j], o.batch)), timing);
       print_row(shapes[j].name(), v, m);
       out.rejected |= m.status.rfind("rejected", 0) == 0;
+      out.cudnn_error |= m.status.rfind("error", 0) == 0;
       out.mismatch |= m.status == "ok" && !m.agree;
       out.rows.push_back(row_json(shapes[j].name(), v, m, applicable(shapes[j], v)));
       results[j].push_back(m);
@@ -397,13 +430,15 @@ int probe_main(int argc, char** argv) {
     j.text("benchmark", "norm_conv_probe").text("date", utc_date()).text("command", command_line(argc, argv));
     j.text("device", device.name).integer("cudnn_version", static_cast<int64_t>(cudnnGetVersion()));
     j.integer("batch", o.batch).integer("seed", static_cast<int64_t>(o.seed)).integer("iterations", o.iterations);
+    j.integer("runs_per_sample", o.runs_per_sample);
     j.raw("checks", runtime::json_array(out.checks, "  ")).raw("rows", runtime::json_array(out.rows, "  "));
     j.raw("estimates", runtime::json_array(saving_items, "  "));
     runtime::write_file_atomically(o.json, j.str("  ") + "\n", "the probe's JSON results");
   }
   if (out.mismatch) std::printf("FAIL: a fused or unfused result disagrees with its reference (above)\n");
   if (out.rejected) std::printf("cuDNN refused a descriptor of a fused graph (REJECTED / rejected above)\n");
-  return out.mismatch ? 1 : out.rejected ? kExitRejected : 0;
+  if (out.cudnn_error) std::printf("cuDNN failed on a row's plain convolution, variant pack or run (error above)\n");
+  return out.mismatch ? 1 : out.rejected ? kExitRejected : out.cudnn_error ? kExitCudnnError : 0;
 }
 
 }  // namespace
