@@ -1,5 +1,6 @@
 #include "comm/backends/mpi_ring_communicator.h"
 
+#include <algorithm>
 #include <string>
 
 #include "comm/diagnostics/consistency_check.h"
@@ -80,9 +81,11 @@ runtime::Buffer MpiRingCommunicator::device_wire(size_t bytes, const Location& w
   if (!managed_wire_memory_) managed_wire_memory_ = make_device_ring_memory(true);
   auto slot = managed_wires_.find(where.stream);
   if (slot == managed_wires_.end() || slot->second.second < bytes) {
+    // At least double: outgrown buffers stay allocated, so their sum stays within twice the largest.
+    const size_t grown = std::max(bytes, slot == managed_wires_.end() ? size_t{0} : 2 * slot->second.second);
     managed_wires_.insert_or_assign(
         where.stream,
-        std::make_pair(managed_wire_memory_->allocate((bytes + sizeof(float) - 1) / sizeof(float)), bytes));
+        std::make_pair(managed_wire_memory_->allocate((grown + sizeof(float) - 1) / sizeof(float)), grown));
     slot = managed_wires_.find(where.stream);
   }
   *data = slot->second.first.get();

@@ -4,7 +4,8 @@
 // algorithm (ring.h) is the same for both; only its scratch buffers (ring_scratch.h) and arithmetic
 // differ.
 // Every operation has finished when it returns: its result is handed to MPI next.
-// Used by one thread at a time (the communicator's worker).
+// Used by one thread at a time (the communicator's worker; the mpi-ring's managed wire buffers
+// come from a RingMemory of their own, under that communicator's lock).
 #include <cstddef>
 #include <memory>
 
@@ -15,9 +16,9 @@ namespace dtrain::comm {
 class RingMemory {
  public:
   virtual ~RingMemory() = default;
-  // A buffer of `count` floats (count >= 1) in this memory. Only RingScratch (ring_scratch.h), the
-  // owner of the ring's buffers, asks for them. Dropping the handle frees a host buffer; device
-  // buffers are freed when this RingMemory goes, since cudaFree synchronizes the whole device.
+  // A buffer of `count` floats (count >= 1) in this memory. RingScratch (ring_scratch.h), the
+  // owner of the ring's buffers, asks for them (and mpi-ring for its direct-managed wire). Dropping the handle frees a
+  // host buffer; device buffers are freed when this RingMemory goes, since cudaFree synchronizes the whole device.
   using Block = std::unique_ptr<float, void (*)(float*)>;
   virtual Block allocate(size_t count) = 0;
   // out[i] = (a[i] + b[i]) * scale. `out` may be `a`; `b` must not overlap `out`.

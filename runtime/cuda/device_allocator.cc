@@ -16,18 +16,20 @@ class CudaMallocAllocator final : public RawAllocator {
   void* allocate(size_t bytes) override {
     DeviceGuard guard(device_);
     void* ptr = nullptr;
-    // Under a thread-local capture (StepGraphs) cudaMalloc is a "potentially unsafe" call and fails
-    // the capture; this thread relaxes for the call alone. The memory is not part of the graph: the
-    // caching allocator's graph pool keeps it for as long as the graph that was captured with it.
+    // Under a thread-local capture (StepGraphs, the one place that captures, always inside the
+    // caching allocator's graph pool) cudaMalloc is a "potentially unsafe" call and fails the
+    // capture; this thread relaxes for the call alone. The memory is not part of the graph: the
+    // graph pool keeps it for as long as the graph that was captured with it.
     cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
     DTRAIN_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
     const cudaError_t status = cudaMalloc(&ptr, bytes);
-    cudaThreadExchangeStreamCaptureMode(&mode);
+    const cudaError_t restored = cudaThreadExchangeStreamCaptureMode(&mode);
     if (status == cudaErrorMemoryAllocation) {
       cudaGetLastError();  // clear the sticky-free error so the retry starts clean
       return nullptr;
     }
     DTRAIN_CUDA_CHECK(status) << "cudaMalloc of " << bytes << " bytes on device " << device_;
+    DTRAIN_CUDA_CHECK(restored) << "restoring this thread's stream capture mode after cudaMalloc";
     return ptr;
   }
   void release(void* ptr) override {
