@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <initializer_list>
+#include <numeric>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -237,15 +238,30 @@ void round_trip(cudaStream_t stream, double* device, size_t count, size_t back, 
   DTRAIN_CUDA_CHECK(cudaStreamSynchronize(stream)) << "synchronized batch norm: the group's statistics";
 }
 
+// The grid of an element-wise pass over `vectors` vectors: one wave, or fewer blocks where a
+// thread still gets V::kPerIteration vectors. With a FixedChannelWalk, a multiple of `period`
+// blocks, the fewest whose stride (blocks x kThreads x kWidth elements) is a multiple of C, so that
+// each thread's vectors are all of one channel group. A C that divides 2048 (64, ..., 2048) has a
+// period of 1; a C with a large odd factor can leave as little as half a wave (a period just over
+// half a wave) or take more than a wave (a period past one; slower, still correct).
+template <typename V>
+unsigned elementwise_grid(const void* kernel, int64_t vectors, int channels) {
+  const unsigned grid = one_wave_grid(kernel, kThreads, (vectors + V::kPerIteration - 1) / V::kPerIteration);
+  if constexpr (!V::Walk::kFixed) return grid;
+  const int64_t period = channels / std::gcd<int64_t>(channels, int64_t{kThreads} * V::kWidth);
+  return static_cast<unsigned>(grid >= period ? grid / period * period : period);
+}
+
 // The normalization of n elements with per-channel scale and shift (mask: null for none).
 template <typename V>
 void launch_apply(const V& v, cudaStream_t stream, int64_t n, const void* x, const float* scale, const float* shift,
                   const void* residual, bool relu, void* y, void* relu_mask) {
   using E = typename V::Element;
   const int64_t vectors = n / V::kWidth;
-  apply_kernel<V><<<one_wave_grid(kernel_address(apply_kernel<V>), kThreads, vectors), kThreads, 0, stream>>>(
-      v, vectors, static_cast<const E*>(x), scale, shift, static_cast<const E*>(residual), relu, static_cast<E*>(y),
-      static_cast<typename V::MaskWord*>(relu_mask));
+  const unsigned grid = elementwise_grid<V>(kernel_address(apply_kernel<V>), vectors, v.channels());
+  apply_kernel<V><<<grid, kThreads, 0, stream>>>(v, vectors, static_cast<const E*>(x), scale, shift,
+                                                 static_cast<const E*>(residual), relu, static_cast<E*>(y),
+                                                 static_cast<typename V::MaskWord*>(relu_mask));
 }
 
 // Per-call scratch, a device Buffer on `stream` (from the caching allocator; its reuse after
@@ -367,10 +383,10 @@ void backward(const V& v, cudaStream_t stream, const BatchNormDims& d, const Bac
         d.channels, group_rows, sums, a.gamma, a.saved_inv_std, a.dgamma, a.dbeta, coefficients);
   }
   const int64_t vectors = rows * d.channels / V::kWidth;
-  backward_apply_kernel<V>
-      <<<one_wave_grid(kernel_address(backward_apply_kernel<V>), kThreads, vectors), kThreads, 0, stream>>>(
-          v, vectors, x, a.relu_mask, dy, a.relu, a.saved_mean, a.saved_inv_std, coefficients, static_cast<E*>(a.dx),
-          static_cast<E*>(a.dresidual));
+  const unsigned grid = elementwise_grid<V>(kernel_address(backward_apply_kernel<V>), vectors, d.channels);
+  backward_apply_kernel<V><<<grid, kThreads, 0, stream>>>(v, vectors, x, a.relu_mask, dy, a.relu, a.saved_mean,
+                                                          a.saved_inv_std, coefficients, static_cast<E*>(a.dx),
+                                                          static_cast<E*>(a.dresidual));
   DTRAIN_CUDA_CHECK(cudaGetLastError()) << "batch norm backward kernels";
 }
 

@@ -17,7 +17,11 @@
 //   vectors a thread is given; ThreadMoments and fold(): the forward statistics' running moments
 //   and how a vector's values enter them;
 // and for the element-wise passes (grid-stride over the vectors): Walk, the channel of each vector
-// a thread visits, and MaskWord, the unit in which the forward writes the ReLU mask.
+// a thread visits, and MaskWord, the unit in which the forward writes the ReLU mask. In both kinds
+// of pass a thread takes kPerIteration vectors per loop iteration and issues all their loads before
+// the math of the first (batch_norm_passes.cuh says why): load_raw() gives a vector as stored (Raw:
+// 16 bytes hold 8 bf16 in 4 registers, where 8 floats take 8) and widen() its floats; load() is
+// the two at once.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -77,6 +81,7 @@ __device__ inline Lanes block_lanes(int slots) {
 // The channel of each vector an element-wise thread visits, from the indexer.
 template <typename Ix>
 struct IndexedWalk {
+  static constexpr bool kFixed = false;  // the channel may change from one vector to the next
   Ix ix;
   __device__ int channel(int64_t i) const { return ix.channel_of(i); }
   __device__ void advance() {}
@@ -88,11 +93,12 @@ struct Vectors;
 template <typename D>
 struct Vectors<D, 1> {
   using Element = D;
+  using Raw = D;  // a vector as loaded, before widen()
   using Row = int64_t;
   using MaskWord = uint32_t;  // a warp's 32 bits are one word of the mask
   using ThreadMoments = Moments;
   using Walk = IndexedWalk<Indexer>;
-  static constexpr int kWidth = 1, kChannels = 1, kRowsPerThread = 16;
+  static constexpr int kWidth = 1, kChannels = 1, kRowsPerThread = 16, kPerIteration = 1;
   Indexer ix;
   int64_t rows;
   int slots;  // NHWC: 32 (the 32 threads of a warp read 32 adjacent channels); NCHW: 1 (adjacent rows are adjacent)
@@ -107,37 +113,41 @@ struct Vectors<D, 1> {
   __device__ bool has(int c) const { return c < ix.channels; }
   __device__ int64_t at(Row r, int c) const { return ix(r, c); }
   __device__ Walk walk() const { return {ix}; }
+  __device__ static D load_raw(const D* p, int64_t i) { return p[i]; }
+  __device__ static void widen(const D& raw, float out[1]) { out[0] = runtime::cuda::load(&raw, 0); }
   __device__ static void load(const D* p, int64_t i, float out[1]) { out[0] = runtime::cuda::load(p, i); }
   __device__ static void store(D* p, int64_t i, const float in[1]) { runtime::cuda::store(p, i, in[0]); }
   __device__ static void fold(Moments& m, const float v[1]) { add_value(m, v[0]); }
 };
 
-// The moments of 8 channels over the same rows (one count), and a walk over 8-channel groups.
+// The moments of 8 channels over the same rows (one count).
 struct OctetMoments {
   int64_t n;
   float mean[8], m2[8];
 };
-// A grid-stride loop's first 8-channel group and its step between iterations, so that the loop
-// divides nothing. (Keeping the coefficients in registers while the group stays the same, as it
-// does for a one-wave grid and C a power of two, was slower: more registers, fewer blocks per SM;
-// bench/results/2026-11-25_h200/bn_waves.)
-struct ChannelWalk {
-  int channels, c0, step;
+// An element-wise thread's one channel group: the launch (batch_norm.cu's elementwise_grid) makes
+// the grid's stride a multiple of C elements, so every vector a thread visits, q + k * stride,
+// starts at the same channel as its first, q. Its coefficients are then loaded once, before the
+// loop: with kPerIteration vectors in flight, one set of them in registers instead of one per
+// vector, and no coefficient loads in the loop (up to 10 16-byte L1 reads per 16-byte vector in
+// the backward). (With one vector per iteration, kept coefficients cost more registers than they
+// saved: bench/results/2026-11-25_h200/bn_waves.)
+struct FixedChannelWalk {
+  static constexpr bool kFixed = true;
+  int c0;
   __device__ int channel(int64_t) const { return c0; }
-  __device__ void advance() {
-    c0 += step;
-    if (c0 >= channels) c0 -= channels;
-  }
+  __device__ void advance() {}
 };
 
 template <>
 struct Vectors<__nv_bfloat16, 8> {
   using Element = __nv_bfloat16;
+  using Raw = uint4;
   using Row = int64_t;
   using MaskWord = uint8_t;  // a thread's 8 bits are one byte of the mask
   using ThreadMoments = OctetMoments;
-  using Walk = ChannelWalk;
-  static constexpr int kWidth = 8, kChannels = 8, kRowsPerThread = 8;
+  using Walk = FixedChannelWalk;
+  static constexpr int kWidth = 8, kChannels = 8, kRowsPerThread = 8, kPerIteration = 4;
   static_assert(kWidth == runtime::cuda::kBf16x8, "the BN vector path moves 8 bf16 channels a load");
   int channel_count;
   int64_t rows;
@@ -152,11 +162,13 @@ struct Vectors<__nv_bfloat16, 8> {
   __device__ Lanes lanes() const { return block_lanes<kChannels>(slots); }
   __device__ bool has(int c0) const { return c0 < channel_count; }
   __device__ int64_t at(Row r, int c0) const { return r * channel_count + c0; }
+  // The thread's first vector's channel group, which is all of its (see FixedChannelWalk).
   __device__ Walk walk() const {
     const int64_t first = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) * kWidth;
-    const int64_t stride = int64_t{gridDim.x} * blockDim.x * kWidth;
-    return {channel_count, static_cast<int>(first % channel_count), static_cast<int>(stride % channel_count)};
+    return {static_cast<int>(first % channel_count)};
   }
+  __device__ static uint4 load_raw(const __nv_bfloat16* p, int64_t i) { return *reinterpret_cast<const uint4*>(p + i); }
+  __device__ static void widen(const uint4& raw, float out[8]) { runtime::cuda::widen_bf16x8(raw, out); }
   __device__ static void load(const __nv_bfloat16* p, int64_t i, float out[8]) {
     runtime::cuda::load_bf16x8(p + i, out);
   }
@@ -194,11 +206,12 @@ struct QuadIndexer {
 template <>
 struct Vectors<float, 4> {
   using Element = float;
+  using Raw = float4;
   using Row = uint32_t;
   using MaskWord = uint32_t;  // the 8 threads of a warp's quarter fill one word of the mask
   using ThreadMoments = Moments;
   using Walk = IndexedWalk<QuadIndexer>;
-  static constexpr int kWidth = 4, kChannels = 1, kRowsPerThread = 4;
+  static constexpr int kWidth = 4, kChannels = 1, kRowsPerThread = 4, kPerIteration = 1;
   static constexpr int slots = 1;  // a block per channel, its 256 lanes reading adjacent quads
   QuadIndexer ix;
   uint32_t rows;  // quads per channel: N * H*W / 4
@@ -212,10 +225,11 @@ struct Vectors<float, 4> {
   __device__ bool has(int) const { return true; }
   __device__ int64_t at(Row q, int c) const { return ix(q, c); }
   __device__ Walk walk() const { return {ix}; }
-  __device__ static void load(const float* p, int64_t i, float out[4]) {
-    const float4 v = *reinterpret_cast<const float4*>(p + i);
+  __device__ static float4 load_raw(const float* p, int64_t i) { return *reinterpret_cast<const float4*>(p + i); }
+  __device__ static void widen(const float4& v, float out[4]) {
     out[0] = v.x, out[1] = v.y, out[2] = v.z, out[3] = v.w;
   }
+  __device__ static void load(const float* p, int64_t i, float out[4]) { widen(load_raw(p, i), out); }
   __device__ static void store(float* p, int64_t i, const float in[4]) {
     *reinterpret_cast<float4*>(p + i) = make_float4(in[0], in[1], in[2], in[3]);
   }

@@ -44,8 +44,9 @@ inline bool aligned16(std::initializer_list<const void*> pointers) {
 // 8 consecutive bf16 values (16 bytes at a 16-byte aligned address) widened to float, and 8 floats
 // rounded to nearest even into them: the vector loads and stores of the bf16 NHWC kernels.
 constexpr int kBf16x8 = 8;
-__device__ inline void load_bf16x8(const __nv_bfloat16* p, float out[kBf16x8]) {
-  const uint4 raw = *reinterpret_cast<const uint4*>(p);
+// widen_bf16x8 is load_bf16x8's second half, for kernels that issue several 16-byte loads before
+// they widen the first (8 floats a load held in registers would cost twice the 4 words of bf16).
+__device__ inline void widen_bf16x8(const uint4& raw, float out[kBf16x8]) {
   const auto* pairs = reinterpret_cast<const __nv_bfloat162*>(&raw);
 #pragma unroll
   for (int k = 0; k < kBf16x8 / 2; ++k) {
@@ -53,6 +54,9 @@ __device__ inline void load_bf16x8(const __nv_bfloat16* p, float out[kBf16x8]) {
     out[2 * k] = f.x;
     out[2 * k + 1] = f.y;
   }
+}
+__device__ inline void load_bf16x8(const __nv_bfloat16* p, float out[kBf16x8]) {
+  widen_bf16x8(*reinterpret_cast<const uint4*>(p), out);
 }
 __device__ inline void store_bf16x8(__nv_bfloat16* p, const float in[kBf16x8]) {
   uint4 raw;
