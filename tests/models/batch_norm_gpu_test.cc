@@ -2,6 +2,7 @@
 // instantiated for double) on fresh random inputs: BN, BN + ReLU and BN + residual add + ReLU,
 // forward (output, saved and running statistics), backward (dx, dgamma, dbeta, dresidual) and
 // eval; fp32 NCHW within 1e-4 and bf16 NHWC within 2e-2, relative to |want| + the RMS of the output.
+// And bf16 NHWC eval's 8-wide path against its one-element path, exactly.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -179,8 +180,9 @@ std::vector<Case> cases() {
   // Channel counts below, at and above a 32-channel block, odd spatial sizes, one large reduction;
   // multiples of 8 take bf16's vectorized path (264: 33 groups of 8, one past a full block). 104
   // channels (13 groups of 8) over 5.2 M elements: the element-wise kernels' one-wave grids loop
-  // several times, and their stride moves a thread to other channels (on a 132-SM GPU, as 13
-  // divides no multiple of 132 below 13 x 132): the channel walk's wrap-around is exercised. fp32
+  // several times, rounded to a multiple of 13 blocks so that each thread keeps its channels; 264
+  // (a period of 33 blocks, more than these small tensors fill) runs a grid of mostly idle threads
+  // and a part-filled last iteration. fp32
   // NCHW takes the quad path where H*W is a multiple of 4; 3x5x4x4 ends in a part-filled mask word.
   // 32x45x27x27 (1 M elements, H*W odd, C not a multiple of 8) keeps the generic kernels of both
   // types on several row blocks and several passes of their one-wave loops (ResNet-50's 7x7 stage
@@ -208,6 +210,67 @@ std::string case_name(const testing::TestParamInfo<Case>& info) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, BatchNormGpuTest, testing::ValuesIn(cases()), case_name);
+
+// The bf16 NHWC normalization's 8-wide path (several vectors a thread per loop iteration, one
+// channel group a thread, a grid rounded to the channels' period) against the one-element path on
+// the same inputs, exactly: both compute fmaf(x, scale, shift) [+ residual] [then the ReLU] per
+// element with the same scale and shift (eval: from the running statistics, not from reductions
+// that differ between the paths), so the values agree bit for bit (up to the sign of a zero: the
+// one-element path adds no residual where there is none). Every activation one element past a
+// 16-byte boundary takes the one-element path.
+class BatchNormVectorPathTest : public BatchNormGpuTest {};
+
+TEST_P(BatchNormVectorPathTest, EvalEqualsOneElementPath) {
+  const Case& c = GetParam();
+  std::mt19937_64 rng(dtrain::test::random_seed());
+  const size_t n = static_cast<size_t>(c.batch) * c.channels * c.height * c.width;
+  std::uniform_real_distribution<float> u(-3.0f, 3.0f);
+  // Host images of the device buffers: the values at 0 (aligned) and at 1 (one element off).
+  std::vector<runtime::bfloat16> x_at0(n + 1), x_at1(n + 1), r_at0(n + 1), r_at1(n + 1);
+  for (size_t i = 0; i < n; ++i) {
+    x_at0[i] = x_at1[i + 1] = runtime::to_bfloat16(u(rng));
+    r_at0[i] = r_at1[i + 1] = runtime::to_bfloat16(u(rng));
+  }
+  const test::DeviceVector<runtime::bfloat16> x0(x_at0), x1(x_at1), r0(r_at0), r1(r_at1);
+  test::DeviceVector<runtime::bfloat16> y0(n + 1), y1(n + 1);
+  const std::vector<double> gamma = random_values(c.channels, 0.5, 1.5, rng),
+                            beta = random_values(c.channels, -0.5, 0.5, rng),
+                            mean = random_values(c.channels, -0.5, 0.5, rng),
+                            var = random_values(c.channels, 0.5, 1.5, rng);
+  const Floats gamma_dev(floats(gamma)), beta_dev(floats(beta)), mean_dev(floats(mean)), var_dev(floats(var));
+  const cuda::BatchNormDims dims{{c.batch, c.channels, static_cast<int64_t>(c.height) * c.width, 1e-5, 0.1}, true};
+  for (const int at : {0, 1}) {
+    const runtime::bfloat16* x = (at == 0 ? x0.get() : x1.get() + 1);
+    const runtime::bfloat16* residual = c.residual ? (at == 0 ? r0.get() : r1.get() + 1) : nullptr;
+    cuda::batch_norm_forward_eval<runtime::bfloat16>(stream_, dims, x, gamma_dev.get(), beta_dev.get(), mean_dev.get(),
+                                                     var_dev.get(), residual, c.relu,
+                                                     at == 0 ? y0.get() : y1.get() + 1);
+  }
+  DTRAIN_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  const std::vector<runtime::bfloat16> vectors = y0.to_host(), elements = y1.to_host();
+  size_t differ = 0, first = n;
+  for (size_t i = 0; i < n; ++i) {
+    if (runtime::to_float(vectors[i]) == runtime::to_float(elements[i + 1])) continue;
+    if (differ++ == 0) first = i;
+  }
+  EXPECT_EQ(differ, 0u) << "8-wide and one-element eval outputs differ at " << differ << " of " << n
+                        << " elements, first at element " << first;
+}
+
+// Channel counts of period 1 (32, 256), 13 (104: its grids loop several times) and 33 (264: past
+// these tensors' one-wave grids), and counts of vectors that leave a part-filled last iteration.
+std::vector<Case> vector_path_cases() {
+  const std::vector<Case> shapes = {{4, 32, 6, 6}, {2, 264, 5, 5}, {16, 256, 14, 14}, {64, 104, 28, 28}, {3, 8, 7, 5}};
+  std::vector<Case> all;
+  for (const Case& s : shapes) {
+    for (const bool relu : {false, true}) {
+      for (const bool residual : {false, true})
+        all.push_back({s.batch, s.channels, s.height, s.width, true, relu, residual});
+    }
+  }
+  return all;
+}
+INSTANTIATE_TEST_SUITE_P(Shapes, BatchNormVectorPathTest, testing::ValuesIn(vector_path_cases()), case_name);
 
 #else
 TEST(BatchNormGpuTest, NeedsCuda) {
