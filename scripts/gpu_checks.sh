@@ -85,6 +85,10 @@ fi
 # kernel loading, which the hang needed, happens once per process) and under a time limit. On a
 # one-GPU machine the two simulated nodes share the GPU (hierarchical and staged mpi-ring never use
 # NCCL between nodes); nccl needs a GPU per rank and runs from 2 GPUs on.
+# Staged device calls hand the worker each call before a stream waits for it (2 ranks may share a GPU).
+if [ -x $TESTS/dtrain-comm-staging-gpu-mpi-tests ] && [ "$GPUS" -ge 1 ]; then
+  check_within 120 comm_staging_order_np2 $MPI -np 2 $TESTS/dtrain-comm-staging-gpu-mpi-tests
+fi
 if [ -x $TESTS/dtrain-multinode-gpu-mpi-tests ] && [ "$GPUS" -ge 1 ]; then
   MN="$MPI -np 2 -x DTRAIN_MPI_DEVICE_POINTERS=stage"
   for b in hierarchical mpi_ring; do

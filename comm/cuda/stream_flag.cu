@@ -142,14 +142,16 @@ void StreamFlag::set(uint64_t value) {
   *host_ = value;
 }
 
-void StreamFlag::wait_at_least(uint64_t at_least) const {
+bool StreamFlag::wait_at_least(uint64_t at_least, const std::atomic<bool>* give_up) const {
   for (int round = 0; value() < at_least; ++round) {
+    if (give_up != nullptr && give_up->load(std::memory_order_acquire)) return false;
     if (round < 64) {
       std::this_thread::yield();
     } else {
       std::this_thread::sleep_for(std::chrono::microseconds(round < 1024 ? 20 : 200));
     }
   }
+  return true;
 }
 
 }  // namespace dtrain::comm::cuda

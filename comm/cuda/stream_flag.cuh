@@ -16,6 +16,7 @@
 // construction, so enqueuing them never triggers lazy loading.
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <cstdint>
 
 namespace dtrain::comm::cuda {
@@ -35,8 +36,9 @@ class StreamFlag {
   uint64_t value() const;
   void set(uint64_t value);  // release: host writes before it are visible to the waiting stream
   // Blocks the calling thread until value() >= at_least: a short spin, then sleeps of 20 to 200 us
-  // (the GPU cannot wake a host thread without the driver).
-  void wait_at_least(uint64_t at_least) const;
+  // (the GPU cannot wake a host thread without the driver). Returns true then, or false as soon as
+  // *give_up (when given) is true: the value may never come.
+  bool wait_at_least(uint64_t at_least, const std::atomic<bool>* give_up = nullptr) const;
 
  private:
   volatile uint64_t* host_ = nullptr;  // pinned, mapped

@@ -10,7 +10,9 @@
 // runs the host collective on each piece and raises the reduced flag (a plain store): it makes no
 // CUDA call at all. So nothing that the GPU waits for depends on a host thread that might itself
 // be stuck in the CUDA driver (stream_flag.cuh says when that happens: another thread's first
-// launch of a kernel, a cudaFree...). All-reduce and broadcast run in pieces: the copy out of piece
+// launch of a kernel, a cudaFree...). For the same reason the worker is handed the call before any
+// of it is enqueued: a stream never waits for a job that the worker does not have yet, whatever
+// the enqueuing thread is blocked on. All-reduce and broadcast run in pieces: the copy out of piece
 // k+1, the host collective on piece k and the copy back of piece k-1 are in flight at once.
 // All-gather and reduce-scatter need the whole buffer on the host: one piece in buffers grown at
 // the call (outgrown ones are kept, never freed while work may use them).
@@ -42,8 +44,9 @@ class DeviceStaging {
   DeviceStaging& operator=(const DeviceStaging&) = delete;
 
   // On `worker`'s thread: `check` gets the original call once; `run_host` gets the call (or each
-  // piece of it) rewritten onto pinned host buffers. A failure fails the returned Work, and the
-  // streams are released all the same (the device result is then undefined).
+  // piece of it) rewritten onto pinned host buffers. A failure fails the returned Work (one while
+  // enqueuing throws here), and the streams are released all the same (the device result is then
+  // undefined).
   Work run(CommWorker& worker, const Collective& call, int world_size, int rank,
            std::function<void(const Collective&)> check, std::function<void(const Collective&)> run_host);
 

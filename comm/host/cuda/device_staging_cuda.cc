@@ -3,8 +3,10 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -25,11 +27,20 @@
 namespace dtrain::comm {
 namespace {
 
-// One piece of a staged call: the host collective on pinned memory, and its ticket (the value of
-// the `landed` flag once its input is on the host, and of `reduced` once the host is done).
+// One piece of a staged call: the host collective on pinned memory, its ticket (the value of the
+// `landed` flag once its input is on the host, and of `reduced` once the host is done), and its
+// copies: `out_bytes` from `device_in` to `host_in`, then `back_bytes` from `host_out` to
+// `device_out`, the host memory guarded by `free` (recorded once the copy back is done).
 struct Piece {
   uint64_t ticket = 0;
   Collective host_call;
+  const void* device_in = nullptr;
+  void* host_in = nullptr;
+  size_t out_bytes = 0;
+  void* device_out = nullptr;
+  const void* host_out = nullptr;
+  size_t back_bytes = 0;
+  runtime::CudaEvent* free = nullptr;
 };
 
 // Grows a pinned buffer at the call. The old one is kept, not freed: queued copies and queued host
@@ -145,28 +156,37 @@ void traced_copy(const Collective& call, int piece, const char* phase, void* to,
   if (call.trace) call.trace->device_phase(p, stream, true);
 }
 
-// Enqueues piece `ticket` (number `piece` of `call`): copy `out_bytes` from `device_in` to `host`
-// (after `free` says the host memory is no longer being copied back), flag it landed, wait for
-// the host, copy `back_bytes` from `host_out` to `device_out`, and record `free`.
-void enqueue_piece(DeviceStaging::State& s, const Collective& call, int piece, uint64_t ticket, const void* device_in,
-                   void* host_in, size_t out_bytes, void* device_out, const void* host_out, size_t back_bytes,
-                   runtime::CudaEvent& free) {
-  free.make_stream_wait(s.out.get());
-  if (out_bytes > 0) {
-    traced_copy(call, piece, kPhaseDeviceToHost, host_in, device_in, out_bytes, cudaMemcpyDeviceToHost, s.out.get());
+// Enqueues piece number `index` of `call`: copy it out (once `free` says its host memory is no
+// longer being copied back), flag it landed, wait for the host, copy it back, record `free`.
+void enqueue_piece(DeviceStaging::State& s, const Collective& call, int index, const Piece& piece) {
+  piece.free->make_stream_wait(s.out.get());
+  if (piece.out_bytes > 0) {
+    traced_copy(call, index, kPhaseDeviceToHost, piece.host_in, piece.device_in, piece.out_bytes,
+                cudaMemcpyDeviceToHost, s.out.get());
   }
-  s.landed.enqueue_set(s.out.get(), ticket);
-  s.reduced.enqueue_wait(s.back.get(), ticket);
-  if (back_bytes > 0) {
-    traced_copy(call, piece, kPhaseHostToDevice, device_out, host_out, back_bytes, cudaMemcpyHostToDevice,
-                s.back.get());
+  s.landed.enqueue_set(s.out.get(), piece.ticket);
+  s.reduced.enqueue_wait(s.back.get(), piece.ticket);
+  if (piece.back_bytes > 0) {
+    traced_copy(call, index, kPhaseHostToDevice, piece.device_out, piece.host_out, piece.back_bytes,
+                cudaMemcpyHostToDevice, s.back.get());
   }
-  free.record(s.back.get());
+  piece.free->record(s.back.get());
+}
+
+// The host side of a piece, on pinned host memory; the staging reports the pieces itself.
+Collective host_call_of(const Collective& call, size_t count, void* send, void* recv) {
+  Collective host = call;
+  host.trace = nullptr;
+  host.where = Location::host();
+  host.count = count;
+  host.send = send;
+  host.recv = recv;
+  return host;
 }
 
 // All-reduce and broadcast: element-wise, so they split into pieces freely. A broadcast's root
-// only copies out, the other ranks only copy back.
-std::vector<Piece> enqueue_in_pieces(DeviceStaging::State& s, const Collective& call, int rank) {
+// only copies out, the other ranks only copy back. Hands out tickets and slots; enqueues nothing.
+std::vector<Piece> plan_in_pieces(DeviceStaging::State& s, const Collective& call, int rank) {
   const size_t esize = runtime::dtype_size(call.dtype);
   const size_t per_piece = std::max<size_t>(1, s.piece_bytes / esize);
   const bool broadcast = call.kind == CollectiveKind::kBroadcast;
@@ -178,26 +198,25 @@ std::vector<Piece> enqueue_in_pieces(DeviceStaging::State& s, const Collective& 
   for (size_t first = 0; first < call.count; first += per_piece) {
     const size_t n = std::min(per_piece, call.count - first);
     const size_t slot = s.next_slot++ % s.slots.size();
-    auto* host = static_cast<unsigned char*>(s.slots[slot].data());
+    void* host = s.slots[slot].data();
     Piece piece;
     piece.ticket = ++s.next_ticket;
-    enqueue_piece(s, call, static_cast<int>(pieces.size()), piece.ticket, device_in + first * esize, host,
-                  copy_out ? n * esize : 0, device_out + first * esize, host, copy_back ? n * esize : 0,
-                  s.slot_free[slot]);
-    piece.host_call = call;
-    piece.host_call.trace = nullptr;  // the staging reports the pieces itself
-    piece.host_call.where = Location::host();
-    piece.host_call.count = n;
-    piece.host_call.send = host;
-    piece.host_call.recv = host;
+    piece.host_call = host_call_of(call, n, host, host);
+    piece.device_in = device_in + first * esize;
+    piece.host_in = host;
+    piece.out_bytes = copy_out ? n * esize : 0;
+    piece.device_out = device_out + first * esize;
+    piece.host_out = host;
+    piece.back_bytes = copy_back ? n * esize : 0;
+    piece.free = &s.slot_free[slot];
     pieces.push_back(piece);
   }
   return pieces;
 }
 
-// All-gather and reduce-scatter: one piece, the whole buffers, keeping the caller's in-place
-// relation on the host so the host collective sees it too.
-std::vector<Piece> enqueue_whole(DeviceStaging::State& s, const Collective& call, int world_size) {
+// All-gather and reduce-scatter: one piece, the whole buffers (grown here), keeping the caller's
+// in-place relation on the host so the host collective sees it too. Enqueues nothing.
+std::vector<Piece> plan_whole(DeviceStaging::State& s, const Collective& call, int world_size) {
   const size_t esize = runtime::dtype_size(call.dtype);
   const size_t send_bytes = send_elements(call, world_size) * esize;
   const size_t recv_bytes = recv_elements(call, world_size) * esize;
@@ -215,45 +234,39 @@ std::vector<Piece> enqueue_whole(DeviceStaging::State& s, const Collective& call
   }
   Piece piece;
   piece.ticket = ++s.next_ticket;
-  enqueue_piece(s, call, 0, piece.ticket, device_send, host_send, send_bytes, device_recv, host_recv, recv_bytes,
-                s.whole_free);
-  piece.host_call = call;
-  piece.host_call.trace = nullptr;  // the staging reports the pieces itself
-  piece.host_call.where = Location::host();
-  piece.host_call.send = host_send;
-  piece.host_call.recv = host_recv;
+  piece.host_call = host_call_of(call, call.count, host_send, host_recv);
+  piece.device_in = device_send;
+  piece.host_in = host_send;
+  piece.out_bytes = send_bytes;
+  piece.device_out = device_recv;
+  piece.host_out = host_recv;
+  piece.back_bytes = recv_bytes;
+  piece.free = &s.whole_free;
   return {piece};
 }
 
-}  // namespace
-
-Work DeviceStaging::run(CommWorker& worker, const Collective& call, int world_size, int rank,
-                        std::function<void(const Collective&)> check, std::function<void(const Collective&)> run_host) {
-  State& s = *state_;
-  std::lock_guard lock(s.submit_mutex);
-  runtime::DeviceGuard on(s.device);
+// The stream side of a planned call, on the calling thread.
+void enqueue_call(DeviceStaging::State& s, const Collective& call, const std::vector<Piece>& pieces) {
   const auto user = static_cast<cudaStream_t>(call.where.stream);
   s.ready.record(user);
   s.ready.make_stream_wait(s.out.get());
-  const bool in_pieces = call.kind == CollectiveKind::kAllReduce || call.kind == CollectiveKind::kBroadcast;
-  const uint64_t first_ticket = s.next_ticket + 1;
-  std::vector<Piece> pieces;
-  try {
-    pieces = in_pieces ? enqueue_in_pieces(s, call, rank) : enqueue_whole(s, call, world_size);
-    if (!pieces.empty()) {
-      s.done.record(s.back.get());
-      s.done.make_stream_wait(user);
-    }
-  } catch (...) {
-    // Tickets handed out before the failure have waits on the return stream: the worker releases
-    // them in turn, so later calls are not stuck behind them.
-    if (s.next_ticket >= first_ticket) worker.submit([&s, last = s.next_ticket] { s.reduced.set(last); });
-    throw;
+  for (size_t i = 0; i < pieces.size(); ++i) enqueue_piece(s, call, static_cast<int>(i), pieces[i]);
+  if (!pieces.empty()) {
+    s.done.record(s.back.get());
+    s.done.make_stream_wait(user);
   }
-  const uint64_t last = pieces.empty() ? 0 : pieces.back().ticket;
+}
+
+// The worker's side of a staged call: for each piece, wait until it has landed, run the host
+// collective, raise `reduced`. `abandoned`: the calling thread failed to enqueue the call, so some
+// piece never lands; the job then fails, releasing the return stream all the same.
+std::function<void()> host_job(DeviceStaging::State& s, const Collective& call, std::vector<Piece> pieces,
+                               std::shared_ptr<const std::atomic<bool>> abandoned,
+                               std::function<void(const Collective&)> check,
+                               std::function<void(const Collective&)> run_host) {
   const double enqueued_ms = s.trace ? s.trace->now_ms() : 0.0;
-  return worker.submit([&s, call, last, enqueued_ms, pieces = std::move(pieces), check = std::move(check),
-                        run_host = std::move(run_host)] {
+  return [&s, call, enqueued_ms, pieces = std::move(pieces), abandoned = std::move(abandoned), check = std::move(check),
+          run_host = std::move(run_host)] {
     // However this ends, the return stream (and so the caller's stream) goes on past this call.
     struct ReleaseOnExit {
       cuda::StreamFlag& reduced;
@@ -261,11 +274,13 @@ Work DeviceStaging::run(CommWorker& worker, const Collective& call, int world_si
       ~ReleaseOnExit() {
         if (last > 0 && reduced.value() < last) reduced.set(last);
       }
-    } release{s.reduced, last};
+    } release{s.reduced, pieces.empty() ? 0 : pieces.back().ticket};
     check(call);
     for (size_t i = 0; i < pieces.size(); ++i) {
       const Piece& piece = pieces[i];
-      s.landed.wait_at_least(piece.ticket);
+      // A later call's tickets raise `landed` past an abandoned piece's too: ask again after.
+      if (!s.landed.wait_at_least(piece.ticket, abandoned.get()) || *abandoned)
+        DTRAIN_FAIL() << describe(call) << ": abandoned, its copies could not be enqueued";
       const double landed_ms = s.trace ? s.trace->now_ms() : 0.0;
       CallPhase ring;  // reported before the flag: the copy back (and so the call) waits for it
       ring.begin = call.trace ? runtime::steady_seconds() : 0.0;
@@ -284,7 +299,35 @@ Work DeviceStaging::run(CommWorker& worker, const Collective& call, int world_si
                                   piece.host_call.count * runtime::dtype_size(piece.host_call.dtype)});
       }
     }
-  });
+  };
+}
+
+}  // namespace
+
+Work DeviceStaging::run(CommWorker& worker, const Collective& call, int world_size, int rank,
+                        std::function<void(const Collective&)> check, std::function<void(const Collective&)> run_host) {
+  State& s = *state_;
+  std::lock_guard lock(s.submit_mutex);
+  runtime::DeviceGuard on(s.device);
+  const bool in_pieces = call.kind == CollectiveKind::kAllReduce || call.kind == CollectiveKind::kBroadcast;
+  // Tickets, slots and host buffers first (growing them may call CUDA): no stream waits for this
+  // call yet.
+  const std::vector<Piece> pieces = in_pieces ? plan_in_pieces(s, call, rank) : plan_whole(s, call, world_size);
+  // The worker gets the call before any stream waits for it. Once a piece's wait for `reduced` is
+  // on the return stream, only this call's job can release it, and the CUDA calls that follow here
+  // (the next pieces, the events) can block behind another thread of the process that holds the
+  // context while the device drains (a kernel's first launch under lazy module loading, cudaFree):
+  // the drain would wait for the return stream, the return stream for the worker, and the worker
+  // for a job this thread had not handed it yet. The job polls `landed`, so it may start first.
+  auto abandoned = std::make_shared<std::atomic<bool>>(false);
+  Work work = worker.submit(host_job(s, call, pieces, abandoned, std::move(check), std::move(run_host)));
+  try {
+    enqueue_call(s, call, pieces);
+  } catch (...) {
+    abandoned->store(true);  // the job fails at the first piece that did not land
+    throw;
+  }
+  return work;
 }
 
 Work DeviceStaging::run_direct(CommWorker& worker, const Collective& call, std::function<void(const Collective&)> check,
