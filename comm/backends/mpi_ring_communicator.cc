@@ -7,6 +7,7 @@
 #include "comm/host/memory_ops.h"
 #include "comm/host/wide_reduction.h"
 #include "runtime/base/error.h"
+#include "runtime/base/log.h"
 #include "runtime/mpi/mpi_check.h"
 
 namespace dtrain::comm {
@@ -131,6 +132,20 @@ void MpiRingCommunicator::in_parts(Ring& ring, size_t count, size_t bytes,
   lanes_->run(ring, count, part);
 }
 
+SharedMemoryAllReduce* MpiRingCommunicator::shared_memory_for(Ring& ring, size_t bytes) {
+  if (!tuning_.shm || size() == 1 || ring.memory().where().device || bytes < tuning_.shm_min_bytes) return nullptr;
+  if (!shm_tried_) {
+    shm_tried_ = true;
+    std::string why;
+    shm_ = SharedMemoryAllReduce::create(mpi_comm(), tuning_.shm_chunk_bytes, &why);
+    if (!shm_ && rank() == 0 && !why.empty()) {
+      DTRAIN_LOG(kWarn) << "mpi-ring: no shared-memory all-reduce (" << why << "); the ring carries "
+                        << "large host all-reduces";
+    }
+  }
+  return shm_.get();
+}
+
 void MpiRingCommunicator::all_reduce(Ring& ring, const Collective& call) {
   const float scale = call.op == ReduceOp::kAverage ? 1.0f / static_cast<float>(size()) : 1.0f;
   const size_t esize = runtime::dtype_size(call.dtype);
@@ -147,6 +162,10 @@ void MpiRingCommunicator::all_reduce(Ring& ring, const Collective& call) {
   if (call.dtype == DType::kF32) {
     const auto* send = static_cast<const float*>(call.send);
     auto* recv = static_cast<float*>(call.recv);
+    if (SharedMemoryAllReduce* shm = shared_memory_for(ring, call.count * esize)) {
+      shm->all_reduce(send, recv, call.count, scale);
+      return;
+    }
     in_parts(ring, call.count, call.count * esize,
              [&](Ring& r, size_t begin, size_t n) { r.all_reduce(send + begin, recv + begin, n, scale); });
     return;
@@ -164,6 +183,15 @@ void MpiRingCommunicator::all_reduce(Ring& ring, const Collective& call) {
   // which is synchronized before MPI reads the copy and before the result is handed on.
   const Location where = memory.where();
   float* slot = ring.scratch(RingScratch::kWiden, call.count);
+  SharedMemoryAllReduce* shm = shared_memory_for(ring, call.count * sizeof(float));
+  if (shm) {
+    // The fp32 sum, bitwise the same on every rank, rounded once (times the scale) on each.
+    reduce_widened({call.send, call.dtype, call.count, call.count, scale, where, slot}, [&](float* wide) {
+      shm->all_reduce(wide, wide, call.count, 1.0f);
+      return Rounding{wide, call.recv, call.count};
+    });
+    return;
+  }
   if (small || size() == 1) {
     reduce_widened({call.send, call.dtype, call.count, call.count, scale, where, slot}, [&](float* wide) {
       memory.wait();

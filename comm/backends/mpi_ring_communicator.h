@@ -17,6 +17,11 @@
 // Device buffers are staged through pinned host memory, or, when the MPI library takes device
 // pointers (DTRAIN_MPI_DEVICE_POINTERS, mpi_features.h), handed to MPI directly and reduced by
 // kernels: the same ring on a second Ring whose memory is the device's.
+// Large host all-reduces (fp32, and 16-bit ones with one rounding, widened into fp32) go through
+// memory shared by the ranks (shared_memory_allreduce.h) when every rank is on one host, unless
+// DTRAIN_SHM_ALLREDUCE=0: set up at the first such call, and if it cannot be (ranks on several
+// hosts, no shared memory) the ring carries them, as it does below DTRAIN_SHM_MIN_BYTES. The sum
+// runs in rank order, so results are bitwise the same on every rank, as the ring's are.
 // The constructor checks that every rank has the same ring tuning (a UsageError naming
 // DTRAIN_RING_SEGMENT_BYTES or DTRAIN_RING_SMALL_BYTES and the values): ranks cutting messages
 // differently would otherwise corrupt memory or hang.
@@ -30,6 +35,7 @@
 #include "comm/host/mpi_features.h"
 #include "comm/host/ring.h"
 #include "comm/host/ring_lanes.h"
+#include "comm/host/shared_memory_allreduce.h"
 #include "runtime/memory/buffer.h"
 
 namespace dtrain::comm {
@@ -59,6 +65,9 @@ class MpiRingCommunicator final : public HostCommunicator {
   // (the stream widens a call's wire before it narrows the next call into it); an outgrown one
   // stays allocated, as queued work may still read it, until the communicator goes.
   runtime::Buffer device_wire(size_t bytes, const Location& where, void** data);
+  // The shared-memory all-reduce for a host all-reduce of `bytes` (fp32) on `ring`, or null: the
+  // ring's. Made at the first call that qualifies (every rank reaches it at the same call).
+  SharedMemoryAllReduce* shared_memory_for(Ring& ring, size_t bytes);
   void reduce_scatter(Ring& ring, const Collective& call);
   void all_gather(Ring& ring, const Collective& call);
   // Runs part(ring, begin, n) over [0, count): once on `ring`, or, for a large host all-reduce
@@ -73,6 +82,8 @@ class MpiRingCommunicator final : public HostCommunicator {
   Ring host_ring_;
   std::unique_ptr<Ring> device_ring_;
   std::unique_ptr<RingLanes> lanes_;
+  std::unique_ptr<SharedMemoryAllReduce> shm_;
+  bool shm_tried_ = false;
   std::mutex managed_wire_mutex_;
   std::unique_ptr<RingMemory> managed_wire_memory_;
   std::map<void*, std::pair<RingMemory::Block, size_t>> managed_wires_;  // by stream: buffer, bytes

@@ -33,6 +33,11 @@ RingTuning ring_tuning_from_env() {
   if (auto v = runtime::env_int("DTRAIN_RING_SMALL_BYTES", 0, int64_t{1} << 30))
     tuning.small_bytes = static_cast<size_t>(*v);
   if (auto v = runtime::env_int("DTRAIN_RING_LANES", 1, 16)) tuning.lanes = static_cast<int>(*v);
+  if (auto v = runtime::env_int("DTRAIN_SHM_ALLREDUCE", 0, 1)) tuning.shm = *v == 1;
+  if (auto v = runtime::env_int("DTRAIN_SHM_MIN_BYTES", 0, int64_t{1} << 40))
+    tuning.shm_min_bytes = static_cast<size_t>(*v);
+  if (auto v = runtime::env_int("DTRAIN_SHM_CHUNK_BYTES", 4096, int64_t{1} << 30))
+    tuning.shm_chunk_bytes = static_cast<size_t>(*v);
   return tuning;
 }
 
@@ -40,6 +45,10 @@ void check_same_tuning(MPI_Comm comm, const RingTuning& tuning) {
   check_same_setting(comm, "DTRAIN_RING_SEGMENT_BYTES", tuning.segment_bytes);
   check_same_setting(comm, "DTRAIN_RING_SMALL_BYTES", tuning.small_bytes);
   check_same_setting(comm, "DTRAIN_RING_LANES", static_cast<uint64_t>(tuning.lanes));
+  // Ranks on different paths would wait for messages or counters that never come.
+  check_same_setting(comm, "DTRAIN_SHM_ALLREDUCE", tuning.shm ? 1 : 0);
+  check_same_setting(comm, "DTRAIN_SHM_MIN_BYTES", tuning.shm_min_bytes);
+  check_same_setting(comm, "DTRAIN_SHM_CHUNK_BYTES", tuning.shm_chunk_bytes);
 }
 
 std::vector<size_t> even_chunks(size_t count, int n) {

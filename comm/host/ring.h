@@ -31,10 +31,15 @@ struct RingTuning {
   size_t segment_bytes = 256 * 1024;  // DTRAIN_RING_SEGMENT_BYTES
   size_t small_bytes = 16 * 1024;     // DTRAIN_RING_SMALL_BYTES: recursive doubling at or below this
   int lanes = 1;                      // DTRAIN_RING_LANES: rings side by side for large host all-reduces (ring_lanes.h)
+  // The mpi-ring's shared-memory all-reduce (shared_memory_allreduce.h) for host buffers of at
+  // least shm_min_bytes when every rank is on one host.
+  bool shm = true;                       // DTRAIN_SHM_ALLREDUCE (0 or 1)
+  size_t shm_min_bytes = 256 * 1024;     // DTRAIN_SHM_MIN_BYTES
+  size_t shm_chunk_bytes = 1024 * 1024;  // DTRAIN_SHM_CHUNK_BYTES: a rank's slot per step
 };
 
-// Reads DTRAIN_RING_SEGMENT_BYTES, DTRAIN_RING_SMALL_BYTES and DTRAIN_RING_LANES (UsageError if
-// malformed).
+// Reads DTRAIN_RING_SEGMENT_BYTES, DTRAIN_RING_SMALL_BYTES, DTRAIN_RING_LANES and the DTRAIN_SHM_*
+// variables (UsageError if malformed).
 RingTuning ring_tuning_from_env();
 
 // Collective over `comm`: a UsageError on every rank, naming the variable and both values, unless
