@@ -33,9 +33,9 @@ struct RingTuning {
   int lanes = 1;                      // DTRAIN_RING_LANES: rings side by side for large host all-reduces (ring_lanes.h)
   // The mpi-ring's shared-memory all-reduce (shared_memory_allreduce.h) for host buffers of at
   // least shm_min_bytes when every rank is on one host.
-  bool shm = true;                       // DTRAIN_SHM_ALLREDUCE (0 or 1)
-  size_t shm_min_bytes = 256 * 1024;     // DTRAIN_SHM_MIN_BYTES
-  size_t shm_chunk_bytes = 1024 * 1024;  // DTRAIN_SHM_CHUNK_BYTES: a rank's slot per step
+  bool shm = true;                      // DTRAIN_SHM_ALLREDUCE (0 or 1)
+  size_t shm_min_bytes = 8 * 1024;      // DTRAIN_SHM_MIN_BYTES
+  size_t shm_chunk_bytes = 512 * 1024;  // DTRAIN_SHM_CHUNK_BYTES: a rank's slot per step
 };
 
 // Reads DTRAIN_RING_SEGMENT_BYTES, DTRAIN_RING_SMALL_BYTES, DTRAIN_RING_LANES and the DTRAIN_SHM_*

@@ -46,17 +46,17 @@ inline void cpu_relax() {
 #endif
 }
 
-// Spins about a few microseconds, then yields for about a millisecond, then naps: a peer that is
-// a moment behind costs no context switch, one that is descheduled (more ranks than cores) gets the
-// core, and one that never comes costs no CPU while the stall inspector decides.
-void wait_until(int64_t* counter, int64_t seq) {
+// Spins for `spin_rounds` rounds (a few microseconds each), then yields for about a millisecond,
+// then naps: a peer that is a moment behind costs no context switch, one that is descheduled gets
+// the core, and one that never comes costs no CPU while the stall inspector decides.
+void wait_until(int64_t* counter, int64_t seq, int spin_rounds) {
   for (int round = 0;; ++round) {
     for (int i = 0; i < 64; ++i) {
       if (load_acquire(counter) >= seq) return;
       cpu_relax();
     }
-    if (round < 64) continue;
-    if (round < 1024) {
+    if (round < spin_rounds) continue;
+    if (round < spin_rounds + 1024) {
       std::this_thread::yield();
     } else {
       std::this_thread::sleep_for(std::chrono::microseconds(50));
@@ -70,6 +70,9 @@ std::atomic<uint64_t> g_segments{0};  // makes segment names unique within a pro
 
 SharedMemoryAllReduce::SharedMemoryAllReduce(int rank, int size, size_t chunk_floats)
     : rank_(rank), size_(size), chunk_(chunk_floats), peers_(static_cast<size_t>(size)) {
+  // More ranks than cores: a spinning rank would hold the core the rank it waits for needs.
+  const unsigned cores = std::thread::hardware_concurrency();
+  spin_rounds_ = cores != 0 && static_cast<unsigned>(size) > cores ? 0 : 64;
   piece_floats_ = round_up((chunk_ + static_cast<size_t>(size_) - 1) / static_cast<size_t>(size_), kAlignFloats);
 }
 
@@ -174,7 +177,7 @@ std::unique_ptr<SharedMemoryAllReduce> SharedMemoryAllReduce::create(MPI_Comm co
 }
 
 void SharedMemoryAllReduce::wait_all(int64_t* (SharedMemoryAllReduce::*counter)(int) const, int64_t seq) const {
-  for (int r = 0; r < size_; ++r) wait_until((this->*counter)(r), seq);
+  for (int r = 0; r < size_; ++r) wait_until((this->*counter)(r), seq, spin_rounds_);
 }
 
 void SharedMemoryAllReduce::reduce_piece(int64_t seq, size_t n, float scale) {

@@ -23,12 +23,11 @@
 // counters it has already waited for, and a result piece is overwritten only after every rank has
 // published the copy that follows its read (the comments in all_reduce() spell this out).
 //
-// Waits spin briefly, then yield, then sleep in short naps: a rank that never arrives (stopped,
-// dead) leaves the others waiting inside an operation the stall inspector (stall_inspector.h)
-// watches from its own thread, which reports and, at the abort time, ends the job, as for a ring
-// waiting in MPI. Teardown is local (munmap): no collective, so a rank unwinding after an error
-// cannot hang in it.
-// Not thread-safe: one caller at a time (the communicator's worker).
+// Waits spin briefly (not at all with more ranks than cores), then yield, then sleep in short naps: a rank that never
+// arrives (stopped, dead) leaves the others waiting inside an operation the stall inspector (stall_inspector.h) watches
+// from its own thread, which reports and, at the abort time, ends the job, as for a ring waiting in MPI. Teardown is
+// local (munmap): no collective, so a rank unwinding after an error cannot hang in it. Not thread-safe: one caller at a
+// time (the communicator's worker).
 #include <mpi.h>
 
 #include <cstddef>
@@ -75,6 +74,7 @@ class SharedMemoryAllReduce {
   int size_ = 1;
   size_t chunk_ = 0;         // floats per slot (a multiple of 32)
   size_t piece_floats_ = 0;  // floats per result piece: the largest sub-range of a chunk
+  int spin_rounds_ = 64;     // rounds of a wait spent spinning before yielding (0 when oversubscribed)
   int64_t seq_ = 0;          // the last chunk's sequence number (counters start at 0)
   std::vector<Peer> peers_;
 };
