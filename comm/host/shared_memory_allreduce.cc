@@ -46,20 +46,25 @@ inline void cpu_relax() {
 #endif
 }
 
-// Spins for `spin_rounds` rounds (a few microseconds each), then yields for about a millisecond,
-// then naps: a peer that is a moment behind costs no context switch, one that is descheduled gets
-// the core, and one that never comes costs no CPU while the stall inspector decides.
+// Spins for `spin_rounds` rounds (a few microseconds each), then yields, then, after 50 ms, naps:
+// a peer that is a moment behind costs no context switch, one that is descheduled gets the core,
+// one that arrives late (ranks reach a call milliseconds apart in training) is seen at once, as by
+// MPI's busy-polling, and one that never comes costs no CPU while the stall inspector decides.
 void wait_until(int64_t* counter, int64_t seq, int spin_rounds) {
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point yielding_since;
   for (int round = 0;; ++round) {
     for (int i = 0; i < 64; ++i) {
       if (load_acquire(counter) >= seq) return;
       cpu_relax();
     }
     if (round < spin_rounds) continue;
-    if (round < spin_rounds + 1024) {
+    const Clock::time_point now = Clock::now();
+    if (round == spin_rounds) yielding_since = now;
+    if (now - yielding_since < std::chrono::milliseconds(50)) {
       std::this_thread::yield();
     } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
   }
 }

@@ -7,8 +7,8 @@
 // and read back once.
 //
 // Each rank owns a segment (POSIX shared memory it creates and first touches, so its pages sit on
-// its own NUMA node, mapped by every peer and unlinked once all have mapped it: nothing is left in
-// /dev/shm however the job ends): two counters, two input slots and two result pieces. The buffer
+// its own NUMA node, mapped by every peer and unlinked once all have mapped it: only a kill during
+// that setup can leave a file in /dev/shm): two counters, two input slots and two result pieces. The buffer
 // is processed in chunks of chunk_bytes; for chunk k, on every rank:
 //   1. copy its input chunk into its slot (k % 2), publish copied = k;
 //   2. wait until every rank has copied k, sum sub-range r of the chunk (r = this rank) over the
@@ -23,11 +23,12 @@
 // counters it has already waited for, and a result piece is overwritten only after every rank has
 // published the copy that follows its read (the comments in all_reduce() spell this out).
 //
-// Waits spin briefly (not at all with more ranks than cores), then yield, then sleep in short naps: a rank that never
-// arrives (stopped, dead) leaves the others waiting inside an operation the stall inspector (stall_inspector.h) watches
-// from its own thread, which reports and, at the abort time, ends the job, as for a ring waiting in MPI. Teardown is
-// local (munmap): no collective, so a rank unwinding after an error cannot hang in it. Not thread-safe: one caller at a
-// time (the communicator's worker).
+// Waits spin briefly (not at all with more ranks than cores), then yield, and after 50 ms sleep in
+// short naps: a rank that never arrives (stopped, dead) leaves the others waiting inside an
+// operation the stall inspector (stall_inspector.h) watches from its own thread, which reports and,
+// at the abort time, ends the job, as for a ring waiting in MPI. Teardown is local (munmap): no
+// collective, so a rank unwinding after an error cannot hang in it.
+// Not thread-safe: one caller at a time (the communicator's worker).
 #include <mpi.h>
 
 #include <cstddef>
