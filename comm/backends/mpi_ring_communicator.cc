@@ -163,7 +163,7 @@ void MpiRingCommunicator::all_reduce(Ring& ring, const Collective& call) {
     const auto* send = static_cast<const float*>(call.send);
     auto* recv = static_cast<float*>(call.recv);
     if (SharedMemoryAllReduce* shm = shared_memory_for(ring, call.count * esize)) {
-      shm->all_reduce(send, recv, call.count, scale);
+      shm->all_reduce(send, recv, call.count, call.dtype, scale);
       return;
     }
     in_parts(ring, call.count, call.count * esize,
@@ -179,19 +179,15 @@ void MpiRingCommunicator::all_reduce(Ring& ring, const Collective& call) {
              [&](Ring& r, size_t begin, size_t n) { r.all_reduce_16(data + begin * esize, n, call.dtype, scale); });
     return;
   }
+  // Widened chunk by chunk into the shared slots, summed in fp32, rounded once on the way out.
+  if (SharedMemoryAllReduce* shm = shared_memory_for(ring, call.count * sizeof(float))) {
+    shm->all_reduce(call.send, call.recv, call.count, call.dtype, scale);
+    return;
+  }
   // The fp32 copy sits in the ring's widening slot; device ring memory converts on its own stream,
   // which is synchronized before MPI reads the copy and before the result is handed on.
   const Location where = memory.where();
   float* slot = ring.scratch(RingScratch::kWiden, call.count);
-  SharedMemoryAllReduce* shm = shared_memory_for(ring, call.count * sizeof(float));
-  if (shm) {
-    // The fp32 sum, bitwise the same on every rank, rounded once (times the scale) on each.
-    reduce_widened({call.send, call.dtype, call.count, call.count, scale, where, slot}, [&](float* wide) {
-      shm->all_reduce(wide, wide, call.count, 1.0f);
-      return Rounding{wide, call.recv, call.count};
-    });
-    return;
-  }
   if (small || size() == 1) {
     reduce_widened({call.send, call.dtype, call.count, call.count, scale, where, slot}, [&](float* wide) {
       memory.wait();

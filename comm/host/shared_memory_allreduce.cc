@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "comm/host/host_reduce.h"
+#include "runtime/base/error.h"
 #include "runtime/mpi/mpi_check.h"
 
 namespace dtrain::comm {
@@ -203,14 +204,23 @@ void SharedMemoryAllReduce::reduce_piece(int64_t seq, size_t n, float scale) {
   }
 }
 
-void SharedMemoryAllReduce::all_reduce(const float* send, float* recv, size_t count, float scale) {
+void SharedMemoryAllReduce::all_reduce(const void* send, void* recv, size_t count, runtime::DType dtype, float scale) {
+  DTRAIN_CHECK(dtype == runtime::DType::kF32 || dtype == runtime::DType::kBF16 || dtype == runtime::DType::kF16)
+      << "shared-memory all-reduce of " << runtime::dtype_name(dtype);
   if (count == 0) return;
+  const size_t esize = runtime::dtype_size(dtype);
+  const auto* in = static_cast<const unsigned char*>(send);
+  auto* out = static_cast<unsigned char*>(recv);
   const size_t chunks = (count + chunk_ - 1) / chunk_;
   auto length = [&](size_t k) { return std::min(chunk_, count - k * chunk_); };
+  // 16-bit input is widened on its way into the slot and the fp32 result rounded once on its way out.
+  auto copy_in = [&](size_t k, int64_t seq) {
+    widen_to_f32(in + k * chunk_ * esize, dtype, slot(rank_, seq), length(k));
+  };
   const int64_t first = seq_ + 1;
   // Slot first % 2 was last read by the sums of chunk first - 2, which every rank finished before
   // this rank's last wait (reduced >= first - 1).
-  std::memcpy(slot(rank_, first), send, length(0) * sizeof(float));
+  copy_in(0, first);
   store_release(copied(rank_), first);
   for (size_t k = 0; k < chunks; ++k) {
     const int64_t seq = first + static_cast<int64_t>(k);
@@ -223,15 +233,20 @@ void SharedMemoryAllReduce::all_reduce(const float* send, float* recv, size_t co
     if (k + 1 < chunks) {
       // The other slot was last read by the sums of chunk seq - 1: every rank finished them before
       // this rank's previous wait on `reduced`.
-      std::memcpy(slot(rank_, seq + 1), send + (k + 1) * chunk_, length(k + 1) * sizeof(float));
+      copy_in(k + 1, seq + 1);
       store_release(copied(rank_), seq + 1);
     }
     wait_all(&SharedMemoryAllReduce::reduced, seq);
     const size_t width = piece(n);
-    float* out = recv + k * chunk_;
     for (int r = 0; r < size_ && static_cast<size_t>(r) * width < n; ++r) {
       const size_t from = static_cast<size_t>(r) * width;
-      std::memcpy(out + from, result(r, seq), (std::min(n, from + width) - from) * sizeof(float));
+      const size_t len = std::min(n, from + width) - from;
+      unsigned char* to = out + (k * chunk_ + from) * esize;
+      if (dtype == runtime::DType::kF32) {
+        std::memcpy(to, result(r, seq), len * sizeof(float));
+      } else {
+        narrow_from_f32(result(r, seq), 1.0f, to, dtype, len);
+      }
     }
   }
   seq_ = first + static_cast<int64_t>(chunks) - 1;

@@ -1,5 +1,5 @@
 #pragma once
-// An fp32 all-reduce of host buffers through memory that every rank of one host maps: the
+// An all-reduce of host buffers (fp32, bf16, fp16: summed in fp32) through memory that every rank of one host maps: the
 // mpi-ring's path for large host all-reduces when all of its ranks share a host. Open MPI's
 // shared-memory transport copies every message into a FIFO and out again, one thread per rank
 // (twice the bytes of a copy, and when it has no single-copy mechanism, as in containers without
@@ -37,6 +37,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/memory/dtype.h"
+
 namespace dtrain::comm {
 
 class SharedMemoryAllReduce {
@@ -49,9 +51,11 @@ class SharedMemoryAllReduce {
   SharedMemoryAllReduce(const SharedMemoryAllReduce&) = delete;
   SharedMemoryAllReduce& operator=(const SharedMemoryAllReduce&) = delete;
 
-  // recv = scale x sum over ranks of send, count floats (in place when send == recv). Collective:
-  // every rank calls it with the same count and scale.
-  void all_reduce(const float* send, float* recv, size_t count, float scale);
+  // recv = scale x sum over ranks of send, `count` elements of `dtype` (in place when send == recv).
+  // fp32, or bf16 / fp16 widened into the slots and summed in fp32, the result (times the scale)
+  // rounded once: the one rounding of the ring's widened path. Collective: every rank calls it with
+  // the same count, dtype and scale.
+  void all_reduce(const void* send, void* recv, size_t count, runtime::DType dtype, float scale);
 
   size_t chunk_floats() const { return chunk_; }
 

@@ -102,11 +102,13 @@ TEST(SharedMemoryAllReduce, RankOrderSumOverChunks) {
   std::unique_ptr<SharedMemoryAllReduce> shm = SharedMemoryAllReduce::create(MPI_COMM_WORLD, kChunkBytes, &why);
   ASSERT_TRUE(shm) << "every rank of this test is on one host, yet no shared memory: " << why;
   EXPECT_EQ(shm->chunk_floats(), kChunkFloats);
-  check_every_case("shared-memory all_reduce", DType::kF32, seed,
-                   [&](const void* send, void* recv, size_t count, bool average) {
-                     const float scale = average ? 1.0f / static_cast<float>(world_size()) : 1.0f;
-                     shm->all_reduce(static_cast<const float*>(send), static_cast<float*>(recv), count, scale);
-                   });
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
+    check_every_case("shared-memory all_reduce", dtype, seed,
+                     [&](const void* send, void* recv, size_t count, bool average) {
+                       const float scale = average ? 1.0f / static_cast<float>(world_size()) : 1.0f;
+                       shm->all_reduce(send, recv, count, dtype, scale);
+                     });
+  }
 }
 
 class MpiRingSharedMemory : public testing::TestWithParam<DType> {};
