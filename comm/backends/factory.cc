@@ -45,7 +45,9 @@ std::unique_ptr<Communicator> make_communicator(Backend requested, const runtime
   // cross-node step of one node).
   const DType crossing = topology.node_count > 1 ? wire.dtype : DType::kF32;
   const bool tell_wire = topology.node_count > 1 || wire.dtype != DType::kF32;
-  const RingTuning tuning = ring_tuning_from_env();
+  RingTuning tuning = ring_tuning_from_env();
+  // A flat mpi-ring across nodes keeps the ring, on simulated nodes too (hierarchical_communicator.cc).
+  if (topology.node_count > 1) tuning.shm = false;
   DTRAIN_LOG0(kInfo) << "communicator: " << backend_name(backend) << " (" << choice.why << "), ring segment "
                      << tuning.segment_bytes << " B, MPI "
                      << (mpi_reports_cuda_support() ? "reports" : "does not report")
@@ -55,7 +57,11 @@ std::unique_ptr<Communicator> make_communicator(Backend requested, const runtime
                              ? std::string(", cross-node wire ") + runtime::dtype_name(crossing) + " (" +
                                    (crossing == wire.dtype ? wire.why : "one node: nothing crosses a network") + ")"
                              : std::string())
-                     << (sum16 == SixteenBitSum::kNative ? ", native 16-bit sums" : "");
+                     << (sum16 == SixteenBitSum::kNative ? ", native 16-bit sums" : "")
+                     << (backend == Backend::kMpiRing && tuning.shm
+                             ? ", host all-reduces from " + std::to_string(tuning.shm_min_bytes) +
+                                   " B through shared memory (DTRAIN_SHM_ALLREDUCE)"
+                             : "");
   switch (backend) {
     case Backend::kMpiRing:
       return std::make_unique<MpiRingCommunicator>(ctx.world(), tuning, MpiRingCommunicator::Sixteen::kOneRounding,

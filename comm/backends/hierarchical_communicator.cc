@@ -66,13 +66,17 @@ HierarchicalCommunicator::HierarchicalCommunicator(const runtime::RankContext& c
   max_local_size_ = extremes[0];
   uniform_nodes_ = extremes[0] == -extremes[1];
 
+  // The communicators that span nodes keep the ring: shared memory cannot span real nodes, and on
+  // simulated ones (DTRAIN_RANKS_PER_NODE) the ring is what real nodes would run.
+  RingTuning across = tuning;
+  across.shm = false;
   direct_managed_ = device_pointer_mode() == DevicePointerMode::kDirectManaged;
   intra_ = unchecked(use_nccl ? make_nccl_communicator(ctx.node())
                               : std::make_unique<MpiRingCommunicator>(ctx.node(), tuning));
   // The collectives that span every node at once go over our ring, device buffers staged through
   // the host, so NCCL never spans nodes (no world NCCL communicator: none of its memory and set-up
   // on a large job, and simulated nodes may share a GPU).
-  flat_ = unchecked(std::make_unique<MpiRingCommunicator>(ctx.world(), tuning));
+  flat_ = unchecked(std::make_unique<MpiRingCommunicator>(ctx.world(), across));
   host_intra_ = intra_.get();
   if (use_nccl) {
     own_host_intra_ = unchecked(std::make_unique<MpiRingCommunicator>(ctx.node(), tuning));
@@ -85,7 +89,7 @@ HierarchicalCommunicator::HierarchicalCommunicator(const runtime::RankContext& c
   const auto sixteen =
       cross_wire == DType::kF32 ? MpiRingCommunicator::Sixteen::kOneRounding : MpiRingCommunicator::Sixteen::kPartials;
   if (uniform_nodes_) {
-    cross_ = unchecked(std::make_unique<MpiRingCommunicator>(ctx.cross_node(), tuning, sixteen));
+    cross_ = unchecked(std::make_unique<MpiRingCommunicator>(ctx.cross_node(), across, sixteen));
   } else {
     // One communicator per shard: its owner on every node. MPI_Comm_split is collective over the
     // world, so every rank takes part in every split, joining those whose shard it owns.
@@ -97,7 +101,7 @@ HierarchicalCommunicator::HierarchicalCommunicator(const runtime::RankContext& c
       if (owner) {
         runtime::MpiComm owned(split);
         shard_cross_[static_cast<size_t>(shard)] =
-            unchecked(std::make_unique<MpiRingCommunicator>(owned.get(), tuning, sixteen));
+            unchecked(std::make_unique<MpiRingCommunicator>(owned.get(), across, sixteen));
       }
     }
   }
