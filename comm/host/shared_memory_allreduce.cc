@@ -186,21 +186,22 @@ void SharedMemoryAllReduce::wait_all(int64_t* (SharedMemoryAllReduce::*counter)(
   for (int r = 0; r < size_; ++r) wait_until((this->*counter)(r), seq, spin_rounds_);
 }
 
-void SharedMemoryAllReduce::reduce_piece(int64_t seq, size_t n, float scale) {
+void SharedMemoryAllReduce::reduce_piece(int64_t seq, size_t n, float scale, const float* own) {
   const size_t width = piece(n);
   const size_t from = std::min(n, static_cast<size_t>(rank_) * width);
   const size_t len = std::min(n, from + width) - from;
   float* out = result(rank_, seq);
+  auto source = [&](int q) { return q == rank_ ? own : slot(q, seq); };
   for (size_t t = 0; t < len; t += kTileFloats) {
     const size_t m = std::min(kTileFloats, len - t);
     const size_t at = from + t;
     // Rank order 0, 1, ..., n-1 on every rank: one chain per element; the scale with the last add.
     if (size_ == 1) {
-      scale_copy(out + t, slot(0, seq) + at, m, scale);
+      scale_copy(out + t, source(0) + at, m, scale);
       continue;
     }
-    add_scaled(out + t, slot(0, seq) + at, slot(1, seq) + at, m, size_ == 2 ? scale : 1.0f);
-    for (int q = 2; q < size_; ++q) add_scaled(out + t, out + t, slot(q, seq) + at, m, q == size_ - 1 ? scale : 1.0f);
+    add_scaled(out + t, source(0) + at, source(1) + at, m, size_ == 2 ? scale : 1.0f);
+    for (int q = 2; q < size_; ++q) add_scaled(out + t, out + t, source(q) + at, m, q == size_ - 1 ? scale : 1.0f);
   }
 }
 
@@ -213,9 +214,21 @@ void SharedMemoryAllReduce::all_reduce(const void* send, void* recv, size_t coun
   auto* out = static_cast<unsigned char*>(recv);
   const size_t chunks = (count + chunk_ - 1) / chunk_;
   auto length = [&](size_t k) { return std::min(chunk_, count - k * chunk_); };
-  // 16-bit input is widened on its way into the slot and the fp32 result rounded once on its way out.
+  // Only this rank sums its own sub-range, so an fp32 chunk's is read from `send` and not copied;
+  // 16-bit input is widened whole into the slot, and the fp32 result rounded once on its way out.
+  auto own = [&](size_t k, int64_t seq) {
+    return dtype == runtime::DType::kF32 ? reinterpret_cast<const float*>(in) + k * chunk_ : slot(rank_, seq);
+  };
   auto copy_in = [&](size_t k, int64_t seq) {
-    widen_to_f32(in + k * chunk_ * esize, dtype, slot(rank_, seq), length(k));
+    const size_t n = length(k);
+    if (dtype != runtime::DType::kF32) {
+      widen_to_f32(in + k * chunk_ * esize, dtype, slot(rank_, seq), n);
+      return;
+    }
+    const size_t mine = std::min(n, static_cast<size_t>(rank_) * piece(n));
+    const size_t after = std::min(n, mine + piece(n));
+    std::memcpy(slot(rank_, seq), own(k, seq), mine * sizeof(float));
+    std::memcpy(slot(rank_, seq) + after, own(k, seq) + after, (n - after) * sizeof(float));
   };
   const int64_t first = seq_ + 1;
   // Slot first % 2 was last read by the sums of chunk first - 2, which every rank finished before
@@ -228,7 +241,7 @@ void SharedMemoryAllReduce::all_reduce(const void* send, void* recv, size_t coun
     // Every rank has copied chunk seq, so it has also finished copying out chunk seq - 2, which
     // read the result pieces this sum overwrites.
     wait_all(&SharedMemoryAllReduce::copied, seq);
-    reduce_piece(seq, n, scale);
+    reduce_piece(seq, n, scale, own(k, seq));
     store_release(reduced(rank_), seq);
     if (k + 1 < chunks) {
       // The other slot was last read by the sums of chunk seq - 1: every rank finished them before

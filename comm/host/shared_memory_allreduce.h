@@ -10,7 +10,8 @@
 // its own NUMA node, mapped by every peer and unlinked once all have mapped it: only a kill during
 // that setup can leave a file in /dev/shm): two counters, two input slots and two result pieces. The buffer
 // is processed in chunks of chunk_bytes; for chunk k, on every rank:
-//   1. copy its input chunk into its slot (k % 2), publish copied = k;
+//   1. copy its input chunk into its slot (k % 2), publish copied = k (fp32: all but its own
+//      sub-range, which only it reads, and from its input);
 //   2. wait until every rank has copied k, sum sub-range r of the chunk (r = this rank) over the
 //      ranks' slots in rank order 0..n-1, times the scale, into its result piece (k % 2), publish
 //      reduced = k;
@@ -71,7 +72,9 @@ class SharedMemoryAllReduce {
   size_t segment_bytes() const;
   // Splits chunk `n` (elements) into the ranks' sub-ranges, in multiples of 32 floats.
   size_t piece(size_t n) const;
-  void reduce_piece(int64_t seq, size_t n, float scale);
+  // Sums this rank's sub-range of chunk `seq` (n elements) into its result piece; this rank's own
+  // contribution is read from `own` (the chunk's first element), the others' from their slots.
+  void reduce_piece(int64_t seq, size_t n, float scale, const float* own);
   // Waits until counter(r) >= seq for every rank r.
   void wait_all(int64_t* (SharedMemoryAllReduce::*counter)(int) const, int64_t seq) const;
 
