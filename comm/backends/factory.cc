@@ -45,9 +45,12 @@ std::unique_ptr<Communicator> make_communicator(Backend requested, const runtime
   // cross-node step of one node).
   const DType crossing = topology.node_count > 1 ? wire.dtype : DType::kF32;
   const bool tell_wire = topology.node_count > 1 || wire.dtype != DType::kF32;
-  RingTuning tuning = ring_tuning_from_env();
-  // A flat mpi-ring across nodes keeps the ring, on simulated nodes too (hierarchical_communicator.cc).
-  if (topology.node_count > 1) tuning.shm = false;
+  const RingTuning tuning = ring_tuning_from_env();
+  // A flat mpi-ring across nodes keeps the ring, on simulated nodes too. The hierarchical backend
+  // gets the tuning as it is: its all-reduces inside a node may take shared memory, and it keeps its
+  // communicators across nodes on the ring itself (hierarchical_communicator.cc).
+  RingTuning flat = tuning;
+  if (topology.node_count > 1) flat.shm = false;
   DTRAIN_LOG0(kInfo) << "communicator: " << backend_name(backend) << " (" << choice.why << "), ring segment "
                      << tuning.segment_bytes << " B, MPI "
                      << (mpi_reports_cuda_support() ? "reports" : "does not report")
@@ -58,13 +61,13 @@ std::unique_ptr<Communicator> make_communicator(Backend requested, const runtime
                                    (crossing == wire.dtype ? wire.why : "one node: nothing crosses a network") + ")"
                              : std::string())
                      << (sum16 == SixteenBitSum::kNative ? ", native 16-bit sums" : "")
-                     << (backend == Backend::kMpiRing && tuning.shm
+                     << (backend == Backend::kMpiRing && flat.shm
                              ? ", host all-reduces from " + std::to_string(tuning.shm_min_bytes) +
                                    " B through shared memory (DTRAIN_SHM_ALLREDUCE)"
                              : "");
   switch (backend) {
     case Backend::kMpiRing:
-      return std::make_unique<MpiRingCommunicator>(ctx.world(), tuning, MpiRingCommunicator::Sixteen::kOneRounding,
+      return std::make_unique<MpiRingCommunicator>(ctx.world(), flat, MpiRingCommunicator::Sixteen::kOneRounding,
                                                    crossing);
     case Backend::kMpi: return std::make_unique<MpiCommunicator>(ctx.world());
     case Backend::kNccl: return make_nccl_communicator(ctx.world(), sum16);
