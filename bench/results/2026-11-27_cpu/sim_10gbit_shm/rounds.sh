@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Five interleaved rounds at 64 MiB on the simulated cluster (2 nodes x 2 ranks, 10 Gbit/s) with the
-# VM otherwise idle: hierarchical (defaults: shared-memory all-reduce inside a node), hierarchical
-# with DTRAIN_SHM_ALLREDUCE=0 (the ring inside a node, as before), and MPI_Allreduce (raw-mpi); the
-# load before each run.
+# VM otherwise idle: hierarchical with the defaults, hierarchical with DTRAIN_SHM_ALLREDUCE=0, and
+# MPI_Allreduce (raw-mpi); the load before each run. (At 700df35 both hierarchical settings ran the
+# same code: README.md says why.)
 set -eu
 cd "$(dirname "$0")/../../../.."
 source cluster/sim/common.sh
