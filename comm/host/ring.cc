@@ -7,6 +7,7 @@
 
 #include "comm/diagnostics/consistency_check.h"
 #include "comm/host/host_reduce.h"
+#include "comm/host/yielding_wait.h"
 #include "runtime/base/env.h"
 #include "runtime/base/error.h"
 #include "runtime/mpi/mpi_check.h"
@@ -175,11 +176,11 @@ void Ring::exchange_segments(const void* send, size_t send_n, size_t recv_n, siz
   };
   for (size_t k = 0; k < std::min<size_t>(2, recv_segments); ++k) post_recv(k);
   for (size_t k = 0; k < recv_segments; ++k) {
-    DTRAIN_MPI_CHECK(MPI_Wait(&recv_requests[k % 2], MPI_STATUS_IGNORE));
+    wait_all_yielding(&recv_requests[k % 2], 1);
     reduce(k * seg, segments[k % 2], std::min(seg, recv_n - k * seg));
     if (k + 2 < recv_segments) post_recv(k + 2);
   }
-  DTRAIN_MPI_CHECK(MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE));
+  wait_all_yielding(requests_.data(), static_cast<int>(requests_.size()));
 }
 
 void Ring::exchange(const void* send, size_t send_bytes, void* recv, size_t recv_bytes) {
@@ -196,7 +197,7 @@ void Ring::exchange(const void* send, size_t send_bytes, void* recv, size_t recv
     requests_.push_back(MPI_REQUEST_NULL);
     DTRAIN_MPI_CHECK(MPI_Isend(out + at, static_cast<int>(n), MPI_BYTE, right_, kRingTag, comm_, &requests_.back()));
   }
-  DTRAIN_MPI_CHECK(MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE));
+  wait_all_yielding(requests_.data(), static_cast<int>(requests_.size()));
 }
 
 void Ring::recursive_doubling(const float* send, float* recv, size_t count, float scale) {
@@ -247,7 +248,7 @@ void Ring::broadcast(void* buffer, size_t bytes, int root) {
       DTRAIN_MPI_CHECK(MPI_Isend(data + at, n, MPI_BYTE, right_, kRingTag, comm_, &requests_.back()));
     }
   }
-  DTRAIN_MPI_CHECK(MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE));
+  wait_all_yielding(requests_.data(), static_cast<int>(requests_.size()));
 }
 
 }  // namespace dtrain::comm
