@@ -9,11 +9,12 @@
 #             path between simulated nodes (DTRAIN_RANKS_PER_NODE=1: mpi-ring on 2 and 4 "nodes",
 #             hierarchical on 2 x 2) (inter_host);
 #   train:    the configurations to check, measured in this call: b256 on 1, 2, 4 GPUs with nccl,
-#             2 simulated nodes x 2 GPUs hierarchical with fp32 and bf16 wire, 4 x 1 mpi-ring;
+#             2 simulated nodes x 2 GPUs hierarchical and 4 x 1 mpi-ring, each with fp32 and bf16 wire;
 #   then machine.json (the fitted tiers), points.json (the measured configurations) and
 #   check.txt (dtrain-project's predictions against them) where /usr/bin/python3 is there.
 # Every step has a time limit; logs and JSON go to $OUT. profiles about 5 min, curves about 3,
 # train about 4.
+# PROFILE_BATCHES="400 256 50 16" profiles only the batches the MLPerf check and b256 need (~3.5 min).
 #   BIN=build/bin OUT=/tmp/out bench/run_gpu_profile.sh [profiles|curves|train|check|all]
 # Then, anywhere (bench/project/README.md): bench/run_projection_check.sh $OUT
 set -uo pipefail
@@ -36,7 +37,7 @@ source "$(dirname "$0")/timed_step.sh"  # step NAME LIMIT_S COMMAND...
 nvidia-smi -L > "$OUT/gpus.txt" 2>&1
 TRAIN=(--precision bf16 --timing-warmup-steps 20 --steps 30)
 if [[ $PART == profiles || $PART == all ]]; then
-  for b in 400 256 128 64 50 32 16; do
+  for b in ${PROFILE_BATCHES:-400 256 128 64 50 32 16}; do
     step "profile_b$b" 240 "${MPI[@]}" -np 1 "$BIN/dtrain-bench-train" "${TRAIN[@]}" --batch-per-rank "$b" \
       --world-sizes 1 --profile-out "$OUT/profile_b$b.json" --profile-steps 10 --metrics-file "$OUT/profile_b$b.train.json"
   done
@@ -69,8 +70,11 @@ if [[ $PART == train || $PART == all ]]; then
       "$BIN/dtrain-bench-train" "${B[@]}" --backend hierarchical --gradient-wire-dtype "$wire" --world-sizes 4 \
       --metrics-file "$OUT/train_hierarchical_sim2x2_$wire.json"
   done
-  step train_mpi-ring_sim4x1 200 "${MPI[@]}" -np 4 "${SIM[@]}" -x DTRAIN_RANKS_PER_NODE=1 "$BIN/dtrain-bench-train" \
-    "${B[@]}" --backend mpi-ring --world-sizes 4 --metrics-file "$OUT/train_mpi-ring_sim4x1.json"
+  for wire in fp32 bf16; do
+    step "train_mpi-ring_sim4x1_$wire" 200 "${MPI[@]}" -np 4 "${SIM[@]}" -x DTRAIN_RANKS_PER_NODE=1 \
+      "$BIN/dtrain-bench-train" "${B[@]}" --backend mpi-ring --gradient-wire-dtype "$wire" --world-sizes 4 \
+      --metrics-file "$OUT/train_mpi-ring_sim4x1_$wire.json"
+  done
 fi
 if [[ $PART == check || $PART == all ]] && [[ -x /usr/bin/python3 ]]; then
   "$HERE/run_projection_check.sh" "$OUT" > "$OUT/check.txt" 2>&1

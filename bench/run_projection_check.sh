@@ -44,9 +44,11 @@ for wire in ("fp32", "bf16"):
         points.append({"name": f"2 sim. nodes x 2, hierarchical, {wire} wire", "nodes": 2, "gpus_per_node": 2,
                        "backend": "hierarchical", "wire": wire, "batch_per_gpu": r["batch_per_gpu"],
                        "measured_img_per_sec_per_gpu": r["img_per_sec_per_gpu"]})
-for r in rows("train_mpi-ring_sim4x1.json"):
-    points.append({"name": "4 sim. nodes x 1, mpi-ring", "nodes": 4, "gpus_per_node": 1, "backend": "mpi-ring",
-                   "batch_per_gpu": r["batch_per_gpu"], "measured_img_per_sec_per_gpu": r["img_per_sec_per_gpu"]})
+for wire in ("fp32", "bf16"):
+    for r in rows(f"train_mpi-ring_sim4x1_{wire}.json"):
+        points.append({"name": f"4 sim. nodes x 1, mpi-ring, {wire} wire", "nodes": 4, "gpus_per_node": 1,
+                       "backend": "mpi-ring", "wire": wire, "batch_per_gpu": r["batch_per_gpu"],
+                       "measured_img_per_sec_per_gpu": r["img_per_sec_per_gpu"]})
 json.dump({"format": "dtrain-projection-points", "version": 1, "what": "bench/run_gpu_profile.sh train",
            "points": points}, sys.stdout, indent=1)
 PY

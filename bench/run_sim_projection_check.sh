@@ -3,8 +3,9 @@
 # each) and link RATE (1gbit, 10gbit), fits the link's tier from a dtrain-bench-allreduce curve on
 # the shaped links, measures dtrain-train's median step on a small ResNet over them, and predicts
 # that step twice: (a) from a profile of the same job on one node right after (mpirun -np NODES
-# without the cluster: the ranks share this VM's cores as on the simulated nodes and talk through
-# shared memory, so it holds the compute under that sharing), (b) from rank 0's own profile of
+# without the cluster: the ranks share this VM's cores as on the simulated nodes, and their ring
+# runs over TCP, shared-memory all-reduce off, so that its CPU work competes with compute as the
+# cluster's does, only on an unshaped link), (b) from rank 0's own profile of
 # the measured run (the compute as it ran, so only the communication is predicted). On a VM whose
 # cores other jobs share, (b) is the fairer test of the communication model; the load average is
 # recorded with each. Needs root; writes DIR (default bench/results/<date>_cpu/projection_sim/).
@@ -39,7 +40,7 @@ for nodes in 2 4; do
     )
     cluster/sim/down > /dev/null
     echo "$tag: load $(cut -d' ' -f1-3 /proc/loadavg) before the profile run" >> "$out/summary.txt"
-    mpirun --allow-run-as-root --oversubscribe -np "$nodes" "$bin/dtrain-train" "${args[@]}" \
+    mpirun --allow-run-as-root --oversubscribe --mca btl tcp,self -x DTRAIN_SHM_ALLREDUCE=0 -np "$nodes" "$bin/dtrain-train" "${args[@]}" \
       --run-dir "$runs/profile_$tag" --profile-out "$out/profile_$tag.json" > "$out/profile_$tag.log" 2>&1
     rm -f "$out/machine_$tag.json"
     "${tool[@]}" --fit "$out/allreduce_$tag.json" --tier intra --update "$out/machine_$tag.json" --gpus-per-node 1 \

@@ -115,8 +115,8 @@ def allreduce(backend, nodes, local, n, machine, wire="fp32"):
         backend = "nccl" if nodes == 1 else "hierarchical"
     if backend == "hierarchical":
         return hierarchical(nodes, local, n, intra, machine.inter_host, WIRE_FACTOR[wire], machine.shared_link)
-    if backend == "mpi-ring":
-        return ring_across_nodes(nodes, local, n, intra, machine.inter_host)
+    if backend == "mpi-ring":  # every hop of the flat ring carries the wire format
+        return ring_across_nodes(nodes, local, n * WIRE_FACTOR[wire], intra, machine.inter_host)
     ring_cost = ring_across_nodes(nodes, local, n, intra, inter)
     if backend == "nccl-ring" or nodes == 1:
         return ring_cost

@@ -74,6 +74,16 @@ class Formulas(unittest.TestCase):
             self.assertEqual(got, min(ring, tree))
         self.assertEqual(c.allreduce("auto", 4, 2, 1e8, m).total, c.hierarchical(4, 2, 1e8, INTRA, INTER, 1.0).total)
 
+    def test_mpi_ring_carries_the_wire_format_on_every_hop(self):
+        # 4 nodes x 1, bf16 wire: 6 steps of the inter alpha, each step's n/4 in 2-byte values (half)
+        m = Machine(INTRA, INTER, local=1)
+        n = 8e6
+        cost = c.allreduce("mpi-ring", 4, 1, n, m, "bf16")
+        self.assertAlmostEqual(cost.parts["inter latency"], 6 * 10e-6, delta=1e-15)
+        self.assertAlmostEqual(cost.parts["inter bandwidth"], 6 * n / 4 * 0.5 / 50e9, delta=1e-15)
+        fp32 = c.allreduce("mpi-ring", 4, 1, n, m, "fp32")
+        self.assertAlmostEqual(fp32.parts["inter bandwidth"], 2 * cost.parts["inter bandwidth"], delta=1e-15)
+
     def test_buckets_by_hand(self):
         # ranges (offset, bytes, ready): buckets of 100 bytes; bucket 1 waits for the range ending in it
         ranges = [(0, 60, 0.1), (60, 60, 0.2), (120, 100, 0.3), (220, 12, 0.4)]
