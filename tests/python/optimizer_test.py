@@ -7,6 +7,7 @@ buffers, broadcast_optimizer_state restoring momentum, the zero_grad AssertionEr
 against torch's BatchNorm over the union of the batches, parameters some ranks do not use, and
 broadcast_optimizer_state of optimizers that have not stepped.
   mpirun -np N python3 optimizer_test.py"""
+import os
 import zlib
 
 import harness
@@ -46,14 +47,19 @@ def reference_weights(dtype, data):
     return [p.detach().clone() for p in model.parameters()]
 
 
-def distributed_weights(dtype, data, passes=1, predivide=1.0, amp=False, num_groups=0, per_step=None):
+def distributed_weights(dtype, data, passes=1, predivide=1.0, amp=False, num_groups=0, per_step=None, bucket_mib=""):
     """`passes` backward passes per step, DistributedOptimizer told `per_step` (default: passes; more
-    than passes: step() must reduce what the hooks have not submitted yet, as at an epoch's end)."""
+    than passes: step() must reduce what the hooks have not submitted yet, as at an epoch's end);
+    `bucket_mib`: DTRAIN_TORCH_BUCKET_MIB while the optimizer is made."""
     model = make_model(dtype)
-    optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9),
-                                         named_parameters=model.named_parameters(),
-                                         backward_passes_per_step=per_step or passes,
-                                         gradient_predivide_factor=predivide, num_groups=num_groups)
+    os.environ["DTRAIN_TORCH_BUCKET_MIB"] = bucket_mib
+    try:
+        optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9),
+                                             named_parameters=model.named_parameters(),
+                                             backward_passes_per_step=per_step or passes,
+                                             gradient_predivide_factor=predivide, num_groups=num_groups)
+    finally:
+        del os.environ["DTRAIN_TORCH_BUCKET_MIB"]
     scale = 1024.0
     for x, y in data:
         optimizer.zero_grad()
@@ -76,13 +82,35 @@ def test_equivalence():
     for dtype, tolerance in ((torch.float64, 1e-10), (torch.float32, 1e-5)):
         data = batches(dtype)
         expected = reference_weights(dtype, data)
-        for passes, predivide, amp, groups, per_step in ((1, 1.0, False, 0, 1), (2, 1.0, False, 0, 2),
-                                                         (1, 2.0, False, 0, 1), (1, 1.0, True, 0, 1),
-                                                         (2, 1.0, False, 2, 2), (2, 1.0, False, 0, 3)):
-            got = distributed_weights(dtype, data, passes, predivide, amp, groups, per_step)
+        # Buckets of 0.0002 MiB (209 bytes) cut the model's 4 parameters into 2 (fp64: 2 + 2, fp32: 3 + 1).
+        for passes, predivide, amp, groups, per_step, bucket in (
+                (1, 1.0, False, 0, 1, ""), (2, 1.0, False, 0, 2, ""), (1, 2.0, False, 0, 1, ""),
+                (1, 1.0, True, 0, 1, ""), (2, 1.0, False, 2, 2, ""), (2, 1.0, False, 0, 3, ""),
+                (1, 1.0, False, 0, 1, "0.0002"), (2, 1.0, False, 0, 3, "0.0002"), (1, 1.0, False, 0, 1, "25")):
+            got = distributed_weights(dtype, data, passes, predivide, amp, groups, per_step, bucket)
             for i, (a, e) in enumerate(zip(got, expected)):
                 equal(a, e, f"{dtype} {passes} pass(es), backward_passes_per_step={per_step} gradient_predivide_factor="
-                      f"{predivide} amp={amp} num_groups={groups}: parameter {i} after {STEPS} steps", atol=tolerance)
+                      f"{predivide} amp={amp} num_groups={groups} DTRAIN_TORCH_BUCKET_MIB={bucket!r}: parameter {i} "
+                      f"after {STEPS} steps", atol=tolerance)
+
+
+def test_size_buckets():
+    from dtrain.torch import optimizer as opt
+    params = [torch.zeros(k) for k in (100, 10, 30, 5, 60)]  # float32: 400, 40, 120, 20, 240 bytes
+    buckets = opt._size_buckets(params, 150)
+    index = {id(p): i for i, p in enumerate(params)}
+    cuts = [[index[id(q)] for q in buckets[p]] for p in params]
+    # From the last parameter back, each bucket closed once it holds 150 bytes: 240, then
+    # 20 + 120 + 40, then the 400 left.
+    check(cuts == [[0], [3, 2, 1], [3, 2, 1], [3, 2, 1], [4]], f"size buckets of 150 bytes: {cuts}")
+    check(opt._size_buckets(params, 0) == {}, "size buckets of 0 bytes: none")
+    for bad in ("lots", "-1", "nan", "inf"):
+        os.environ["DTRAIN_TORCH_BUCKET_MIB"] = bad
+        try:
+            raises(ValueError, f"DTRAIN_TORCH_BUCKET_MIB='{bad}'", lambda: hvd.DistributedOptimizer(
+                torch.optim.SGD(params, lr=0.1)), f"DTRAIN_TORCH_BUCKET_MIB={bad}")
+        finally:
+            del os.environ["DTRAIN_TORCH_BUCKET_MIB"]
 
 
 def test_sparse_as_dense():
@@ -262,7 +290,7 @@ def test_sync_batch_norm():
         equal(sync(x_all[me]).detach(), bn.eval()(x_all[me]).detach(), f"SyncBatchNorm {shape}: eval", atol=1e-12)
 
 
-for test in (test_equivalence, test_sparse_as_dense, test_zero_grad_in_flight, test_broadcast_parameters_and_state,
+for test in (test_equivalence, test_size_buckets, test_sparse_as_dense, test_zero_grad_in_flight, test_broadcast_parameters_and_state,
              test_unused_parameters, test_fresh_optimizer_state, test_sync_batch_norm):
     test()
 harness.finish("optimizer")

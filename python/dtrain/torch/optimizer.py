@@ -7,6 +7,7 @@ library fuses the gradients that become ready together into few collectives. ste
 for them all (synchronize()), then runs the user's optimizer step.
 """
 import contextlib
+import os
 import warnings
 
 import torch
@@ -34,6 +35,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             self._prescale = self._postscale = 1.0
         self._names = _parameter_names(self.param_groups, named_parameters)
         self._groups = _parameter_groups(self.param_groups, groups)
+        if groups is None:
+            self._groups = _size_buckets(self._params(), _bucket_bytes_from_env())
         self._handles = {}  # parameter -> (handle, compression context, wire tensor)
         self._delay = {}
         self._grad_hooks = []
@@ -184,6 +187,45 @@ def _parameter_groups(param_groups, groups):
         members = [p for p in group if p.requires_grad]
         for p in members:
             out[p] = members
+    return out
+
+
+_BUCKET_VARIABLE = "DTRAIN_TORCH_BUCKET_MIB"
+
+
+def _bucket_bytes_from_env():
+    """DTRAIN_TORCH_BUCKET_MIB: gradients submitted together in buckets of about this many MiB
+    (0 or unset: each gradient on its own, as Horovod does)."""
+    text = os.environ.get(_BUCKET_VARIABLE, "").strip()
+    if not text:
+        return 0
+    try:
+        mib = float(text)
+    except ValueError:
+        mib = -1.0
+    if not mib >= 0 or mib == float("inf"):
+        raise ValueError(f"{_BUCKET_VARIABLE}={text!r}: expected a size in MiB, 0 or more (such as 25)")
+    return int(mib * (1 << 20))
+
+
+def _size_buckets(params, cap_bytes):
+    """parameter -> the parameters submitted with it: consecutive runs of about cap_bytes, cut from
+    the last parameter back (backward writes the last layers' gradients first), so each bucket is
+    complete at one point of backward and goes as one collective. Across nodes, where every
+    collective pays the slow link's latency and the staging through the host, few large ones keep
+    backward's pace where one per gradient falls behind."""
+    if cap_bytes <= 0:
+        return {}
+    out, bucket, size = {}, [], 0
+    for p in reversed(params):
+        bucket.append(p)
+        size += p.numel() * p.element_size()
+        if size >= cap_bytes:
+            for q in bucket:
+                out[q] = bucket
+            bucket, size = [], 0
+    for q in bucket:
+        out[q] = bucket
     return out
 
 
