@@ -25,6 +25,8 @@ parser.add_argument("--batch", type=int, default=256)
 parser.add_argument("--steps", type=int, default=60, help="timed steps")
 parser.add_argument("--warmup", type=int, default=20)
 parser.add_argument("--json", default=None)
+parser.add_argument("--timeline", default=None,
+                    help="dtrain modes: the library's timeline of the timed steps (rank 0 writes it)")
 args = parser.parse_args()
 
 if args.mode.startswith("dtrain"):
@@ -75,6 +77,8 @@ def step():
 
 times, losses = [], []
 for i in range(args.warmup + args.steps):
+    if i == args.warmup and args.timeline and args.mode.startswith("dtrain"):
+        hvd.start_timeline(args.timeline)
     torch.cuda.synchronize()
     start = time.perf_counter()
     loss = step()
@@ -83,6 +87,8 @@ for i in range(args.warmup + args.steps):
         times.append(time.perf_counter() - start)
     if i in (0, args.warmup + args.steps - 1):
         losses.append(loss.item())
+if args.timeline and args.mode.startswith("dtrain"):
+    hvd.stop_timeline()
 median = statistics.median(times)
 per_gpu = args.batch / median
 result = {"mode": args.mode, "model": args.model, "gpus": size, "batch_per_gpu": args.batch, "median_step_s": median,
