@@ -82,7 +82,7 @@ def test_equivalence():
     for dtype, tolerance in ((torch.float64, 1e-10), (torch.float32, 1e-5)):
         data = batches(dtype)
         expected = reference_weights(dtype, data)
-        # Buckets of 0.0002 MiB (209 bytes) cut the model's 4 parameters into 2 (fp64: 2 + 2, fp32: 3 + 1).
+        # Buckets of 0.0002 MiB (209 bytes) cut the model's 4 parameters into 3 (1 + 2 + 1).
         for passes, predivide, amp, groups, per_step, bucket in (
                 (1, 1.0, False, 0, 1, ""), (2, 1.0, False, 0, 2, ""), (1, 2.0, False, 0, 1, ""),
                 (1, 1.0, True, 0, 1, ""), (2, 1.0, False, 2, 2, ""), (2, 1.0, False, 0, 3, ""),
@@ -96,14 +96,29 @@ def test_equivalence():
 
 def test_size_buckets():
     from dtrain.torch import optimizer as opt
-    params = [torch.zeros(k) for k in (100, 10, 30, 5, 60)]  # float32: 400, 40, 120, 20, 240 bytes
-    buckets = opt._size_buckets(params, 150)
+    params = [torch.zeros(k) for k in (100, 10, 30, 5, 60, 20)]  # float32: 400, 40, 120, 20, 240, 80 bytes
     index = {id(p): i for i, p in enumerate(params)}
-    cuts = [[index[id(q)] for q in buckets[p]] for p in params]
-    # From the last parameter back, each bucket closed once it holds 150 bytes: 240, then
-    # 20 + 120 + 40, then the 400 left.
-    check(cuts == [[0], [3, 2, 1], [3, 2, 1], [3, 2, 1], [4]], f"size buckets of 150 bytes: {cuts}")
+
+    def cuts(cap, tail):
+        buckets = opt._size_buckets(params, cap, tail)
+        return [[index[id(q)] for q in buckets[p]] for p in params]
+    # From the first parameter on: the tail bucket closed at 50 bytes (400), then buckets closed once
+    # they hold 150 (40 + 120, then 20 + 240), then what is left (80).
+    got = cuts(150, 50)
+    check(got == [[0], [1, 2], [1, 2], [3, 4], [3, 4], [5]], f"size buckets of 150 bytes, tail 50: {got}")
+    # A tail larger than the buckets is cut at the bucket size.
+    got = cuts(130, 1 << 20)
+    check(got == [[0], [1, 2], [1, 2], [3, 4], [3, 4], [5]], f"size buckets of 130 bytes, tail 1 MiB: {got}")
     check(opt._size_buckets(params, 0) == {}, "size buckets of 0 bytes: none")
+    # The variable reaches the optimizer: the test model's 4 parameters in 3 buckets.
+    model = make_model(torch.float64)
+    os.environ["DTRAIN_TORCH_BUCKET_MIB"] = "0.0002"
+    try:
+        wrapped = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1))
+    finally:
+        del os.environ["DTRAIN_TORCH_BUCKET_MIB"]
+    sizes = sorted(len(g) for g in {id(g): g for g in wrapped._groups.values()}.values())
+    check(sizes == [1, 1, 2], f"DTRAIN_TORCH_BUCKET_MIB=0.0002: buckets of {sizes} parameters")
     for bad in ("lots", "-1", "nan", "inf"):
         os.environ["DTRAIN_TORCH_BUCKET_MIB"] = bad
         try:

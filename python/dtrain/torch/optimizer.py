@@ -208,22 +208,27 @@ def _bucket_bytes_from_env():
     return int(mib * (1 << 20))
 
 
-def _size_buckets(params, cap_bytes):
-    """parameter -> the parameters submitted with it: consecutive runs of about cap_bytes, cut from
-    the last parameter back (backward writes the last layers' gradients first), so each bucket is
-    complete at one point of backward and goes as one collective. Across nodes, where every
-    collective pays the slow link's latency and the staging through the host, few large ones keep
-    backward's pace where one per gradient falls behind."""
+_TAIL_BUCKET_BYTES = 1 << 20
+
+
+def _size_buckets(params, cap_bytes, tail_bytes=_TAIL_BUCKET_BYTES):
+    """parameter -> the parameters submitted with it: consecutive runs cut from the first parameter
+    on, the first closed at tail_bytes (at most cap_bytes) and the others at cap_bytes, so each
+    bucket is complete at one point of backward and goes as one collective. Backward writes the
+    first parameters' gradients last: their bucket is all that cannot overlap backward, so it is
+    kept small (as dtrain-train's tail bucket); the last bucket, complete first, takes what is left.
+    Across nodes every collective pays the slow link's latency and the staging through the host:
+    a few large ones keep backward's pace where one per gradient falls behind."""
     if cap_bytes <= 0:
         return {}
-    out, bucket, size = {}, [], 0
-    for p in reversed(params):
+    out, bucket, size, limit = {}, [], 0, min(tail_bytes, cap_bytes)
+    for p in params:
         bucket.append(p)
         size += p.numel() * p.element_size()
-        if size >= cap_bytes:
+        if size >= limit:
             for q in bucket:
                 out[q] = bucket
-            bucket, size = [], 0
+            bucket, size, limit = [], 0, cap_bytes
     for q in bucket:
         out[q] = bucket
     return out
