@@ -6,7 +6,7 @@
 set -eu
 cd "$(dirname "$0")/../../../.."
 source cluster/sim/common.sh
-out=bench/results/2026-11-27_cpu/sim_10gbit_shm
+out=${1:-bench/results/2026-11-27_cpu/sim_10gbit_shm}  # the folder for the JSON files
 trap 'cluster/sim/down >/dev/null 2>&1 || true' EXIT
 cluster/sim/down > /dev/null
 cluster/sim/up 2 --slots 2 --rate 10gbit > /dev/null
