@@ -99,9 +99,9 @@ def test_size_buckets():
     params = [torch.zeros(k) for k in (100, 10, 30, 5, 60, 20)]  # float32: 400, 40, 120, 20, 240, 80 bytes
     index = {id(p): i for i, p in enumerate(params)}
 
-    def cuts(cap, tail):
-        buckets = opt._size_buckets(params, cap, tail)
-        return [[index[id(q)] for q in buckets[p]] for p in params]
+    def cuts(cap, tail):  # for each parameter, the indices of its bucket's parameters
+        of = {id(p): bucket for bucket in opt._size_buckets(params, cap, tail) for p in bucket}
+        return [[index[id(q)] for q in of[id(p)]] for p in params]
     # From the first parameter on: the tail bucket closed at 50 bytes (400), then buckets closed once
     # they hold 150 (40 + 120, then 20 + 240), then what is left (80).
     got = cuts(150, 50)
@@ -109,7 +109,7 @@ def test_size_buckets():
     # A tail larger than the buckets is cut at the bucket size.
     got = cuts(130, 1 << 20)
     check(got == [[0], [1, 2], [1, 2], [3, 4], [3, 4], [5]], f"size buckets of 130 bytes, tail 1 MiB: {got}")
-    check(opt._size_buckets(params, 0) == {}, "size buckets of 0 bytes: none")
+    check(opt._size_buckets(params, 0) is None, "size buckets of 0 bytes: none")
     # The variable reaches the optimizer: the test model's 4 parameters in 3 buckets.
     model = make_model(torch.float64)
     os.environ["DTRAIN_TORCH_BUCKET_MIB"] = "0.0002"

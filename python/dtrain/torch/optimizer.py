@@ -34,9 +34,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         else:
             self._prescale = self._postscale = 1.0
         self._names = _parameter_names(self.param_groups, named_parameters)
-        self._groups = _parameter_groups(self.param_groups, groups)
         if groups is None:
-            self._groups = _size_buckets(self._params(), _bucket_bytes_from_env())
+            groups = _size_buckets(self._params(), _bucket_bytes_from_env())
+        self._groups = _parameter_groups(self.param_groups, groups)
         self._handles = {}  # parameter -> (handle, compression context, wire tensor)
         self._delay = {}
         self._grad_hooks = []
@@ -212,26 +212,23 @@ _TAIL_BUCKET_BYTES = 1 << 20
 
 
 def _size_buckets(params, cap_bytes, tail_bytes=_TAIL_BUCKET_BYTES):
-    """parameter -> the parameters submitted with it: consecutive runs cut from the first parameter
+    """The parameters in buckets submitted together: consecutive runs cut from the first parameter
     on, the first closed at tail_bytes (at most cap_bytes) and the others at cap_bytes, so each
     bucket is complete at one point of backward and goes as one collective. Backward writes the
     first parameters' gradients last: their bucket is all that cannot overlap backward, so it is
     kept small (as dtrain-train's tail bucket); the last bucket, complete first, takes what is left.
     Across nodes every collective pays the slow link's latency and the staging through the host:
-    a few large ones keep backward's pace where one per gradient falls behind."""
+    a few large ones keep backward's pace where one per gradient falls behind. None: no buckets."""
     if cap_bytes <= 0:
-        return {}
-    out, bucket, size, limit = {}, [], 0, min(tail_bytes, cap_bytes)
+        return None
+    buckets, size, limit = [[]], 0, min(tail_bytes, cap_bytes)
     for p in params:
-        bucket.append(p)
+        buckets[-1].append(p)
         size += p.numel() * p.element_size()
         if size >= limit:
-            for q in bucket:
-                out[q] = bucket
-            bucket, size, limit = [], 0, cap_bytes
-    for q in bucket:
-        out[q] = bucket
-    return out
+            buckets.append([])
+            size, limit = 0, cap_bytes
+    return [bucket for bucket in buckets if bucket]
 
 
 def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none, backward_passes_per_step=1,
