@@ -4,20 +4,7 @@
 # and MPI_Allreduce (raw-mpi); the load before each run.
 set -eu
 cd "$(dirname "$0")/../../../.."
-source cluster/sim/common.sh
-out=bench/results/2026-11-27_cpu/sim_10gbit_quiet
-trap 'cluster/sim/down >/dev/null 2>&1 || true' EXIT
-cluster/sim/down > /dev/null
-cluster/sim/up 2 --slots 2 --rate 10gbit > /dev/null
-source "$sim_state_dir/env"
-run() {  # run NAME SEGMENT BACKEND ROUND
-  echo "## round $4 $1, load $(cut -d' ' -f1-3 /proc/loadavg)"
-  DTRAIN_RING_SEGMENT_BYTES=$2 build/bin/dtrain-run -np 4 --hostfile "$sim_state_dir/hostfile" -x DTRAIN_RING_SEGMENT_BYTES -- \
-    build/bin/dtrain-bench-allreduce -b 64M -e 64M -w 3 --iters 10 --backend "$3" \
-    --metrics-file "$out/rounds_64m_$1_r$4.json" 2>&1 | grep -E "^ +67108864"
-}
-for round in 1 2 3 4 5; do
-  run hierarchical 262144 hierarchical $round
-  run hierarchical_seg4m 4194304 hierarchical $round
-  run raw-mpi 262144 raw-mpi $round
-done
+exec bench/run_sim_rounds.sh bench/results/2026-11-27_cpu/sim_10gbit_quiet 5 \
+  hierarchical:hierarchical:DTRAIN_RING_SEGMENT_BYTES=262144 \
+  hierarchical_seg4m:hierarchical:DTRAIN_RING_SEGMENT_BYTES=4194304 \
+  raw-mpi:raw-mpi:DTRAIN_RING_SEGMENT_BYTES=262144
