@@ -6,12 +6,20 @@
 // memory, run by the host Executor over MPI on this (background) thread, and copied back; only
 // the background thread waits for the GPU then, never the caller.
 //
+// The background thread does not wait for a collective's host part either (hierarchical's
+// cross-node step, staged through the host, which also waits for the GPU to reach the callers'
+// events): it negotiates and queues the next one meanwhile, as the step's gradient buckets overlap
+// in dtrain-train. The stream order keeps the results right (the copies back wait on the host
+// part); a failure of the host part shows at the operation's host waits (dtrain_wait, dtrain_poll)
+// and fails the next operation this executor runs, naming the collective that failed.
+//
 // Rounding is the host path's: scale factors multiply in fp32 (fp16 and bf16 widened, rounded
 // once), and an fp32 average is the sum times 1/size in fp32, so a device result equals the
 // host one bit for bit.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <deque>
 #include <optional>
 
 #include "comm/backends/factory.h"
@@ -88,6 +96,25 @@ int64_t recv_elements(const Request& r, int size) {
   }
 }
 
+// The done event of an operation whose collective has a host part still running: complete when
+// both are. The host waits rethrow the host part's failure; a stream that waits cannot carry it
+// (the stream goes on past a failed part, and the executor's next run() fails).
+class HostPartEvent final : public StreamEvent {
+ public:
+  HostPartEvent(std::shared_ptr<StreamEvent> event, comm::Work host_part)
+      : event_(std::move(event)), host_part_(std::move(host_part)) {}
+  void make_stream_wait(void* stream) override { event_->make_stream_wait(stream); }
+  void synchronize() override {
+    host_part_.wait();
+    event_->synchronize();
+  }
+  bool complete() override { return host_part_.test() && event_->complete(); }
+
+ private:
+  std::shared_ptr<StreamEvent> event_;
+  comm::Work host_part_;
+};
+
 class CudaDeviceExecutor final : public DeviceExecutor {
  public:
   CudaDeviceExecutor(const runtime::RankContext& ctx, int gpu, Executor& host) : host_(host), stream_(bind(gpu)) {
@@ -99,18 +126,37 @@ class CudaDeviceExecutor final : public DeviceExecutor {
     size_ = communicator_->size();
   }
   ~CudaDeviceExecutor() override {
-    cudaStreamSynchronize(stream_.get());  // nothing queued may outlive the buffers freed below
+    // Nothing queued may outlive the buffers freed below: the host parts first (the stream waits
+    // for them), then the stream.
+    for (const comm::Work& work : in_flight_) {
+      try {
+        work.wait();
+      } catch (...) {  // reported by the operation's waits, or by the next run(): none will come now
+      }
+    }
+    cudaStreamSynchronize(stream_.get());
   }
 
   void run(const Response& response, const std::vector<Operation*>& ops) override {
+    // An operation that failed part way may have left host parts: still waited for at the end.
+    for (comm::Work& work : host_parts_) in_flight_.push_back(std::move(work));
+    host_parts_.clear();
+    forget_finished();
     for (Operation* op : ops) op->ready->make_stream_wait(stream_.get());
     if (on_device(response, ops.front()->request)) {
       run_on_device(response, ops);
     } else {
       staged(response, ops);
     }
-    auto done = std::make_shared<CudaStreamEvent>();
-    done->record(stream_.get());
+    auto event = std::make_shared<CudaStreamEvent>();
+    event->record(stream_.get());
+    std::shared_ptr<StreamEvent> done = event;
+    if (!host_parts_.empty()) {
+      comm::Work work = comm::Work::all_of(std::move(host_parts_));
+      host_parts_.clear();
+      in_flight_.push_back(work);
+      done = std::make_shared<HostPartEvent>(event, work);
+    }
     for (Operation* op : ops) op->done = done;
   }
 
@@ -141,12 +187,12 @@ class CudaDeviceExecutor final : public DeviceExecutor {
       case OpKind::kAllReduce: all_reduce(ops); break;
       case OpKind::kBroadcast:
         if (r.count > 0)
-          checked(communicator_->broadcast(op.recv, static_cast<size_t>(r.count), type, r.root, on(stream_)));
+          keep_host_part(communicator_->broadcast(op.recv, static_cast<size_t>(r.count), type, r.root, on(stream_)));
         break;
       case OpKind::kAllGather:
         if (op.recv_counts != nullptr) std::copy(response.counts.begin(), response.counts.end(), op.recv_counts);
         if (r.count > 0)
-          checked(communicator_->all_gather(op.send, op.recv, static_cast<size_t>(r.count), type, on(stream_)));
+          keep_host_part(communicator_->all_gather(op.send, op.recv, static_cast<size_t>(r.count), type, on(stream_)));
         break;
       case OpKind::kReduceScatter:
         if (r.count > 0) reduce(op.send, op.recv, r.count, r.dtype, r.op, /*scatter=*/true);
@@ -198,9 +244,9 @@ class CudaDeviceExecutor final : public DeviceExecutor {
         op == DTRAIN_AVERAGE && !sum_then_scale ? comm::ReduceOp::kAverage : comm::ReduceOp::kSum;
     const auto n = static_cast<size_t>(count);
     if (scatter) {
-      checked(communicator_->reduce_scatter(send, recv, n, type, how, on(stream_)));
+      keep_host_part(communicator_->reduce_scatter(send, recv, n, type, how, on(stream_)));
     } else {
-      checked(communicator_->all_reduce(send, recv, n, type, how, on(stream_)));
+      keep_host_part(communicator_->all_reduce(send, recv, n, type, how, on(stream_)));
     }
     if (sum_then_scale) scale(recv, count, dtype, 1.0 / size_);
   }
@@ -222,9 +268,13 @@ class CudaDeviceExecutor final : public DeviceExecutor {
   }
 
   // A device call's Work is done at once on NCCL; on hierarchical it is the cross-node step staged
-  // through the host, whose failure it carries: waited here, on the background thread, so the
-  // failure reaches the operation's handle (the caller's threads never wait for it).
-  static void checked(const comm::Work& work) { work.wait(); }
+  // through the host, whose failure it carries: kept with the operation's done event.
+  void keep_host_part(const comm::Work& work) { host_parts_.push_back(work); }
+
+  // Drops the host parts that have finished; rethrows the first failure among them (test()).
+  void forget_finished() {
+    while (!in_flight_.empty() && in_flight_.front().test()) in_flight_.pop_front();
+  }
 
   void copy(void* to, const void* from, size_t bytes) {
     if (bytes == 0 || to == from) return;
@@ -235,6 +285,8 @@ class CudaDeviceExecutor final : public DeviceExecutor {
 
   Executor& host_;
   runtime::CudaStream stream_;
+  std::vector<comm::Work> host_parts_;  // the running operation's
+  std::deque<comm::Work> in_flight_;    // earlier operations' host parts, oldest first
   std::unique_ptr<comm::Communicator> communicator_;
   int size_ = 1;
   GrowingBytes<false> fusion_;
