@@ -50,16 +50,17 @@ def reference_weights(dtype, data):
 def distributed_weights(dtype, data, passes=1, predivide=1.0, amp=False, num_groups=0, per_step=None, bucket_mib=""):
     """`passes` backward passes per step, DistributedOptimizer told `per_step` (default: passes; more
     than passes: step() must reduce what the hooks have not submitted yet, as at an epoch's end);
-    `bucket_mib`: DTRAIN_TORCH_BUCKET_MIB while the optimizer is made."""
+    `bucket_mib`: DTRAIN_TORCH_BUCKET_MIB while the optimizer is made ("": unset, the default)."""
     model = make_model(dtype)
-    os.environ["DTRAIN_TORCH_BUCKET_MIB"] = bucket_mib
+    if bucket_mib:
+        os.environ["DTRAIN_TORCH_BUCKET_MIB"] = bucket_mib
     try:
         optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9),
                                              named_parameters=model.named_parameters(),
                                              backward_passes_per_step=per_step or passes,
                                              gradient_predivide_factor=predivide, num_groups=num_groups)
     finally:
-        del os.environ["DTRAIN_TORCH_BUCKET_MIB"]
+        os.environ.pop("DTRAIN_TORCH_BUCKET_MIB", None)
     scale = 1024.0
     for x, y in data:
         optimizer.zero_grad()
@@ -84,9 +85,10 @@ def test_equivalence():
         expected = reference_weights(dtype, data)
         # Buckets of 0.0002 MiB (209 bytes) cut the model's 4 parameters into 3 (1 + 2 + 1).
         for passes, predivide, amp, groups, per_step, bucket in (
-                (1, 1.0, False, 0, 1, ""), (2, 1.0, False, 0, 2, ""), (1, 2.0, False, 0, 1, ""),
-                (1, 1.0, True, 0, 1, ""), (2, 1.0, False, 2, 2, ""), (2, 1.0, False, 0, 3, ""),
-                (1, 1.0, False, 0, 1, "0.0002"), (2, 1.0, False, 0, 3, "0.0002"), (1, 1.0, False, 0, 1, "25")):
+                (1, 1.0, False, 0, 1, "0"), (2, 1.0, False, 0, 2, "0"), (1, 2.0, False, 0, 1, "0"),
+                (1, 1.0, True, 0, 1, "0"), (2, 1.0, False, 2, 2, "0"), (2, 1.0, False, 0, 3, "0"),
+                (1, 1.0, False, 0, 1, "0.0002"), (2, 1.0, False, 0, 3, "0.0002"), (1, 1.0, False, 0, 1, "25"),
+                (1, 1.0, True, 0, 1, "")):
             got = distributed_weights(dtype, data, passes, predivide, amp, groups, per_step, bucket)
             for i, (a, e) in enumerate(zip(got, expected)):
                 equal(a, e, f"{dtype} {passes} pass(es), backward_passes_per_step={per_step} gradient_predivide_factor="
@@ -110,6 +112,10 @@ def test_size_buckets():
     got = cuts(130, 1 << 20)
     check(got == [[0], [1, 2], [1, 2], [3, 4], [3, 4], [5]], f"size buckets of 130 bytes, tail 1 MiB: {got}")
     check(opt._size_buckets(params, 0) is None, "size buckets of 0 bytes: none")
+    # Unset: 25 MiB buckets where the job spans nodes, none within one.
+    default = opt._bucket_bytes_from_env()
+    want = 25 << 20 if hvd.cross_size() > 1 else 0
+    check(default == want, f"DTRAIN_TORCH_BUCKET_MIB unset on {hvd.cross_size()} node(s): {default} bytes, not {want}")
     # The variable reaches the optimizer: the test model's 4 parameters in 3 buckets.
     model = make_model(torch.float64)
     os.environ["DTRAIN_TORCH_BUCKET_MIB"] = "0.0002"
