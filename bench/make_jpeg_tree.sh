@@ -4,11 +4,15 @@
 # (mean ~500x390) and file sizes (30-150 KiB, ~110 KiB at 500x375), quality 75-95, mostly 4:2:0,
 # some 4:4:4, ~1% greyscale and ~1% CMYK. The same bytes for the same seed on any machine.
 #   bench/make_jpeg_tree.sh DIR [THREADS]      (THREADS: default all cores; BIN=build/bin)
+# TRAIN_PER_CLASS (default 138) makes a larger tree of the same kind: several ranks then step
+# often enough in an epoch for its median step to mean something (13,800 images are 13 steps of
+# 4 x 256).
 set -eu
 DIR=${1:?usage: bench/make_jpeg_tree.sh DIR [THREADS]}
 THREADS=${2:-$(nproc)}
 BIN=${BIN:-build/bin}
+TRAIN_PER_CLASS=${TRAIN_PER_CLASS:-138}
 TOOL=$BIN/tests/dtrain-make-image-tree  # a test tool: in bin/tests of a build tree, or carried flat
 [ -x "$TOOL" ] || TOOL=$BIN/dtrain-make-image-tree
-exec "$TOOL" "$DIR" --realistic --classes 100 --train-per-class 138 --val-per-class 10 \
+exec "$TOOL" "$DIR" --realistic --classes 100 --train-per-class "$TRAIN_PER_CLASS" --val-per-class 10 \
   --seed 1 --threads "$THREADS"

@@ -15,8 +15,9 @@
 #   peer    PyTorch DDP + torch.compile (bench/peers/pytorch_resnet50.py, bf16 b256), NCCL told of
 #           the simulated nodes (NCCL_HOSTID per node): 2x2 and 4x1 on sockets only (P2P and SHM
 #           off), and 2x2 with NVLink inside a node, sockets across (~8 min)
-#   e2e     dtrain-train, synthetic and from JPEG files (bench/make_jpeg_tree.sh, made once in
-#           $JPEG_DIR), on 1 GPU and 2x2 hierarchical; the files on 4 GPUs nccl (~6 min)
+#   e2e     dtrain-train, synthetic and from JPEG files (bench/make_jpeg_tree.sh with 552 images per
+#           class, 55,200 in all: 54 steps an epoch on 4 ranks; made once in $JPEG_DIR), on 1 GPU and
+#           2x2 hierarchical; the files on 4 GPUs nccl (~6 min)
 #   fmnist  Fashion-MNIST, the shipped config, 15 epochs, global batch 64 as the CPU reference:
 #           2x2 with the default backend and wire against 4 GPUs nccl (~3 min)
 #   summary the table alone
@@ -31,7 +32,7 @@ BIN=${BIN:-build/bin}
 BACK=${OUT:-}
 OUT=${XNODE_DIR:-/tmp/dtrain_xnode}  # timed_step.sh writes its logs and steps.txt to $OUT
 DRY_RUN=${DRY_RUN:-0}
-JPEG_DIR=${JPEG_DIR:-/tmp/dtrain_jpeg_tree}
+JPEG_DIR=${JPEG_DIR:-/tmp/dtrain_jpeg_tree_552}
 PY=${PY:-/opt/torch/.venv/bin/python}
 SUMMARY_PY=$(command -v python3 || echo "$PY")
 PARTS=("$@")
@@ -138,7 +139,7 @@ if wants e2e; then
   SYN=("${RN50[@]}" --dataset synthetic --epochs 1)
   # Three epochs from files: the first reads files the page cache may not hold yet.
   JPEG=("${RN50[@]}" --dataset imagenet --data_dir "$JPEG_DIR" --loader_threads 14 --epochs 3)
-  [[ -d $JPEG_DIR ]] || step make_jpeg_tree 300 env BIN="$BIN" bench/make_jpeg_tree.sh "$JPEG_DIR"
+  [[ -d $JPEG_DIR ]] || step make_jpeg_tree 300 env BIN="$BIN" TRAIN_PER_CLASS=552 bench/make_jpeg_tree.sh "$JPEG_DIR"
   [[ $DRY_RUN == 1 ]] || find "$JPEG_DIR" -type f -print0 | xargs -0 cat > /dev/null  # page cache for every run
   dtrain_train e2e_synthetic_1gpu 1 - "${SYN[@]}" --synthetic_samples 20480
   dtrain_train e2e_synthetic_2x2 4 2 "${SYN[@]}" --synthetic_samples 81920 --backend hierarchical
