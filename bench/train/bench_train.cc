@@ -9,6 +9,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -21,6 +22,7 @@
 #include "comm/backends/factory.h"
 #include "comm/gradient_sync/gradient_sync.h"
 #include "models/cuda/cudnn_conv2d.h"
+#include "models/cuda/op_timer.h"
 #include "runtime/base/cli.h"
 #include "runtime/base/env.h"
 #include "runtime/base/error.h"
@@ -66,6 +68,7 @@ struct Options {
   std::string json;
   std::string profile_out;
   int profile_steps = 10;
+  int op_times_steps = 0;
   bool memory_plan = false;
   train::ResolvedConfig config;  // the options above as dtrain-train's config (resolve() checks them)
 };
@@ -102,6 +105,9 @@ Options parse(int argc, char** argv, bool* help) {
       "write the first world size's step profile (for dtrain-project) to this JSON file")(
       "profile-steps", runtime::po::value(&o.profile_steps)->default_value(o.profile_steps),
       "steps profiled after the measured ones (each waits for the GPU)")(
+      "op-times-steps", runtime::po::value(&o.op_times_steps)->default_value(o.op_times_steps),
+      "eager steps after the measured ones with every layer's kernels timed by kind, to see where a step's GPU "
+      "time goes (0: none)")(
       "memory-plan", runtime::po::value(&o.memory_plan)->implicit_value(true)->default_value(false),
       "print the step's device memory, category by category against PyTorch's, computed from the model (no GPU), "
       "and exit");
@@ -128,6 +134,7 @@ Options parse(int argc, char** argv, bool* help) {
   DTRAIN_USAGE_CHECK(o.first_bucket_mib >= 0)
       << "--first-bucket-mib " << o.first_bucket_mib << ": must not be negative";
   DTRAIN_USAGE_CHECK(o.profile_steps > 0) << "--profile-steps " << o.profile_steps << ": must be positive";
+  DTRAIN_USAGE_CHECK(o.op_times_steps >= 0) << "--op-times-steps " << o.op_times_steps << ": must not be negative";
   train::TrainConfig c = train::default_train_config();
   c.set_model("resnet");
   c.set_depth(o.depth);
@@ -177,6 +184,10 @@ struct Row {
   int overlapped_buckets = 0, buckets = 0;
   long graph_replays = 0;   // rank 0's steps replayed from CUDA graphs (DTRAIN_CUDA_GRAPHS=1)
   std::string cuda_graphs;  // rank 0's: on with its counts, or off and why
+  // --op-times-steps (each rank's own; rank 0 prints): ms per step by kind of layer work, and the
+  // step's GPU time.
+  std::array<double, models::cuda::OpTimer::kKinds> op_ms{};
+  double op_step_ms = NAN;
 };
 
 double median(std::vector<double> v) {
@@ -228,6 +239,55 @@ void profile_steps(const Options& o, int k, int rank, const std::string& gpu, do
   source.first_bucket_bytes = static_cast<int64_t>(o.first_bucket_mib) << 20;
   source.step_ms = step_ms;
   profile.write(o.profile_out, source, "--profile-out file");
+}
+
+// --op-times-steps more steps, eager (a profiled step is), with the layers timing their kernels
+// by kind (models/cuda/op_timer.h): the means per step into `row`. Every rank runs them (the
+// world's all-reduces need every rank).
+void time_ops(const Options& o, train::cuda::GpuTrainStep& step, const SyntheticBatches& data, float lr, Row* row) {
+  models::cuda::OpTimer timer(step.context().stream());
+  struct Installed {
+    models::cuda::GpuContext& context;
+    ~Installed() { context.set_op_timer(nullptr); }
+  } installed{step.context()};
+  step.context().set_op_timer(&timer);
+  train::cuda::GpuStepProfiler profiler;
+  double step_ms = 0;
+  for (int i = 0; i < o.op_times_steps; ++i) {
+    train::StepPhases phases;
+    step.profile_next_run(&profiler);
+    step.run(static_cast<const uint8_t*>(data.images[i % 2].data()),
+             static_cast<const int32_t*>(data.labels[i % 2].data()), lr);
+    profiler.resolve(&phases);
+    timer.collect();
+    step_ms += (phases.forward + phases.backward + phases.optimizer) * 1e3;
+  }
+  for (int k = 0; k < models::cuda::OpTimer::kKinds; ++k) row->op_ms[k] = timer.total_ms()[k] / o.op_times_steps;
+  row->op_step_ms = step_ms / o.op_times_steps;
+}
+
+// The op times as comment lines: each kind of layer work, then the rest of the step.
+void print_op_times(int k, int steps, const Row& r) {
+  using models::cuda::OpTimer;
+  std::printf("# %d GPU(s): GPU time per step by kind of layer work, %d eager steps: %.2f ms in all\n", k, steps,
+              r.op_step_ms);
+  double timed = 0;
+  for (int kind = 0; kind < OpTimer::kKinds; ++kind) {
+    timed += r.op_ms[kind];
+    std::printf("#   %-30s %8.2f ms %6.1f%%\n", OpTimer::name(static_cast<OpTimer::Kind>(kind)), r.op_ms[kind],
+                100 * r.op_ms[kind] / r.op_step_ms);
+  }
+  std::printf("#   %-30s %8.2f ms %6.1f%%\n", "the rest (input, loss, update)", r.op_step_ms - timed,
+              100 * (r.op_step_ms - timed) / r.op_step_ms);
+}
+
+std::string op_times_json(const Row& r) {
+  using models::cuda::OpTimer;
+  runtime::JsonObject times;
+  for (int kind = 0; kind < OpTimer::kKinds; ++kind) {
+    times.number(OpTimer::name(static_cast<OpTimer::Kind>(kind)), r.op_ms[kind], "%.4f");
+  }
+  return times.str();
 }
 
 models::ResNetConfig model_of(const Options& o) {
@@ -283,6 +343,7 @@ Row run_world(const Options& o, int k, const runtime::RankContext& world_ctx, in
       profile_steps(o, k, rank, runtime::visible_gpus().at(static_cast<size_t>(device)).name, step_ms, step, data,
                     static_cast<float>(lr));
     }
+    if (o.op_times_steps > 0) time_ops(o, step, data, static_cast<float>(lr), &row);
     const runtime::AllocatorStats memory = runtime::device_caching_allocator(device).stats();
     size_t free_bytes = 0, total_bytes = 0;
     DTRAIN_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
@@ -350,6 +411,8 @@ void write_json(const std::string& path, const Options& o, const std::string& gp
                           .boolean("tf32", o.precision == "fp32" && !o.no_tf32)
                           .boolean("cuda_graphs", r.graph_replays > 0)
                           .text("cuda_graphs_report", r.cuda_graphs)
+                          .number("op_times_step_ms", r.op_step_ms, "%.4f")
+                          .raw("op_times_ms", o.op_times_steps > 0 ? op_times_json(r) : "null")
                           .text("host", runtime::process_identity().host)
                           .text("date", utc_date())
                           .text("command", command)
@@ -403,6 +466,7 @@ int bench_main(int argc, char** argv) {
     rows.push_back(r);
     if (root) {
       // Before the row: scripts take a run's row as the output's last line.
+      if (o.op_times_steps > 0) print_op_times(k, o.op_times_steps, r);
       std::printf(
           "# %d GPU(s): device memory peak %.2f GB in use (%.2f GB predicted without workspaces; largest cuDNN "
           "workspace %.3f GB), %.2f GB reserved; cudaMemGetInfo used %.2f GB\n",

@@ -8,6 +8,7 @@
 
 #include "models/batch_stats_reducer.h"
 #include "models/cuda/cudnn_conv2d.h"
+#include "models/cuda/op_timer.h"
 #include "runtime/cuda/stream.h"
 #include "runtime/memory/dtype.h"
 
@@ -33,6 +34,9 @@ class GpuContext {
   // exchanges its statistics over in training; null (the default): each uses its own batch.
   void set_batch_stats_reducer(BatchStatsReducer* group) { bn_group_ = group; }
   BatchStatsReducer* batch_stats_reducer() const { return bn_group_; }
+  // The layers time their kernels into `timer` while it is set (op_timer.h); null: not timed.
+  void set_op_timer(OpTimer* timer) { op_timer_ = timer; }
+  OpTimer* op_timer() const { return op_timer_; }
 
  private:
   runtime::CudaStream stream_;
@@ -41,6 +45,7 @@ class GpuContext {
   ConvNumerics numerics_;
   bool allow_tf32_;
   BatchStatsReducer* bn_group_ = nullptr;
+  OpTimer* op_timer_ = nullptr;
 };
 
 }  // namespace dtrain::models::cuda

@@ -5,6 +5,7 @@
 #include "models/cuda/batch_norm.h"
 #include "models/cuda/elementwise.h"
 #include "models/cuda/linear.h"
+#include "models/cuda/op_timer.h"
 #include "models/cuda/pooling.h"
 #include "runtime/base/error.h"
 #include "runtime/cuda/cuda_check.h"
@@ -76,11 +77,13 @@ const runtime::Tensor& GpuConv2d::forward(const runtime::Tensor& x) {
   input_ = &x;
   ensure_device_tensor(output_, context_.activation_dtype(),
                        {batch, geometry_.out_channels, geometry_.out_h(), geometry_.out_w()});
+  const OpTimer::Scope timed(context_.op_timer(), OpTimer::kConvForward);
   conv_->forward(x.raw(), weight(), output_.raw());
   return output_;
 }
 
 void GpuConv2d::backward_weights(const runtime::Tensor& dy) {
+  const OpTimer::Scope timed(context_.op_timer(), OpTimer::kConvWeightGrad);
   if (context_.bf16()) {
     // Scratch on the compute stream: the next user of the block, on the same stream, runs after
     // the widening (one block for every layer instead of a bf16 copy of all the weights).
@@ -98,6 +101,7 @@ void GpuConv2d::backward_weights(const runtime::Tensor& dy) {
 void GpuConv2d::backward_data(const runtime::Tensor& dy, runtime::Tensor& dx, bool accumulate) {
   DTRAIN_CHECK(dx.shape() == input_->shape()) << "conv2d input gradient shaped " << runtime::shape_string(dx.shape())
                                               << ", input " << runtime::shape_string(input_->shape());
+  const OpTimer::Scope timed(context_.op_timer(), OpTimer::kConvDataGrad);
   conv_->backward_data(dy.raw(), weight(), dx.raw(), accumulate);
 }
 
@@ -138,6 +142,7 @@ const runtime::Tensor& GpuNormAct::forward(const runtime::Tensor& x, const runti
     relu_mask_ = runtime::Buffer(runtime::MemoryKind::kDevice, relu_mask_bytes(x.numel()), context_.stream());
   }
   with_element_type(context_, [&](auto tag) {
+    const OpTimer::Scope timed(context_.op_timer(), OpTimer::kNormActForward);
     using T = decltype(tag);
     const T* res = residual != nullptr ? as<T>(*residual) : nullptr;
     if (!has_batch_norm()) {
@@ -168,6 +173,7 @@ const runtime::Tensor& GpuNormAct::backward(const runtime::Tensor& dy, runtime::
       << "batch norm backward after an eval forward: it needs the batch statistics and ReLU mask of a training one";
   ensure_device_tensor(dx_, context_.activation_dtype(), dy.shape());
   with_element_type(context_, [&](auto tag) {
+    const OpTimer::Scope timed(context_.op_timer(), OpTimer::kNormActBackward);
     using T = decltype(tag);
     T* dres = dresidual != nullptr ? as<T>(*dresidual) : nullptr;
     if (!has_batch_norm()) {
@@ -222,6 +228,7 @@ const runtime::Tensor& GpuMaxPool2d::forward(const runtime::Tensor& x) {
   if (argmax_.bytes() != argmax_bytes)
     argmax_ = runtime::Buffer(runtime::MemoryKind::kDevice, argmax_bytes, context_.stream());
   with_element_type(context_, [&](auto tag) {
+    const OpTimer::Scope timed(context_.op_timer(), OpTimer::kPoolForward);
     using T = decltype(tag);
     max_pool_forward(context_.stream(), shape_, context_.channels_last(), as<T>(x), as<T>(output_),
                      static_cast<int32_t*>(argmax_.data()));
@@ -235,6 +242,7 @@ const runtime::Tensor& GpuMaxPool2d::backward(const runtime::Tensor& dy) {
       << runtime::shape_string(dy.shape());
   ensure_device_tensor(dx_, context_.activation_dtype(), {shape_.batch, shape_.channels, shape_.in_h, shape_.in_w});
   with_element_type(context_, [&](auto tag) {
+    const OpTimer::Scope timed(context_.op_timer(), OpTimer::kPoolBackward);
     using T = decltype(tag);
     max_pool_backward(context_.stream(), shape_, context_.channels_last(), as<T>(dy),
                       static_cast<const int32_t*>(argmax_.data()), as<T>(dx_));
@@ -249,6 +257,7 @@ const runtime::Tensor& GpuGlobalAvgPool::forward(const runtime::Tensor& x) {
   input_shape_ = x.shape();
   ensure_device_tensor(output_, context_.activation_dtype(), {x.shape()[0], x.shape()[1]});
   with_element_type(context_, [&](auto tag) {
+    const OpTimer::Scope timed(context_.op_timer(), OpTimer::kPoolForward);
     using T = decltype(tag);
     global_avg_pool_forward(context_.stream(), static_cast<int>(x.shape()[0]), static_cast<int>(x.shape()[1]),
                             x.shape()[2] * x.shape()[3], context_.channels_last(), as<T>(x), as<T>(output_));
@@ -259,6 +268,7 @@ const runtime::Tensor& GpuGlobalAvgPool::forward(const runtime::Tensor& x) {
 const runtime::Tensor& GpuGlobalAvgPool::backward(const runtime::Tensor& dy) {
   ensure_device_tensor(dx_, context_.activation_dtype(), input_shape_);
   with_element_type(context_, [&](auto tag) {
+    const OpTimer::Scope timed(context_.op_timer(), OpTimer::kPoolBackward);
     using T = decltype(tag);
     global_avg_pool_backward(context_.stream(), static_cast<int>(input_shape_[0]), static_cast<int>(input_shape_[1]),
                              input_shape_[2] * input_shape_[3], context_.channels_last(), as<T>(dy), as<T>(dx_));
@@ -283,6 +293,7 @@ const runtime::Tensor& GpuLinear::forward(const runtime::Tensor& x) {
   const LinearDims dims{static_cast<int>(x.shape()[0]), in_, out_};
   ensure_device_tensor(output_, context_.activation_dtype(), {x.shape()[0], out_});
   with_element_type(context_, [&](auto tag) {
+    const OpTimer::Scope timed(context_.op_timer(), OpTimer::kLinearForward);
     using T = decltype(tag);
     linear_forward(context_.cublas(), dims, context_.allow_tf32(), as<T>(x), params_.weights<T>(weight_),
                    params_.param(bias_), as<T>(output_));
@@ -294,6 +305,7 @@ const runtime::Tensor& GpuLinear::backward(const runtime::Tensor& dy) {
   const LinearDims dims{static_cast<int>(input_->shape()[0]), in_, out_};
   ensure_device_tensor(dx_, context_.activation_dtype(), input_->shape());
   with_element_type(context_, [&](auto tag) {
+    const OpTimer::Scope timed(context_.op_timer(), OpTimer::kLinearBackward);
     using T = decltype(tag);
     linear_backward(context_.cublas(), dims, context_.allow_tf32(), as<T>(*input_), params_.weights<T>(weight_),
                     as<T>(dy), as<T>(dx_), params_.grad(weight_), params_.grad(bias_));

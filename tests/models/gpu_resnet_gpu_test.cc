@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -27,8 +28,10 @@
 #include <cuda_runtime_api.h>
 
 #include "models/cuda/gpu_resnet.h"
+#include "models/cuda/op_timer.h"
 #include "models/cuda/softmax_cross_entropy.h"
 #include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/stream.h"
 #include "tests/support/device_vector.h"
 #include "tests/support/test_seed.h"
 #endif
@@ -250,6 +253,50 @@ TEST_F(GpuResNetTest, Bf16StepMatchesCpuWithinBf16Precision) {
   const double state = relative_rms(gpu.state, cpu.state);
   std::printf("  BN running statistics: relative RMS difference %.2e (bound 5e-02)\n", state);
   EXPECT_LE(state, 5e-2);
+}
+
+// The op timer (models/cuda/op_timer.h) sees every kind of layer work of a ResNet-50 step, its
+// intervals do not overlap (their sum fits in the step's span on the one stream), and a context
+// without a timer records nothing.
+TEST_F(GpuResNetTest, OpTimerSeesEveryKindOfLayerWorkWithinTheStep) {
+  cuda::GpuContext context(0, cuda::ConvNumerics::kBf16Nhwc, /*allow_tf32=*/false);
+  cuda::GpuResNet model(config_, context);
+  runtime::Tensor x(context.activation_dtype(), {kBatch, 3, kSide, kSide}, runtime::MemoryKind::kDevice);
+  const std::vector<unsigned char> encoded = encode(image_, true);
+  DTRAIN_CUDA_CHECK(cudaMemcpy(x.raw(), encoded.data(), encoded.size(), cudaMemcpyHostToDevice));
+  runtime::Tensor dlogits(context.activation_dtype(), {kBatch, kClasses}, runtime::MemoryKind::kDevice);
+  DTRAIN_CUDA_CHECK(cudaMemset(dlogits.raw(), 0, dlogits.bytes()));
+  const auto step = [&] {
+    model.forward(x, true);
+    model.backward(dlogits);
+  };
+  step();  // plans and workspaces chosen before the timed step
+
+  cuda::OpTimer timer(context.stream());
+  context.set_op_timer(&timer);
+  runtime::CudaEvent begin(true), end(true);
+  begin.record(context.stream());
+  step();
+  end.record(context.stream());
+  context.set_op_timer(nullptr);
+  timer.collect();
+  end.synchronize();
+  const double span = end.elapsed_ms_since(begin);
+  double sum = 0;
+  for (int kind = 0; kind < cuda::OpTimer::kKinds; ++kind) {
+    const double ms = timer.total_ms()[kind];
+    std::printf("  %-30s %8.3f ms\n", cuda::OpTimer::name(static_cast<cuda::OpTimer::Kind>(kind)), ms);
+    EXPECT_GT(ms, 0.0) << cuda::OpTimer::name(static_cast<cuda::OpTimer::Kind>(kind));
+    sum += ms;
+  }
+  std::printf("  sum %.3f ms of the step's %.3f ms\n", sum, span);
+  EXPECT_LE(sum, span * 1.001 + 1e-3);
+  EXPECT_GT(sum, 0.3 * span) << "the layers' kernels are most of a step (small batch: launches show as gaps)";
+
+  const std::array<double, cuda::OpTimer::kKinds> before = timer.total_ms();
+  step();
+  timer.collect();
+  EXPECT_EQ(timer.total_ms(), before) << "a step without the timer installed added to it";
 }
 
 #else
