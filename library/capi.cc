@@ -216,6 +216,7 @@ int dtrain_wait_stream(dtrain_handle handle, void* stream) {
   return guarded("dtrain_wait_stream", [&] {
     auto completion = released_and_queued(handle);
     if (auto on_stream = completion->on_stream()) {
+      on_stream->finish_host_part();
       try {
         on_stream->make_stream_wait(stream);
       } catch (const dtrain::runtime::Error& e) {

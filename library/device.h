@@ -39,6 +39,10 @@ class StreamEvent {
   virtual void make_stream_wait(void* stream) = 0;
   virtual void synchronize() = 0;
   virtual bool complete() = 0;
+  // Blocks until the operation's part on the host (a cross-node step staged through host memory)
+  // has finished, and rethrows its failure: before a stream is made to wait, so that a failed
+  // step fails the operation it belongs to. Nothing to wait for by default.
+  virtual void finish_host_part() {}
 };
 
 // The background thread's executor of agreed device operations. Not thread-safe: only the

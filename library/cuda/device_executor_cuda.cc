@@ -10,8 +10,9 @@
 // cross-node step, staged through the host, which also waits for the GPU to reach the callers'
 // events): it negotiates and queues the next one meanwhile, as the step's gradient buckets overlap
 // in dtrain-train. The stream order keeps the results right (the copies back wait on the host
-// part); a failure of the host part shows at the operation's host waits (dtrain_wait, dtrain_poll)
-// and fails the next operation this executor runs, naming the collective that failed.
+// part). The caller's waits for the operation wait for its host part (dtrain_wait_stream blocks
+// until it has finished, as it did when the background thread waited for it), so a failed part
+// fails the operation it belongs to on every rank, and the operations after it run as before.
 //
 // Rounding is the host path's: scale factors multiply in fp32 (fp16 and bf16 widened, rounded
 // once), and an fp32 average is the sum times 1/size in fp32, so a device result equals the
@@ -20,6 +21,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <exception>
 #include <optional>
 
 #include "comm/backends/factory.h"
@@ -104,9 +106,18 @@ class HostPartEvent final : public StreamEvent {
   HostPartEvent(std::shared_ptr<StreamEvent> event, comm::Work host_part)
       : event_(std::move(event)), host_part_(std::move(host_part)) {}
   void make_stream_wait(void* stream) override { event_->make_stream_wait(stream); }
+  void finish_host_part() override { host_part_.wait(); }
   void synchronize() override {
-    host_part_.wait();
+    // The copies back are queued whatever the host part did: the GPU is done with the buffers
+    // only after the event, failure or not.
+    std::exception_ptr failure;
+    try {
+      host_part_.wait();
+    } catch (...) {
+      failure = std::current_exception();
+    }
     event_->synchronize();
+    if (failure) std::rethrow_exception(failure);
   }
   bool complete() override { return host_part_.test() && event_->complete(); }
 
@@ -138,7 +149,7 @@ class CudaDeviceExecutor final : public DeviceExecutor {
   }
 
   void run(const Response& response, const std::vector<Operation*>& ops) override {
-    // An operation that failed part way may have left host parts: still waited for at the end.
+    // An operation that failed part way may have left host parts: kept until they finish.
     for (comm::Work& work : host_parts_) in_flight_.push_back(std::move(work));
     host_parts_.clear();
     forget_finished();
@@ -269,11 +280,21 @@ class CudaDeviceExecutor final : public DeviceExecutor {
 
   // A device call's Work is done at once on NCCL; on hierarchical it is the cross-node step staged
   // through the host, whose failure it carries: kept with the operation's done event.
-  void keep_host_part(const comm::Work& work) { host_parts_.push_back(work); }
+  void keep_host_part(const comm::Work& work) {
+    if (!finished(work)) host_parts_.push_back(work);
+  }
 
-  // Drops the host parts that have finished; rethrows the first failure among them (test()).
+  // Drops the host parts that have finished, failed ones too: their operations' waits report them.
   void forget_finished() {
-    while (!in_flight_.empty() && in_flight_.front().test()) in_flight_.pop_front();
+    while (!in_flight_.empty() && finished(in_flight_.front())) in_flight_.pop_front();
+  }
+
+  static bool finished(const comm::Work& work) {
+    try {
+      return work.test();
+    } catch (...) {
+      return true;
+    }
   }
 
   void copy(void* to, const void* from, size_t bytes) {

@@ -359,6 +359,49 @@ TEST(DeviceCompletion, PollWaitAndWaitStream) {
   for (int64_t i = 0; i < count; i += 4099) ASSERT_EQ(out.get(i), reference(i, DTRAIN_FLOAT32, DTRAIN_SUM)) << i;
 }
 
+// A failed cross-node step (DTRAIN_FAULT_INJECT=K: the K-th operation of the host-side
+// communicators fails on their worker thread, as a broken link would) fails the wait of the
+// collective it belongs to, on every rank, through dtrain_wait_stream as through dtrain_wait; the
+// collectives after it complete exactly. Runs only under the variable (scripts/gpu_checks.sh: 2
+// ranks as 2 simulated nodes); skips, saying so, without it.
+TEST(DeviceFaults, AFailedCrossNodeStepFailsTheWaitOfItsOwnCollective) {
+  SKIP_WITHOUT_GPUS();
+  if (std::getenv("DTRAIN_FAULT_INJECT") == nullptr) {
+    GTEST_SKIP() << "runs under DTRAIN_FAULT_INJECT across simulated nodes (scripts/gpu_checks.sh)";
+  }
+  constexpr int kCollectives = 8;
+  constexpr int64_t kCount = 7919;
+  int failed = -1, failures = 0;
+  for (int k = 0; k < kCollectives; ++k) {
+    DeviceArray a(DTRAIN_FLOAT32, kCount);
+    a.upload(inputs(rank(), DTRAIN_FLOAT32, kCount), g_stream, false);
+    dtrain_handle h = 0;
+    ASSERT_EQ(dtrain_allreduce(("dfault" + std::to_string(k)).c_str(), a.data(), a.data(), kCount, DTRAIN_FLOAT32,
+                               DTRAIN_SUM, 1, 1, DTRAIN_CUDA, g_stream, &h),
+              DTRAIN_OK)
+        << dtrain_last_error();
+    const bool on_stream = k % 2 == 0;
+    if ((on_stream ? dtrain_wait_stream(h, g_stream) : dtrain_wait(h)) != DTRAIN_OK) {
+      const std::string error = dtrain_last_error();
+      EXPECT_NE(error.find("injected fault"), std::string::npos) << "all-reduce " << k << ": " << error;
+      failed = k;
+      ++failures;
+      continue;
+    }
+    const Buffer out = a.download(g_stream);
+    int64_t wrong = 0;
+    for (int64_t i = 0; i < kCount; ++i) wrong += out.get(i) != reference(i, DTRAIN_FLOAT32, DTRAIN_SUM);
+    EXPECT_EQ(wrong, 0) << "all-reduce " << k << " (waited by " << (on_stream ? "dtrain_wait_stream" : "dtrain_wait")
+                        << ") returned DTRAIN_OK with wrong elements";
+  }
+  EXPECT_EQ(failures, 1) << "collectives whose wait failed, of " << kCollectives;
+  int lowest = failed, highest = failed;
+  MPI_Allreduce(&failed, &lowest, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(&failed, &highest, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  EXPECT_EQ(lowest, highest) << "the ranks saw different collectives fail";
+  if (rank() == 0) std::printf("injected fault: all-reduce %d failed on every rank, the others exact\n", failed);
+}
+
 // A host pointer as DTRAIN_CUDA and a device pointer as DTRAIN_HOST are errors naming the
 // argument; ranks that disagree on the device of one name all get a mismatch naming it.
 TEST(DeviceErrors, WrongMemoryAndDisagreeingDevices) {
