@@ -1,6 +1,7 @@
 // The C ABI's life cycle, topology, version, error and completion functions
 // (include/dtrain/dtrain.h). The collectives are in capi_collectives.cc.
 #include <cstring>
+#include <exception>
 #include <mutex>
 
 #include "library/abi_support.h"
@@ -216,13 +217,21 @@ int dtrain_wait_stream(dtrain_handle handle, void* stream) {
   return guarded("dtrain_wait_stream", [&] {
     auto completion = released_and_queued(handle);
     if (auto on_stream = completion->on_stream()) {
-      on_stream->finish_host_part();
+      // A failed cross-node step fails this operation; the stream waits all the same, for the
+      // library's copies into the buffers, which run whatever the step did.
+      std::exception_ptr failed_step;
+      try {
+        on_stream->finish_host_part();
+      } catch (...) {
+        failed_step = std::current_exception();
+      }
       try {
         on_stream->make_stream_wait(stream);
       } catch (const dtrain::runtime::Error& e) {
         throw AbiError(DTRAIN_ERR_INVALID_ARGUMENT,
                        std::string("stream: could not make it wait for the operation: ") + e.what());
       }
+      if (failed_step) std::rethrow_exception(failed_step);
     }
     return DTRAIN_OK;
   });

@@ -129,10 +129,13 @@ if [ -x $TESTS/dtrain-library-device-test ]; then
   [ "$GPUS" -ge 2 ] && check library_device_hierarchical_np2 $MPI -np 2 -x DTRAIN_RANKS_PER_NODE=1 \
     -x DTRAIN_MPI_DEVICE_POINTERS=stage $TESTS/dtrain-library-device-test
   # A failed cross-node step fails the wait of its own collective on every rank (the background
-  # thread does not wait for the cross-node steps), and the collectives after it are exact.
-  [ "$GPUS" -ge 2 ] && check library_device_fault_np2 $MPI -np 2 -x DTRAIN_RANKS_PER_NODE=1 \
-    -x DTRAIN_MPI_DEVICE_POINTERS=stage -x DTRAIN_FAULT_INJECT=3 $TESTS/dtrain-library-device-test \
-    --gtest_filter='DeviceFaults.*'
+  # thread does not wait for the cross-node steps), and the collectives after it are exact: the
+  # third collective, waited by dtrain_wait_stream, then the fourth, waited by dtrain_wait.
+  for k in 3 4; do
+    [ "$GPUS" -ge 2 ] && check library_device_fault${k}_np2 $MPI -np 2 -x DTRAIN_RANKS_PER_NODE=1 \
+      -x DTRAIN_MPI_DEVICE_POINTERS=stage -x DTRAIN_FAULT_INJECT=$k $TESTS/dtrain-library-device-test \
+      --gtest_filter='DeviceFaults.*'
+  done
   grep -h "^seed\|communicator:" "$OUT"/library_device_*.log
 fi
 if [ -x $BIN/dtrain-train ]; then

@@ -34,8 +34,8 @@
  * waits for that event (the host never does), runs the collective and records a completion event.
  * Work queued on `stream` before the call is what the operation reads. Then either
  * dtrain_wait / dtrain_poll wait for the completion on the host, or dtrain_wait_stream makes a
- * stream of yours wait for it without blocking the host (only until the library has queued the
- * work). Device buffers need a CUDA build and a GPU on every rank (DTRAIN_ERR_UNSUPPORTED names
+ * stream of yours wait for it without waiting for the GPU (the host waits only until the library
+ * has queued the work and, across nodes, run its cross-node step). Device buffers need a CUDA build and a GPU on every rank (DTRAIN_ERR_UNSUPPORTED names
  * what is missing); a host pointer passed as DTRAIN_CUDA, or a device pointer as DTRAIN_HOST, is
  * DTRAIN_ERR_INVALID_ARGUMENT naming the argument (host buffers are checked once this rank has
  * used device buffers).
@@ -159,9 +159,11 @@ DTRAIN_API int dtrain_poll(dtrain_handle handle, int* done);
  * DTRAIN_ERR_UNKNOWN_HANDLE. */
 DTRAIN_API int dtrain_wait(dtrain_handle handle);
 /* For device buffers: makes `stream` (a cudaStream_t; NULL: the legacy default stream) wait for
- * the operation without waiting for it on the host. Blocks only until the operation has been
- * queued on the library's stream (every rank has submitted it), then releases the handle and
- * returns its status. For a host operation it is dtrain_wait. */
+ * the operation without waiting for the GPU. Blocks only until the operation has been queued on
+ * the library's stream (every rank has submitted it) and, where its collective crosses nodes
+ * through host memory (hierarchical), until that cross-node step has run, whose failure is the
+ * operation's; then releases the handle and returns its status. For a host operation it is
+ * dtrain_wait. */
 DTRAIN_API int dtrain_wait_stream(dtrain_handle handle, void* stream);
 /* The finished operation's error text ("" when it succeeded or is still running), without
  * releasing it. Valid until the handle is waited. */
@@ -189,7 +191,8 @@ DTRAIN_API int dtrain_abort(int exit_code);
  * in flight. */
 DTRAIN_API int dtrain_join(int* last_rank, dtrain_handle* handle);
 /* Blocks until the operation has finished (a device operation: until it is queued on the library's
- * stream, as dtrain_wait_stream waits) or `timeout_seconds` (>= 0) have passed; *done says which.
+ * stream; a cross-node step staged through the host may still run, for dtrain_wait_stream to wait
+ * for) or `timeout_seconds` (>= 0) have passed; *done says which.
  * The handle stays valid (dtrain_wait or dtrain_wait_stream releases it). For callers that must regain control now and
  * then while they wait (an interpreter that handles signals between calls). */
 DTRAIN_API int dtrain_wait_for(dtrain_handle handle, double timeout_seconds, int* done);

@@ -99,8 +99,24 @@ int64_t recv_elements(const Request& r, int size) {
 }
 
 // The done event of an operation whose collective has a host part still running: complete when
-// both are. The host waits rethrow the host part's failure; a stream that waits cannot carry it
-// (the stream goes on past a failed part, and the executor's next run() fails).
+// both are. Every wait for the operation waits for the host part on the host first and rethrows
+// its failure (a stream could not carry it: the copies back run past a failed part), after the
+// stream has the event, so the GPU's copies into the caller's buffers are ordered all the same.
+// Whether `work` has finished, well or not. A failed one is waited for (a Work of several parts
+// fails at its first failed part while the others may still run), its failure left to the
+// operation's waits.
+bool finished(const comm::Work& work) {
+  try {
+    return work.test();
+  } catch (...) {
+    try {
+      work.wait();
+    } catch (...) {
+    }
+    return true;
+  }
+}
+
 class HostPartEvent final : public StreamEvent {
  public:
   HostPartEvent(std::shared_ptr<StreamEvent> event, comm::Work host_part)
@@ -119,7 +135,8 @@ class HostPartEvent final : public StreamEvent {
     event_->synchronize();
     if (failure) std::rethrow_exception(failure);
   }
-  bool complete() override { return host_part_.test() && event_->complete(); }
+  // Done well or not (dtrain_poll's contract): a failed part is done, and its waits report it.
+  bool complete() override { return finished(host_part_) && event_->complete(); }
 
  private:
   std::shared_ptr<StreamEvent> event_;
@@ -142,7 +159,7 @@ class CudaDeviceExecutor final : public DeviceExecutor {
     for (const comm::Work& work : in_flight_) {
       try {
         work.wait();
-      } catch (...) {  // reported by the operation's waits, or by the next run(): none will come now
+      } catch (...) {  // reported by the operation's waits
       }
     }
     cudaStreamSynchronize(stream_.get());
@@ -279,22 +296,20 @@ class CudaDeviceExecutor final : public DeviceExecutor {
   }
 
   // A device call's Work is done at once on NCCL; on hierarchical it is the cross-node step staged
-  // through the host, whose failure it carries: kept with the operation's done event.
+  // through the host, whose failure it carries: kept with the operation's done event unless it
+  // has already succeeded (one that has already failed is kept, or nothing would report it).
   void keep_host_part(const comm::Work& work) {
-    if (!finished(work)) host_parts_.push_back(work);
+    bool succeeded = false;
+    try {
+      succeeded = work.test();
+    } catch (...) {
+    }
+    if (!succeeded) host_parts_.push_back(work);
   }
 
   // Drops the host parts that have finished, failed ones too: their operations' waits report them.
   void forget_finished() {
     while (!in_flight_.empty() && finished(in_flight_.front())) in_flight_.pop_front();
-  }
-
-  static bool finished(const comm::Work& work) {
-    try {
-      return work.test();
-    } catch (...) {
-      return true;
-    }
   }
 
   void copy(void* to, const void* from, size_t bytes) {
