@@ -215,18 +215,22 @@ struct SyntheticBatches {
 
 // --profile-steps more steps of `step`, each profiled, after the measured ones; rank 0 writes
 // the file. Every rank runs them (the world's all-reduces need every rank).
+// Step `i` on the synthetic batches, profiled (so eager: a replayed graph records no marks).
+train::StepPhases profiled_step(train::cuda::GpuTrainStep& step, train::cuda::GpuStepProfiler& profiler,
+                                const SyntheticBatches& data, int i, float lr) {
+  train::StepPhases phases;
+  step.profile_next_run(&profiler);
+  step.run(static_cast<const uint8_t*>(data.images[i % 2].data()),
+           static_cast<const int32_t*>(data.labels[i % 2].data()), lr);
+  profiler.resolve(&phases);
+  return phases;
+}
+
 void profile_steps(const Options& o, int k, int rank, const std::string& gpu, double step_ms,
                    train::cuda::GpuTrainStep& step, const SyntheticBatches& data, float lr) {
   train::cuda::GpuStepProfiler profiler;
   train::StepProfile profile;
-  for (int i = 0; i < o.profile_steps; ++i) {
-    train::StepPhases phases;
-    step.profile_next_run(&profiler);
-    step.run(static_cast<const uint8_t*>(data.images[i % 2].data()),
-             static_cast<const int32_t*>(data.labels[i % 2].data()), lr);
-    profiler.resolve(&phases);
-    profile.add(std::move(phases));
-  }
+  for (int i = 0; i < o.profile_steps; ++i) profile.add(profiled_step(step, profiler, data, i, lr));
   if (rank != 0) return;
   train::ProfileSource source;
   source.model = "resnet" + std::to_string(o.depth);
@@ -241,7 +245,7 @@ void profile_steps(const Options& o, int k, int rank, const std::string& gpu, do
   profile.write(o.profile_out, source, "--profile-out file");
 }
 
-// --op-times-steps more steps, eager (a profiled step is), with the layers timing their kernels
+// --op-times-steps more steps, profiled (eager), with the layers timing their kernels
 // by kind (models/cuda/op_timer.h): the means per step into `row`. Every rank runs them (the
 // world's all-reduces need every rank).
 void time_ops(const Options& o, train::cuda::GpuTrainStep& step, const SyntheticBatches& data, float lr, Row* row) {
@@ -254,11 +258,7 @@ void time_ops(const Options& o, train::cuda::GpuTrainStep& step, const Synthetic
   train::cuda::GpuStepProfiler profiler;
   double step_ms = 0;
   for (int i = 0; i < o.op_times_steps; ++i) {
-    train::StepPhases phases;
-    step.profile_next_run(&profiler);
-    step.run(static_cast<const uint8_t*>(data.images[i % 2].data()),
-             static_cast<const int32_t*>(data.labels[i % 2].data()), lr);
-    profiler.resolve(&phases);
+    const train::StepPhases phases = profiled_step(step, profiler, data, i, lr);
     timer.collect();
     step_ms += (phases.forward + phases.backward + phases.optimizer) * 1e3;
   }
