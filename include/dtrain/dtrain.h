@@ -35,10 +35,10 @@
  * Work queued on `stream` before the call is what the operation reads. Then either
  * dtrain_wait / dtrain_poll wait for the completion on the host, or dtrain_wait_stream makes a
  * stream of yours wait for it without waiting for the GPU (the host waits only until the library
- * has queued the work and, across nodes, run its cross-node step). Device buffers need a CUDA build and a GPU on every rank (DTRAIN_ERR_UNSUPPORTED names
- * what is missing); a host pointer passed as DTRAIN_CUDA, or a device pointer as DTRAIN_HOST, is
- * DTRAIN_ERR_INVALID_ARGUMENT naming the argument (host buffers are checked once this rank has
- * used device buffers).
+ * has queued the work and, across nodes, run its cross-node step). Device buffers need a CUDA
+ * build and a GPU on every rank (DTRAIN_ERR_UNSUPPORTED names what is missing); a host pointer
+ * passed as DTRAIN_CUDA, or a device pointer as DTRAIN_HOST, is DTRAIN_ERR_INVALID_ARGUMENT naming
+ * the argument (host buffers are checked once this rank has used device buffers).
  */
 #ifndef DTRAIN_DTRAIN_H_
 #define DTRAIN_DTRAIN_H_
