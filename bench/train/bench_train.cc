@@ -213,8 +213,6 @@ struct SyntheticBatches {
   }
 };
 
-// --profile-steps more steps of `step`, each profiled, after the measured ones; rank 0 writes
-// the file. Every rank runs them (the world's all-reduces need every rank).
 // Step `i` on the synthetic batches, profiled (so eager: a replayed graph records no marks).
 train::StepPhases profiled_step(train::cuda::GpuTrainStep& step, train::cuda::GpuStepProfiler& profiler,
                                 const SyntheticBatches& data, int i, float lr) {
@@ -226,6 +224,8 @@ train::StepPhases profiled_step(train::cuda::GpuTrainStep& step, train::cuda::Gp
   return phases;
 }
 
+// --profile-steps more steps of `step`, each profiled, after the measured ones; rank 0 writes
+// the file. Every rank runs them (the world's all-reduces need every rank).
 void profile_steps(const Options& o, int k, int rank, const std::string& gpu, double step_ms,
                    train::cuda::GpuTrainStep& step, const SyntheticBatches& data, float lr) {
   train::cuda::GpuStepProfiler profiler;

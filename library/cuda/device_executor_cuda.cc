@@ -98,10 +98,6 @@ int64_t recv_elements(const Request& r, int size) {
   }
 }
 
-// The done event of an operation whose collective has a host part still running: complete when
-// both are. Every wait for the operation waits for the host part on the host first and rethrows
-// its failure (a stream could not carry it: the copies back run past a failed part), after the
-// stream has the event, so the GPU's copies into the caller's buffers are ordered all the same.
 // Whether `work` has finished, well or not. A failed one is waited for (a Work of several parts
 // fails at its first failed part while the others may still run), its failure left to the
 // operation's waits.
@@ -117,6 +113,10 @@ bool finished(const comm::Work& work) {
   }
 }
 
+// The done event of an operation whose collective has a host part still running: complete when
+// both are. Every wait for the operation waits for the host part on the host first and rethrows
+// its failure (a stream could not carry it: the copies back run past a failed part), after the
+// stream has the event, so the GPU's copies into the caller's buffers are ordered all the same.
 class HostPartEvent final : public StreamEvent {
  public:
   HostPartEvent(std::shared_ptr<StreamEvent> event, comm::Work host_part)
