@@ -14,7 +14,7 @@
 // slots: run() and evaluate() return the slot, and the host memory must stay untouched until
 // input_copied(slot) says the copy is done (the loader's pinned batches are the staging ring).
 //
-// With cuda_graphs (DTRAIN_CUDA_GRAPHS=1) the compute stream's part of a step is captured after
+// With cuda_graphs (on unless DTRAIN_CUDA_GRAPHS=0) the compute stream's part of a step is captured after
 // kEagerStepsBeforeCapture eager steps (cuDNN plans chosen, allocator warm) as one CUDA graph per
 // input slot (the slot's address is in the graph) and replayed (step_graph.h); the copy, the
 // idle clock's and the slots' events stay outside. With NCCL the graphs are cut where a bucket's
@@ -70,7 +70,7 @@ struct GpuStepOptions {
   // kGpu: the step decodes the loader's deferred JPEGs (device_jpeg_stage.h); a UsageError on a
   // GPU without a hardware JPEG decoder or without nvJPEG.
   JpegDecoder jpeg_decoder = JpegDecoder::kCpu;
-  bool cuda_graphs = false;  // DTRAIN_CUDA_GRAPHS (cuda_graphs_setting.h)
+  bool cuda_graphs = false;  // gpu_step_options: DTRAIN_CUDA_GRAPHS, on by default (cuda_graphs_setting.h)
 };
 
 // The one translation of a resolved config into the GPU step's options (dtrain-train's engine and
@@ -174,7 +174,7 @@ class GpuTrainStep {
   // graph where the eager step would queue a bucket's all-reduce (finish: before the update).
   void report_in_capture(size_t begin, size_t end);
   void finish_in_capture();
-  void graphs_off(const std::string& why);
+  void graphs_off(const std::string& why, bool unexpected = false);
   void drop_graphs();
   void set_up_graphs();
 

@@ -1,4 +1,4 @@
-// GpuTrainStep's CUDA graphs (DTRAIN_CUDA_GRAPHS=1; gpu_train_step.h says what they cover): when a
+// GpuTrainStep's CUDA graphs (on unless DTRAIN_CUDA_GRAPHS=0; gpu_train_step.h says what they cover): when a
 // step replays one, capturing it first, and where the step stays eager instead.
 #include <sstream>
 #include <string>
@@ -16,7 +16,7 @@ namespace dtrain::train::cuda {
 
 void GpuTrainStep::set_up_graphs() {
   if (!options_.cuda_graphs) {
-    graphs_off_why_ = "DTRAIN_CUDA_GRAPHS unset or 0";
+    graphs_off_why_ = "DTRAIN_CUDA_GRAPHS=0";
     return;
   }
   // Host-staged backends (mpi-ring, hierarchical) wait for the GPU inside their all-reduce and
@@ -74,7 +74,7 @@ void GpuTrainStep::run_graphed(int s, float lr, const MicroBatch& micro) {
     const std::string failure = graphs_->capture(s, [&] { queue_compute(s, lr, micro, nullptr, nullptr, true); });
     capturing_ = false;
     if (!failure.empty()) {
-      graphs_off("the capture failed: " + failure);
+      graphs_off("the capture failed: " + failure, /*unexpected=*/true);
       queue_compute(s, lr, micro, nullptr, nullptr, false);
       return;
     }
@@ -114,9 +114,14 @@ void GpuTrainStep::finish_in_capture() {
   capture_reported_.emplace_back();
 }
 
-void GpuTrainStep::graphs_off(const std::string& why) {
+void GpuTrainStep::graphs_off(const std::string& why, bool unexpected) {
   graphs_off_why_ = why;
-  DTRAIN_LOG(kWarn) << "CUDA graphs off (DTRAIN_CUDA_GRAPHS=1): " << why << "; the step runs eager";
+  // Where graphs do not apply (a host-staged backend, accumulation) eager is the plan, not news.
+  if (unexpected) {
+    DTRAIN_LOG(kWarn) << "CUDA graphs off: " << why << "; the step runs eager";
+  } else {
+    DTRAIN_LOG(kInfo) << "CUDA graphs off: " << why << "; the step runs eager";
+  }
   graphs_.reset();
 }
 
