@@ -22,6 +22,8 @@ export DTRAIN_REQUIRE_GPU=1
 # Convolution plans measured by these checks stay in this run's folder: the checks neither read a
 # user's ~/.cache/dtrain nor depend on what an earlier run left there.
 export DTRAIN_PLAN_CACHE=$OUT/plan_cache
+# The checks run the default step (CUDA graphs where they apply) unless a check sets it.
+unset DTRAIN_CUDA_GRAPHS
 GPUS=$(nvidia-smi -L | wc -l)
 MPI="mpirun --allow-run-as-root -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE -x DTRAIN_REQUIRE_GPU -x DTRAIN_PLAN_CACHE"
 status=0

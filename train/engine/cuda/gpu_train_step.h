@@ -70,7 +70,9 @@ struct GpuStepOptions {
   // kGpu: the step decodes the loader's deferred JPEGs (device_jpeg_stage.h); a UsageError on a
   // GPU without a hardware JPEG decoder or without nvJPEG.
   JpegDecoder jpeg_decoder = JpegDecoder::kCpu;
-  bool cuda_graphs = false;  // gpu_step_options: DTRAIN_CUDA_GRAPHS, on by default (cuda_graphs_setting.h)
+  // Off for options filled in by hand; gpu_step_options (what the trainer and the benchmark use)
+  // sets it from DTRAIN_CUDA_GRAPHS, which is on unless 0 (cuda_graphs_setting.h).
+  bool cuda_graphs = false;
 };
 
 // The one translation of a resolved config into the GPU step's options (dtrain-train's engine and
@@ -175,6 +177,7 @@ class GpuTrainStep {
   void report_in_capture(size_t begin, size_t end);
   void finish_in_capture();
   void graphs_off(const std::string& why, bool unexpected = false);
+  std::string another_step_holds_graphs() const;
   void drop_graphs();
   void set_up_graphs();
 

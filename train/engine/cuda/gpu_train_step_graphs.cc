@@ -13,6 +13,12 @@
 #include "train/engine/gradient_bucket_plan.h"
 
 namespace dtrain::train::cuda {
+namespace {
+
+// Set after the step is made (the trainer's BN groups): its first step finds it.
+const char* const kSyncBnStaysEager = "synchronized BN waits for the host in every BN layer";
+
+}  // namespace
 
 void GpuTrainStep::set_up_graphs() {
   if (!options_.cuda_graphs) {
@@ -27,7 +33,7 @@ void GpuTrainStep::set_up_graphs() {
                ", a host-staged backend; graphs cover one rank and nccl");
   } else if (runtime::device_caching_allocator(context_->device()).graph_pool_bytes() > 0) {
     // The pool is the device's: two graphed steps would share addresses across their streams.
-    graphs_off("another step on GPU " + std::to_string(context_->device()) + " holds CUDA graphs");
+    graphs_off(another_step_holds_graphs());
   } else if (options_.accumulation_steps > 1) {
     graphs_off("accumulation_steps is " + std::to_string(options_.accumulation_steps) +
                "; graphs cover whole-batch steps only");
@@ -41,7 +47,7 @@ void GpuTrainStep::set_up_graphs() {
 bool GpuTrainStep::graph_this_step(bool traced_or_profiled) {
   if (!graphs_) return false;
   if (context_->batch_stats_reducer() != nullptr) {
-    graphs_off("synchronized BN waits for the host in every BN layer");
+    graphs_off(kSyncBnStaysEager);
     return false;
   }
   if (traced_or_profiled) {
@@ -68,6 +74,13 @@ void GpuTrainStep::run_graphed(int s, float lr, const MicroBatch& micro) {
   const cudaStream_t stream = context_->stream();
   set_device_lr(stream, static_cast<float*>(lr_device_.data()), lr);
   if (!graphs_->has(s)) {
+    // Checked at construction too, but two steps made before either captured would both pass
+    // there and then share the device's one pool.
+    if (!graphs_->holds_pool() && runtime::device_caching_allocator(context_->device()).graph_pool_bytes() > 0) {
+      graphs_off(another_step_holds_graphs());
+      queue_compute(s, lr, micro, nullptr, nullptr, false);
+      return;
+    }
     if (sync_) capture_buckets_ = std::make_unique<comm::GradientBuckets>(bucket_plan_);
     capture_reported_.assign(1, {});
     capturing_ = true;
@@ -114,13 +127,17 @@ void GpuTrainStep::finish_in_capture() {
   capture_reported_.emplace_back();
 }
 
+std::string GpuTrainStep::another_step_holds_graphs() const {
+  return "another step on GPU " + std::to_string(context_->device()) + " holds CUDA graphs";
+}
+
 void GpuTrainStep::graphs_off(const std::string& why, bool unexpected) {
   graphs_off_why_ = why;
   // Where graphs do not apply (a host-staged backend, accumulation) eager is the plan, not news.
   if (unexpected) {
     DTRAIN_LOG(kWarn) << "CUDA graphs off: " << why << "; the step runs eager";
   } else {
-    DTRAIN_LOG(kInfo) << "CUDA graphs off: " << why << "; the step runs eager";
+    DTRAIN_LOG0(kInfo) << "CUDA graphs off: " << why << "; the step runs eager";
   }
   graphs_.reset();
 }
@@ -131,7 +148,9 @@ void GpuTrainStep::drop_graphs() {
 
 std::string GpuTrainStep::cuda_graphs_report() const {
   std::ostringstream text;
-  if (graphs_) {
+  if (graphs_ && context_->batch_stats_reducer() != nullptr) {
+    text << "off: " << kSyncBnStaysEager;
+  } else if (graphs_) {
     text << "on (captured after " << kEagerStepsBeforeCapture << " eager steps)";
     if (graphs_->captures() > 0)
       text << ": " << graphs_->captures() << " captures, " << graph_replays_ << " steps replayed";
