@@ -17,10 +17,11 @@
 // With cuda_graphs (on unless DTRAIN_CUDA_GRAPHS=0) the compute stream's part of a step is captured after
 // kEagerStepsBeforeCapture eager steps (cuDNN plans chosen, allocator warm) as one CUDA graph per
 // input slot (the slot's address is in the graph) and replayed (step_graph.h); the copy, the
-// idle clock's and the slots' events stay outside. With NCCL the graphs are cut where a bucket's
-// all-reduce is queued: the all-reduces stay eager between the launches, as in the eager step.
-// Host-staged backends, accumulation and synchronized BN keep the eager step and say why once in
-// the log; traced and profiled steps run eager.
+// idle clock's and the slots' events stay outside. With several ranks the graphs are cut where a
+// bucket's all-reduce is queued: the all-reduces stay eager between the launches, as in the eager
+// step (NCCL, or the staged cross-node ring). Device pointers handed to MPI directly,
+// accumulation and synchronized BN keep the eager step and say why once in the log; traced and
+// profiled steps run eager.
 // Anything that moves a buffer a graph reads (evaluation, a resume, a new lr scale table) drops
 // the graphs; the next step captures again. The shapes never change: run() always takes `batch`.
 #include <array>

@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "comm/host/mpi_features.h"
 #include "runtime/base/error.h"
 #include "runtime/base/log.h"
 #include "runtime/cuda/device_allocator.h"
@@ -25,12 +26,16 @@ void GpuTrainStep::set_up_graphs() {
     graphs_off_why_ = "DTRAIN_CUDA_GRAPHS=0";
     return;
   }
-  // Host-staged backends (mpi-ring, hierarchical) wait for the GPU inside their all-reduce and
-  // move pieces through the host: they keep the eager step. NCCL's all-reduces stay eager too,
-  // queued between the graphs as the eager step queues them (report_in_capture).
-  if (sync_ && std::string(comm_->name()) != "nccl") {
-    graphs_off("gradients are averaged over " + std::string(comm_->name()) +
-               ", a host-staged backend; graphs cover one rank and nccl");
+  // The all-reduces stay eager, queued between the graphs as the eager step queues them
+  // (report_in_capture). NCCL's and the host-staged backends' (hierarchical, mpi-ring: events,
+  // copies and stream flags queued on the comm stream, the host ring on their worker, which makes
+  // no CUDA call) need nothing else. Device pointers handed to MPI directly are left out: MPI then
+  // calls CUDA from its own thread while the comm stream waits, untried under graphs.
+  const bool through_mpi = sync_ && std::string(comm_->name()) != "nccl";
+  if (through_mpi && comm::device_pointer_mode() != comm::DevicePointerMode::kStage) {
+    graphs_off("gradients cross nodes with device pointers " +
+               std::string(comm::device_pointer_mode_name(comm::device_pointer_mode())) +
+               " (DTRAIN_MPI_DEVICE_POINTERS); graphs cover nccl and the staged cross-node ring");
   } else if (runtime::device_caching_allocator(context_->device()).graph_pool_bytes() > 0) {
     // The pool is the device's: two graphed steps would share addresses across their streams.
     graphs_off(another_step_holds_graphs());
@@ -105,10 +110,12 @@ void GpuTrainStep::run_graphed(int s, float lr, const MicroBatch& micro) {
   if (sync_) sync_->begin_step();
   for (size_t k = 0; k < reported.size(); ++k) {
     graphs_->launch(s, k);
+    // The first graph normalizes the slot's images: the slot is free for the next copy after it,
+    // as after the eager step's forward, and so marked before a failed all-reduce can throw below.
+    if (k == 0) consumed_[s].record(stream);
     for (const auto& [begin, end] : reported[k]) sync_->mark_ready(begin, end);
     if (sync_ && k + 2 == reported.size()) sync_->finish();  // the last graph is the update
   }
-  consumed_[s].record(stream);
   ++graph_replays_;
 }
 
