@@ -173,7 +173,7 @@ class GpuTrainStep {
   // Whether this micro-batch replays a graph (logs once why not, where it never will).
   bool graph_this_step(bool traced_or_profiled);
   void run_graphed(int s, float lr, const MicroBatch& micro);
-  // Inside a capture with NCCL: notes the gradient range for the replay to report, and cuts the
+  // Inside a capture of an averaged step: notes the gradient range for the replay to report, and cuts the
   // graph where the eager step would queue a bucket's all-reduce (finish: before the update).
   void report_in_capture(size_t begin, size_t end);
   void finish_in_capture();
@@ -211,7 +211,7 @@ class GpuTrainStep {
   int eager_steps_ = 0;        // before the first capture
   long graph_replays_ = 0;
   bool told_eager_traced_ = false;
-  // Averaged steps (NCCL): the graphs are cut where a bucket's all-reduce is queued, which stays
+  // Averaged steps: the graphs are cut where a bucket's all-reduce is queued, which stays
   // eager between the launches. Per input slot, the gradient ranges to report after each graph;
   // during a capture, its bucket bookkeeping (a dry run of the synchronizer's) and its ranges.
   comm::BucketPlan bucket_plan_;

@@ -140,7 +140,7 @@ std::string GpuTrainStep::another_step_holds_graphs() const {
 
 void GpuTrainStep::graphs_off(const std::string& why, bool unexpected) {
   graphs_off_why_ = why;
-  // Where graphs do not apply (a host-staged backend, accumulation) eager is the plan, not news.
+  // Where graphs do not apply (device pointers handed to MPI, accumulation) eager is the plan, not news.
   if (unexpected) {
     DTRAIN_LOG(kWarn) << "CUDA graphs off: " << why << "; the step runs eager";
   } else {
