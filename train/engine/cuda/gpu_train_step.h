@@ -14,12 +14,12 @@
 // slots: run() and evaluate() return the slot, and the host memory must stay untouched until
 // input_copied(slot) says the copy is done (the loader's pinned batches are the staging ring).
 //
-// With cuda_graphs (on unless DTRAIN_CUDA_GRAPHS=0) the compute stream's part of a step is captured after
-// kEagerStepsBeforeCapture eager steps (cuDNN plans chosen, allocator warm) as one CUDA graph per
-// input slot (the slot's address is in the graph) and replayed (step_graph.h); the copy, the
-// idle clock's and the slots' events stay outside. With several ranks the graphs are cut where a
-// bucket's all-reduce is queued: the all-reduces stay eager between the launches, as in the eager
-// step (NCCL, or the staged cross-node ring). Device pointers handed to MPI directly,
+// With cuda_graphs (on unless DTRAIN_CUDA_GRAPHS=0) the compute stream's part of a step is
+// captured after kEagerStepsBeforeCapture eager steps (cuDNN plans chosen, allocator warm) as one
+// CUDA graph per input slot (the slot's address is in the graph) and replayed (step_graph.h); the
+// copy, the idle clock's and the slots' events stay outside. With several ranks the graphs are cut
+// where a bucket's all-reduce is queued: the all-reduces stay eager between the launches, as in
+// the eager step (NCCL, or the staged cross-node ring). Device pointers handed to MPI directly,
 // accumulation and synchronized BN keep the eager step and say why once in the log; traced and
 // profiled steps run eager.
 // Anything that moves a buffer a graph reads (evaluation, a resume, a new lr scale table) drops
@@ -173,8 +173,9 @@ class GpuTrainStep {
   // Whether this micro-batch replays a graph (logs once why not, where it never will).
   bool graph_this_step(bool traced_or_profiled);
   void run_graphed(int s, float lr, const MicroBatch& micro);
-  // Inside a capture of an averaged step: notes the gradient range for the replay to report, and cuts the
-  // graph where the eager step would queue a bucket's all-reduce (finish: before the update).
+  // Inside a capture of an averaged step: notes the gradient range for the replay to report, and
+  // cuts the graph where the eager step would queue a bucket's all-reduce (finish: before the
+  // update).
   void report_in_capture(size_t begin, size_t end);
   void finish_in_capture();
   void graphs_off(const std::string& why, bool unexpected = false);

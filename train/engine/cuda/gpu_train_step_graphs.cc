@@ -1,5 +1,5 @@
-// GpuTrainStep's CUDA graphs (on unless DTRAIN_CUDA_GRAPHS=0; gpu_train_step.h says what they cover): when a
-// step replays one, capturing it first, and where the step stays eager instead.
+// GpuTrainStep's CUDA graphs (on unless DTRAIN_CUDA_GRAPHS=0; gpu_train_step.h says what they
+// cover): when a step replays one, capturing it first, and where the step stays eager instead.
 #include <sstream>
 #include <string>
 #include <utility>
@@ -140,7 +140,8 @@ std::string GpuTrainStep::another_step_holds_graphs() const {
 
 void GpuTrainStep::graphs_off(const std::string& why, bool unexpected) {
   graphs_off_why_ = why;
-  // Where graphs do not apply (device pointers handed to MPI, accumulation) eager is the plan, not news.
+  // Where graphs do not apply (device pointers handed to MPI, accumulation) eager is the plan,
+  // not news.
   if (unexpected) {
     DTRAIN_LOG(kWarn) << "CUDA graphs off: " << why << "; the step runs eager";
   } else {

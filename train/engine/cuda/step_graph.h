@@ -1,7 +1,8 @@
 #pragma once
-// The GPU step as CUDA graphs (the default; DTRAIN_CUDA_GRAPHS=0 is eager): what one step queues on the compute stream
-// (normalize, forward, loss, backward, SGD update: hundreds of kernels) is captured once per key
-// and replayed with one cudaGraphLaunch, so the host's launch cost leaves the step. A capture may be
+// The GPU step as CUDA graphs (the default; DTRAIN_CUDA_GRAPHS=0 is eager): what one step queues
+// on the compute stream (normalize, forward, loss, backward, SGD update: hundreds of kernels) is
+// captured once per key and replayed with one cudaGraphLaunch, so the host's launch cost leaves
+// the step. A capture may be
 // cut into several graphs, where the caller queues something eagerly between them (NCCL's bucket
 // all-reduces on their own stream: captured, the communicator's host-side bookkeeping and error
 // checks per call would not replay).
