@@ -5,7 +5,7 @@
 #   bench/run_gpu_train.sh scaling  # all GPUs: dtrain 1 and N GPUs, PyTorch DDP 1 and N GPUs (eager and compile)
 #   bench/run_gpu_train.sh profile  # nsys (or ncu) kernel time summary of a few bf16 b256 steps
 #   bench/run_gpu_train.sh memory   # peak device memory, bf16 b256: dtrain (and its plan) beside torch.compile and eager
-#   bench/run_gpu_train.sh graphs   # one GPU, bf16 b256/b64/b32: eager against DTRAIN_CUDA_GRAPHS=1
+#   bench/run_gpu_train.sh graphs   # one GPU, bf16 b256/b64/b32: DTRAIN_CUDA_GRAPHS=0 (eager) against 1
 #                                   # (and N GPUs over NCCL when there are several)
 set -u
 OUT=${OUT:-/tmp/dtrain_bench}
@@ -13,7 +13,7 @@ mkdir -p "$OUT"
 SP=/opt/torch/.venv/lib/python3.12/site-packages
 export LD_LIBRARY_PATH=$SP/nvidia/cudnn/lib:$SP/nvidia/nccl/lib:$SP/nvidia/cu13/lib:${LD_LIBRARY_PATH:-}
 export NCCL_NVLS_ENABLE=0
-export DTRAIN_CUDA_GRAPHS=${DTRAIN_CUDA_GRAPHS:-0}  # the eager step unless asked (the graphs mode sets it)
+export DTRAIN_CUDA_GRAPHS=${DTRAIN_CUDA_GRAPHS:-1}  # the default step (graphs) unless asked (the graphs mode sets both)
 PY=/opt/torch/.venv/bin/python
 TORCHRUN=/opt/torch/.venv/bin/torchrun
 GPUS=$(nvidia-smi -L | wc -l)

@@ -19,10 +19,13 @@ SP=/opt/torch/.venv/lib/python3.12/site-packages
 export LD_LIBRARY_PATH=$SP/nvidia/cudnn/lib:$SP/nvidia/nccl/lib:$SP/nvidia/cu13/lib:${LD_LIBRARY_PATH:-}
 export NCCL_NVLS_ENABLE=0
 export DTRAIN_PLAN_CACHE=${DTRAIN_PLAN_CACHE:-$OUT/plan_cache}
+# Both binaries in one step mode (graphs, today's default, unless asked): a binary from before
+# graphs were the default would otherwise run eager against the other's graphs.
+export DTRAIN_CUDA_GRAPHS=${DTRAIN_CUDA_GRAPHS:-1}
 nvidia-smi -L > "$OUT/gpus.txt"
 run() {  # run LABEL BIN ROUND
   local log=$OUT/$1_round$3.log
-  timeout 300 mpirun --allow-run-as-root -np 1 -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE -x DTRAIN_PLAN_CACHE \
+  timeout 300 mpirun --allow-run-as-root -np 1 -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE -x DTRAIN_PLAN_CACHE -x DTRAIN_CUDA_GRAPHS \
     "$2" --metrics-file "$OUT/$1_round$3.json" "${FLAGS[@]}" > "$log" 2>&1
   local rc=$?
   # The table's row for 1 GPU: "  1  <img/s/GPU>  <img/s total> ...".

@@ -182,7 +182,7 @@ struct Row {
   size_t largest_workspace = 0;
   float loss = 0;
   int overlapped_buckets = 0, buckets = 0;
-  long graph_replays = 0;   // rank 0's steps replayed from CUDA graphs (DTRAIN_CUDA_GRAPHS=1)
+  long graph_replays = 0;   // rank 0's steps replayed from CUDA graphs
   std::string cuda_graphs;  // rank 0's: on with its counts, or off and why
   // --op-times-steps (each rank's own; rank 0 prints): ms per step by kind of layer work, and the
   // step's GPU time.

@@ -87,7 +87,8 @@ struct TrainingRun {
   std::unique_ptr<cuda::GpuTrainStep> step;
   runtime::Buffer images, labels;
 
-  explicit TrainingRun(const std::string& backend) {
+  // cuda_graphs: the step replayed from graphs after its eager warm-up, cut at each bucket.
+  explicit TrainingRun(const std::string& backend, bool cuda_graphs = false) {
     setenv("DTRAIN_MPI_DEVICE_POINTERS", "stage", 1);  // as on hosts whose MPI has no CUDA support
     ctx = std::make_unique<runtime::RankContext>(MPI_COMM_WORLD, runtime::NodeLayout{1, false});
     const runtime::GpuBinding binding = runtime::bind_gpu(*ctx, may_share_gpus(backend));
@@ -99,6 +100,7 @@ struct TrainingRun {
     o.batch = 16;
     o.height = o.width = 64;
     o.buckets = {size_t{2} << 20, size_t{1} << 20};  // ~47 buckets for ResNet-50's 94 MB of gradients, a 1 MiB tail
+    o.cuda_graphs = cuda_graphs;
     step = std::make_unique<cuda::GpuTrainStep>(o, comm.get(), binding.device.index);
     const size_t pixels = size_t{3} * o.batch * o.height * o.width;
     images = runtime::Buffer(runtime::MemoryKind::kPinnedHost, pixels);
@@ -151,6 +153,32 @@ TEST_P(MultiNodeTraining, ResNetStepsFinishWithIdenticalReplicas) {
 #endif
 }
 
+// The same with the step replayed from CUDA graphs (cut at each of its ~47 buckets, whose
+// cross-node all-reduces stay eager between the launches): the replayed steps finish, on every
+// rank, with the replicas identical.
+TEST_P(MultiNodeTraining, ResNetStepsReplayedFromGraphsFinishWithIdenticalReplicas) {
+  if (const std::string why = why_not_multi_gpu(GetParam()); !why.empty()) GTEST_SKIP() << why;
+#if DTRAIN_WITH_CUDA
+  test::Watchdog watchdog("ResNet-50 steps replayed from CUDA graphs on " + GetParam() + " across simulated nodes",
+                          300);
+  TrainingRun run(GetParam(), /*cuda_graphs=*/true);
+  const uint64_t initial = run.parameters_fingerprint();
+  constexpr int kSteps = 8;
+  for (int i = 0; i < kSteps; ++i) run.run_step();
+  const float loss = run.step->last_result().mean_loss;
+  EXPECT_TRUE(std::isfinite(loss)) << "loss " << loss;
+  EXPECT_EQ(run.step->graph_replays(), kSteps - cuda::GpuTrainStep::kEagerStepsBeforeCapture)
+      << run.step->cuda_graphs_report();
+  const uint64_t trained = run.parameters_fingerprint();
+  EXPECT_NE(trained, initial) << "the steps did not move the parameters";
+  EXPECT_TRUE(runtime::same_on_every_rank(MPI_COMM_WORLD, trained)) << "replicas differ after " << kSteps << " steps";
+  if (world_rank() == 0) {
+    std::printf("  %s: %d ResNet-50 steps on %d simulated nodes, CUDA graphs %s, loss %.4f\n", GetParam().c_str(),
+                kSteps, world_size(), run.step->cuda_graphs_report().c_str(), loss);
+  }
+#endif
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, MultiNodeTraining, testing::Values("hierarchical", "mpi-ring"),
                          [](const testing::TestParamInfo<std::string>& p) {
                            return p.param == "mpi-ring" ? std::string("mpi_ring") : p.param;
@@ -181,6 +209,35 @@ TEST_P(TrainingFaults, FailedCrossNodeAllReduceStopsTrainingOnEveryRank) {
   // Every rank throws (the verdict is combined over ranks); a rank may see it a step later than
   // another, depending on when its worker got to the failed all-reduce.
   std::printf("  %s, rank %d: step %d threw: %s\n", GetParam().c_str(), world_rank(), failed_at, error.c_str());
+#endif
+}
+
+// The same in a step replayed from CUDA graphs: operation 400 of the cross-node communicator falls
+// several steps after the capture (~47 buckets a step), and the replayed step's failure stops
+// every rank as the eager one's does, never a hang.
+TEST_P(TrainingFaults, FailedCrossNodeAllReduceInAReplayedStepStopsTrainingOnEveryRank) {
+  if (const std::string why = why_not_multi_gpu(GetParam()); !why.empty()) GTEST_SKIP() << why;
+#if DTRAIN_WITH_CUDA
+  test::Watchdog watchdog("training from CUDA graphs with a failed all-reduce on " + GetParam(), 300);
+  setenv("DTRAIN_FAULT_INJECT", "400", 1);
+  std::unique_ptr<TrainingRun> run = std::make_unique<TrainingRun>(GetParam(), /*cuda_graphs=*/true);
+  unsetenv("DTRAIN_FAULT_INJECT");
+  std::string error;
+  int failed_at = -1;
+  for (int i = 0; i < 16 && failed_at < 0; ++i) {
+    try {
+      run->run_step();
+    } catch (const runtime::Error& e) {
+      error = e.what();
+      failed_at = i;
+    }
+  }
+  ASSERT_GE(failed_at, 0) << "no step failed although operation 400 of the cross-node communicator was made to";
+  EXPECT_GT(failed_at, cuda::GpuTrainStep::kEagerStepsBeforeCapture) << "the fault came before the replayed steps";
+  EXPECT_GT(run->step->graph_replays(), 0) << run->step->cuda_graphs_report();
+  EXPECT_NE(error.find("injected fault (DTRAIN_FAULT_INJECT)"), std::string::npos) << error;
+  std::printf("  %s, rank %d: step %d (graphs: %s) threw: %s\n", GetParam().c_str(), world_rank(), failed_at,
+              run->step->cuda_graphs_report().c_str(), error.c_str());
 #endif
 }
 

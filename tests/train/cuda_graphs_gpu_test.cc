@@ -1,4 +1,4 @@
-// The GPU step replayed from CUDA graphs (DTRAIN_CUDA_GRAPHS=1) against the eager step, on fresh
+// The GPU step replayed from CUDA graphs (the default) against the eager step, on fresh
 // random images and labels (same seed, same data, same initialization), a small bf16 NHWC ResNet
 // with batch norm: 12 steps at a learning rate that changes every step (a graph must read it, not
 // replay the captured one), a backbone lr scale changed midway (a new decay table: the graphs
@@ -12,6 +12,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -60,12 +62,14 @@ struct Trajectory : StepTrajectory {
   models::cuda::EvalAccumulators eval{};
 };
 
-Trajectory train(bool graphs, const Data& data) {
+// before_step(s), when given, runs before step s of the trajectory.
+Trajectory train(bool graphs, const Data& data, const std::function<void(int)>& before_step = {}) {
   cuda::GpuTrainStep step(graph_test_step_options(graphs), nullptr, 0);
   Trajectory t;
   models::ParameterSet& p = step.model().parameters();
   t.initial.assign(p.params_flat(), p.params_flat() + p.flat_size());
   for (int s = 0; s < kSteps; ++s) {
+    if (before_step) before_step(s);
     if (s == 6) {  // a partial batch (5 of 8 rows) through the eval-mode forward
       step.begin_evaluation();
       step.evaluate(data.image(kSteps), data.label(kSteps), 5);
@@ -105,6 +109,40 @@ TEST_F(CudaGraphsGpuTest, ReplayedStepsTrainAsTheEagerStep) {
               std::max(2e-3, 4 * noise_loss) * std::fabs(eager.eval.loss_sum));
 }
 
+// The graph pool is the device's: a second step on the GPU, made before the first captured (so
+// set up for graphs), stays eager at its capture point and says why, and dropping it leaves the
+// first one's graphs and their memory alone: the first still trains as the eager step.
+TEST_F(CudaGraphsGpuTest, ASecondStepOnTheGpuStaysEagerAndLeavesTheFirstOnesGraphsAlone) {
+  const uint64_t seed = test::random_seed();
+  std::printf("  seed %llu\n", static_cast<unsigned long long>(seed));
+  const Data data(seed);
+  const Trajectory eager = train(false, data), again = train(false, data);
+  constexpr int kWarm = cuda::GpuTrainStep::kEagerStepsBeforeCapture;
+  std::unique_ptr<cuda::GpuTrainStep> second;
+  std::string second_report;
+  long second_replays = -1;
+  const Trajectory graphed = train(true, data, [&](int s) {
+    if (s == 0) second = std::make_unique<cuda::GpuTrainStep>(graph_test_step_options(true), nullptr, 0);
+    if (s == kWarm + 1) {  // the first step has captured: the second reaches its capture point
+      for (int k = 0; k <= kWarm; ++k) second->run(data.image(k), data.label(k), 0.01f);
+      second->synchronize();
+      second_report = second->cuda_graphs_report();
+      second_replays = second->graph_replays();
+    }
+    if (s == kWarm + 2) second.reset();
+  });
+  std::printf("  second step: %s; first: %s\n", second_report.c_str(), graphed.report.c_str());
+  EXPECT_EQ(second_report.rfind("off: another step on GPU 0 holds CUDA graphs", 0), 0u) << second_report;
+  EXPECT_EQ(second_replays, 0);
+  EXPECT_EQ(graphed.replays, kSteps - kWarm);
+  const double noise_update = update_difference(again, eager), noise_loss = loss_difference(again, eager);
+  const double update = update_difference(graphed, eager), loss = loss_difference(graphed, eager);
+  std::printf("  eager vs eager: updates %.2e, losses %.2e; graphs vs eager: updates %.2e, losses %.2e\n", noise_update,
+              noise_loss, update, loss);
+  EXPECT_LE(update, std::max(0.01, 4 * noise_update));
+  EXPECT_LE(loss, std::max(2e-3, 4 * noise_loss));
+}
+
 // Where graphs do not apply the step says why and stays eager.
 TEST_F(CudaGraphsGpuTest, AccumulationStaysEagerAndSaysWhy) {
   cuda::GpuStepOptions o = graph_test_step_options(true);
@@ -112,7 +150,7 @@ TEST_F(CudaGraphsGpuTest, AccumulationStaysEagerAndSaysWhy) {
   cuda::GpuTrainStep step(o, nullptr, 0);
   EXPECT_EQ(step.cuda_graphs_report().rfind("off: accumulation_steps is 2", 0), 0u) << step.cuda_graphs_report();
   cuda::GpuTrainStep plain(graph_test_step_options(false), nullptr, 0);
-  EXPECT_EQ(plain.cuda_graphs_report(), "off: DTRAIN_CUDA_GRAPHS unset or 0");
+  EXPECT_EQ(plain.cuda_graphs_report(), "off: DTRAIN_CUDA_GRAPHS=0");
 }
 
 #else

@@ -1,5 +1,5 @@
-// DTRAIN_CUDA_GRAPHS: unset, empty or 0 is the eager step, 1 turns graphs on, anything else is a
-// UsageError that names the variable and the value.
+// DTRAIN_CUDA_GRAPHS: unset, empty or 1 replays graphs (the default), 0 is the eager step,
+// anything else is a UsageError that names the variable and the value.
 #include "train/engine/cuda_graphs_setting.h"
 
 #include <gtest/gtest.h>
@@ -12,15 +12,15 @@
 namespace dtrain::train {
 namespace {
 
-TEST(CudaGraphsSetting, UnsetOrZeroIsEagerAndOneIsGraphs) {
-  EXPECT_FALSE(parse_cuda_graphs_setting(std::nullopt));
-  EXPECT_FALSE(parse_cuda_graphs_setting(std::string()));
-  EXPECT_FALSE(parse_cuda_graphs_setting(std::string("0")));
+TEST(CudaGraphsSetting, GraphsUnlessZero) {
+  EXPECT_TRUE(parse_cuda_graphs_setting(std::nullopt));
+  EXPECT_TRUE(parse_cuda_graphs_setting(std::string()));
   EXPECT_TRUE(parse_cuda_graphs_setting(std::string("1")));
+  EXPECT_FALSE(parse_cuda_graphs_setting(std::string("0")));
 }
 
 TEST(CudaGraphsSetting, AnyOtherValueIsAnErrorNamingTheVariable) {
-  for (const char* bad : {"yes", "2", "true", " 1", "on", "-1"}) {
+  for (const char* bad : {"yes", "2", "true", " 1", "on", "off", "-1", "00"}) {
     try {
       parse_cuda_graphs_setting(std::string(bad));
       ADD_FAILURE() << "accepted \"" << bad << "\"";
@@ -42,7 +42,7 @@ TEST(CudaGraphsSetting, ReadsTheEnvironment) {
   setenv("DTRAIN_CUDA_GRAPHS", "maybe", 1);
   EXPECT_THROW(cuda_graphs_from_environment(), runtime::UsageError);
   unsetenv("DTRAIN_CUDA_GRAPHS");
-  EXPECT_FALSE(cuda_graphs_from_environment());
+  EXPECT_TRUE(cuda_graphs_from_environment());
   if (saved) setenv("DTRAIN_CUDA_GRAPHS", restore.c_str(), 1);
 }
 

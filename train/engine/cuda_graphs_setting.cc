@@ -6,10 +6,10 @@
 namespace dtrain::train {
 
 bool parse_cuda_graphs_setting(const std::optional<std::string>& value) {
-  if (!value || value->empty() || *value == "0") return false;
-  DTRAIN_USAGE_CHECK(*value == "1") << "DTRAIN_CUDA_GRAPHS is \"" << *value
-                                    << "\"; 1 (replay the GPU step as a CUDA graph) or 0 (eager, the default) expected";
-  return true;
+  if (!value || value->empty() || *value == "1") return true;
+  DTRAIN_USAGE_CHECK(*value == "0") << "DTRAIN_CUDA_GRAPHS is \"" << *value
+                                    << "\"; 1 (replay the GPU step as a CUDA graph, the default) or 0 (eager) expected";
+  return false;
 }
 
 bool cuda_graphs_from_environment() {

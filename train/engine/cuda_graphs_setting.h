@@ -1,7 +1,7 @@
 #pragma once
 // DTRAIN_CUDA_GRAPHS: whether the GPU step replays a captured CUDA graph (train/engine/cuda/
-// step_graph.h). Opt-in while it is new: unset, empty or 0 is the eager step; 1 turns graphs on;
-// anything else is a UsageError naming the variable.
+// step_graph.h). On by default: unset, empty or 1 replays graphs where they apply (the step says
+// where they do not); 0 is the eager step; anything else is a UsageError naming the variable.
 #include <optional>
 #include <string>
 

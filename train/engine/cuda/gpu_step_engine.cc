@@ -55,7 +55,7 @@ class GpuStepEngine final : public StepEngine {
          << (bn_group_ ? ", BN synchronized over groups of " + std::to_string(bn_group_->group_size()) + " ranks"
                        : std::string())
          << (step_->decodes_jpeg() ? ", training JPEGs decoded on " + step_->jpeg_stage()->describe() : std::string())
-         << (o.cuda_graphs ? ", CUDA graphs " + step_->cuda_graphs_report() : std::string());
+         << ", CUDA graphs " << step_->cuda_graphs_report();
     description_ = text.str();
     DTRAIN_LOG0(kInfo) << memory_plan_line(device_memory_plan(models::resnet_plan(o.model), memory_plan_options(o)));
   }

@@ -14,13 +14,14 @@
 // slots: run() and evaluate() return the slot, and the host memory must stay untouched until
 // input_copied(slot) says the copy is done (the loader's pinned batches are the staging ring).
 //
-// With cuda_graphs (DTRAIN_CUDA_GRAPHS=1) the compute stream's part of a step is captured after
-// kEagerStepsBeforeCapture eager steps (cuDNN plans chosen, allocator warm) as one CUDA graph per
-// input slot (the slot's address is in the graph) and replayed (step_graph.h); the copy, the
-// idle clock's and the slots' events stay outside. With NCCL the graphs are cut where a bucket's
-// all-reduce is queued: the all-reduces stay eager between the launches, as in the eager step.
-// Host-staged backends, accumulation and synchronized BN keep the eager step and say why once in
-// the log; traced and profiled steps run eager.
+// With cuda_graphs (on unless DTRAIN_CUDA_GRAPHS=0) the compute stream's part of a step is
+// captured after kEagerStepsBeforeCapture eager steps (cuDNN plans chosen, allocator warm) as one
+// CUDA graph per input slot (the slot's address is in the graph) and replayed (step_graph.h); the
+// copy, the idle clock's and the slots' events stay outside. With several ranks the graphs are cut
+// where a bucket's all-reduce is queued: the all-reduces stay eager between the launches, as in
+// the eager step (NCCL, or the staged cross-node ring). Device pointers handed to MPI directly,
+// accumulation and synchronized BN keep the eager step and say why once in the log; traced and
+// profiled steps run eager.
 // Anything that moves a buffer a graph reads (evaluation, a resume, a new lr scale table) drops
 // the graphs; the next step captures again. The shapes never change: run() always takes `batch`.
 #include <array>
@@ -70,7 +71,9 @@ struct GpuStepOptions {
   // kGpu: the step decodes the loader's deferred JPEGs (device_jpeg_stage.h); a UsageError on a
   // GPU without a hardware JPEG decoder or without nvJPEG.
   JpegDecoder jpeg_decoder = JpegDecoder::kCpu;
-  bool cuda_graphs = false;  // DTRAIN_CUDA_GRAPHS (cuda_graphs_setting.h)
+  // Off for options filled in by hand; gpu_step_options (what the trainer and the benchmark use)
+  // sets it from DTRAIN_CUDA_GRAPHS, which is on unless 0 (cuda_graphs_setting.h).
+  bool cuda_graphs = false;
 };
 
 // The one translation of a resolved config into the GPU step's options (dtrain-train's engine and
@@ -170,11 +173,13 @@ class GpuTrainStep {
   // Whether this micro-batch replays a graph (logs once why not, where it never will).
   bool graph_this_step(bool traced_or_profiled);
   void run_graphed(int s, float lr, const MicroBatch& micro);
-  // Inside a capture with NCCL: notes the gradient range for the replay to report, and cuts the
-  // graph where the eager step would queue a bucket's all-reduce (finish: before the update).
+  // Inside a capture of an averaged step: notes the gradient range for the replay to report, and
+  // cuts the graph where the eager step would queue a bucket's all-reduce (finish: before the
+  // update).
   void report_in_capture(size_t begin, size_t end);
   void finish_in_capture();
-  void graphs_off(const std::string& why);
+  void graphs_off(const std::string& why, bool unexpected = false);
+  std::string another_step_holds_graphs() const;
   void drop_graphs();
   void set_up_graphs();
 
@@ -207,7 +212,7 @@ class GpuTrainStep {
   int eager_steps_ = 0;        // before the first capture
   long graph_replays_ = 0;
   bool told_eager_traced_ = false;
-  // Averaged steps (NCCL): the graphs are cut where a bucket's all-reduce is queued, which stays
+  // Averaged steps: the graphs are cut where a bucket's all-reduce is queued, which stays
   // eager between the launches. Per input slot, the gradient ranges to report after each graph;
   // during a capture, its bucket bookkeeping (a dry run of the synchronizer's) and its ranges.
   comm::BucketPlan bucket_plan_;

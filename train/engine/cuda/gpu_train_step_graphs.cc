@@ -1,10 +1,11 @@
-// GpuTrainStep's CUDA graphs (DTRAIN_CUDA_GRAPHS=1; gpu_train_step.h says what they cover): when a
-// step replays one, capturing it first, and where the step stays eager instead.
+// GpuTrainStep's CUDA graphs (on unless DTRAIN_CUDA_GRAPHS=0; gpu_train_step.h says what they
+// cover): when a step replays one, capturing it first, and where the step stays eager instead.
 #include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "comm/host/mpi_features.h"
 #include "runtime/base/error.h"
 #include "runtime/base/log.h"
 #include "runtime/cuda/device_allocator.h"
@@ -13,21 +14,31 @@
 #include "train/engine/gradient_bucket_plan.h"
 
 namespace dtrain::train::cuda {
+namespace {
+
+// Set after the step is made (the trainer's BN groups): its first step finds it.
+const char* const kSyncBnStaysEager = "synchronized BN waits for the host in every BN layer";
+
+}  // namespace
 
 void GpuTrainStep::set_up_graphs() {
   if (!options_.cuda_graphs) {
-    graphs_off_why_ = "DTRAIN_CUDA_GRAPHS unset or 0";
+    graphs_off_why_ = "DTRAIN_CUDA_GRAPHS=0";
     return;
   }
-  // Host-staged backends (mpi-ring, hierarchical) wait for the GPU inside their all-reduce and
-  // move pieces through the host: they keep the eager step. NCCL's all-reduces stay eager too,
-  // queued between the graphs as the eager step queues them (report_in_capture).
-  if (sync_ && std::string(comm_->name()) != "nccl") {
-    graphs_off("gradients are averaged over " + std::string(comm_->name()) +
-               ", a host-staged backend; graphs cover one rank and nccl");
+  // The all-reduces stay eager, queued between the graphs as the eager step queues them
+  // (report_in_capture). NCCL's and the host-staged backends' (hierarchical, mpi-ring: events,
+  // copies and stream flags queued on the comm stream, the host ring on their worker, which makes
+  // no CUDA call) need nothing else. Device pointers handed to MPI directly are left out: MPI then
+  // calls CUDA from its own thread while the comm stream waits, untried under graphs.
+  const bool through_mpi = sync_ && std::string(comm_->name()) != "nccl";
+  if (through_mpi && comm::device_pointer_mode() != comm::DevicePointerMode::kStage) {
+    graphs_off("gradients cross nodes with device pointers " +
+               std::string(comm::device_pointer_mode_name(comm::device_pointer_mode())) +
+               " (DTRAIN_MPI_DEVICE_POINTERS); graphs cover nccl and the staged cross-node ring");
   } else if (runtime::device_caching_allocator(context_->device()).graph_pool_bytes() > 0) {
     // The pool is the device's: two graphed steps would share addresses across their streams.
-    graphs_off("another step on GPU " + std::to_string(context_->device()) + " holds CUDA graphs");
+    graphs_off(another_step_holds_graphs());
   } else if (options_.accumulation_steps > 1) {
     graphs_off("accumulation_steps is " + std::to_string(options_.accumulation_steps) +
                "; graphs cover whole-batch steps only");
@@ -41,7 +52,7 @@ void GpuTrainStep::set_up_graphs() {
 bool GpuTrainStep::graph_this_step(bool traced_or_profiled) {
   if (!graphs_) return false;
   if (context_->batch_stats_reducer() != nullptr) {
-    graphs_off("synchronized BN waits for the host in every BN layer");
+    graphs_off(kSyncBnStaysEager);
     return false;
   }
   if (traced_or_profiled) {
@@ -68,13 +79,20 @@ void GpuTrainStep::run_graphed(int s, float lr, const MicroBatch& micro) {
   const cudaStream_t stream = context_->stream();
   set_device_lr(stream, static_cast<float*>(lr_device_.data()), lr);
   if (!graphs_->has(s)) {
+    // Checked at construction too, but two steps made before either captured would both pass
+    // there and then share the device's one pool.
+    if (!graphs_->holds_pool() && runtime::device_caching_allocator(context_->device()).graph_pool_bytes() > 0) {
+      graphs_off(another_step_holds_graphs());
+      queue_compute(s, lr, micro, nullptr, nullptr, false);
+      return;
+    }
     if (sync_) capture_buckets_ = std::make_unique<comm::GradientBuckets>(bucket_plan_);
     capture_reported_.assign(1, {});
     capturing_ = true;
     const std::string failure = graphs_->capture(s, [&] { queue_compute(s, lr, micro, nullptr, nullptr, true); });
     capturing_ = false;
     if (!failure.empty()) {
-      graphs_off("the capture failed: " + failure);
+      graphs_off("the capture failed: " + failure, /*unexpected=*/true);
       queue_compute(s, lr, micro, nullptr, nullptr, false);
       return;
     }
@@ -92,10 +110,12 @@ void GpuTrainStep::run_graphed(int s, float lr, const MicroBatch& micro) {
   if (sync_) sync_->begin_step();
   for (size_t k = 0; k < reported.size(); ++k) {
     graphs_->launch(s, k);
+    // The first graph normalizes the slot's images: the slot is free for the next copy after it,
+    // as after the eager step's forward, and so marked before a failed all-reduce can throw below.
+    if (k == 0) consumed_[s].record(stream);
     for (const auto& [begin, end] : reported[k]) sync_->mark_ready(begin, end);
     if (sync_ && k + 2 == reported.size()) sync_->finish();  // the last graph is the update
   }
-  consumed_[s].record(stream);
   ++graph_replays_;
 }
 
@@ -114,9 +134,19 @@ void GpuTrainStep::finish_in_capture() {
   capture_reported_.emplace_back();
 }
 
-void GpuTrainStep::graphs_off(const std::string& why) {
+std::string GpuTrainStep::another_step_holds_graphs() const {
+  return "another step on GPU " + std::to_string(context_->device()) + " holds CUDA graphs";
+}
+
+void GpuTrainStep::graphs_off(const std::string& why, bool unexpected) {
   graphs_off_why_ = why;
-  DTRAIN_LOG(kWarn) << "CUDA graphs off (DTRAIN_CUDA_GRAPHS=1): " << why << "; the step runs eager";
+  // Where graphs do not apply (device pointers handed to MPI, accumulation) eager is the plan,
+  // not news.
+  if (unexpected) {
+    DTRAIN_LOG(kWarn) << "CUDA graphs off: " << why << "; the step runs eager";
+  } else {
+    DTRAIN_LOG0(kInfo) << "CUDA graphs off: " << why << "; the step runs eager";
+  }
   graphs_.reset();
 }
 
@@ -126,7 +156,9 @@ void GpuTrainStep::drop_graphs() {
 
 std::string GpuTrainStep::cuda_graphs_report() const {
   std::ostringstream text;
-  if (graphs_) {
+  if (graphs_ && context_->batch_stats_reducer() != nullptr) {
+    text << "off: " << kSyncBnStaysEager;
+  } else if (graphs_) {
     text << "on (captured after " << kEagerStepsBeforeCapture << " eager steps)";
     if (graphs_->captures() > 0)
       text << ": " << graphs_->captures() << " captures, " << graph_replays_ << " steps replayed";

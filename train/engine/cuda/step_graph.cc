@@ -20,6 +20,7 @@ std::string StepGraphs::capture(int key, const std::function<void()>& queue) {
   DTRAIN_CHECK(!has(key) && !capturing_) << "step graph " << key << " captured twice";
   runtime::CachingAllocator& allocator = runtime::device_caching_allocator(device_);
   allocator.begin_graph_pool();
+  pooled_ = true;
   std::string failure;
   const cudaError_t begun = cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal);
   if (begun != cudaSuccess) failure = std::string("cudaStreamBeginCapture: ") + cudaGetErrorString(begun);
@@ -99,8 +100,11 @@ void StepGraphs::clear() {
   runtime::CachingAllocator& allocator = runtime::device_caching_allocator(device_);
   // The pool's blocks are tagged with the stream, so whoever gets them next queues after the
   // launches there; only the graphs themselves wait for their launches to end.
+  // The pool is the device's: only the graphs that allocated from it give it back, so that another
+  // step's clear (an eager one, or one whose capture was refused) leaves this one's alone.
   if (execs_.empty()) {
-    allocator.release_graph_pool();
+    if (pooled_) allocator.release_graph_pool();
+    pooled_ = false;
     return;
   }
   runtime::DeviceGuard on(device_);
@@ -112,6 +116,7 @@ void StepGraphs::clear() {
   }
   execs_.clear();
   allocator.release_graph_pool();
+  pooled_ = false;
 }
 
 }  // namespace dtrain::train::cuda

@@ -1,7 +1,8 @@
 #pragma once
-// The GPU step as CUDA graphs (DTRAIN_CUDA_GRAPHS=1): what one step queues on the compute stream
-// (normalize, forward, loss, backward, SGD update: hundreds of kernels) is captured once per key
-// and replayed with one cudaGraphLaunch, so the host's launch cost leaves the step. A capture may be
+// The GPU step as CUDA graphs (the default; DTRAIN_CUDA_GRAPHS=0 is eager): what one step queues
+// on the compute stream (normalize, forward, loss, backward, SGD update: hundreds of kernels) is
+// captured once per key and replayed with one cudaGraphLaunch, so the host's launch cost leaves
+// the step. A capture may be
 // cut into several graphs, where the caller queues something eagerly between them (NCCL's bucket
 // all-reduces on their own stream: captured, the communicator's host-side bookkeeping and error
 // checks per call would not replay).
@@ -48,6 +49,8 @@ class StepGraphs {
   // Drops every graph (after the queued launches finish) and gives the pool back.
   void clear();
   long captures() const { return captures_; }
+  // Whether these graphs have allocated from the device's graph pool since they last gave it back.
+  bool holds_pool() const { return pooled_; }
 
  private:
   // Ends the capture in progress into captured_ (an empty graph as a null one).
@@ -58,6 +61,7 @@ class StepGraphs {
   std::map<int, std::vector<cudaGraphExec_t>> execs_;  // null: nothing to launch
   std::vector<cudaGraph_t> captured_;                  // of the capture in progress
   bool capturing_ = false;
+  bool pooled_ = false;  // began a capture into the pool and has not released it since
   long captures_ = 0;
 };
 
