@@ -118,11 +118,11 @@ LoaderOptions Trainer::build_loaders() {
                                                      SamplerOptions{config_.fields.seed(), true, true, true});
   p.val_sampler = std::make_unique<ShardedSampler>(p.val_data->size(), t.world_size, t.world_rank,
                                                    SamplerOptions{config_.fields.seed(), false, false, false});
-  // loader_threads 0: the CPUs this rank may use (its share of the host), less two for the step
-  // loop and the driver. The batches the engine holds while their copies run come on top of the
-  // prefetch depth, or the workers would have nothing to fill.
-  const int threads =
-      config_.fields.loader_threads() > 0 ? config_.fields.loader_threads() : std::max(1, runtime::cpus_allowed() - 2);
+  // loader_threads 0: the rank's share of the host's CPUs, less two for the step loop and the
+  // driver. The batches the engine holds while their copies run come on top of the prefetch depth,
+  // or the workers would have nothing to fill.
+  const int threads = config_.fields.loader_threads() > 0 ? config_.fields.loader_threads()
+                                                          : std::max(1, runtime::cpus_in_share(t.host_local_size) - 2);
   const int prefetch = std::max(config_.fields.prefetch_batches(), p.engine->max_batches_held() + 2);
   LoaderOptions loader{config_.fields.batch_per_rank(), threads, prefetch, config_.fields.seed(), false};
   loader.defer_decoding = p.engine->decodes_jpeg();

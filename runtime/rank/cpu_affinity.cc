@@ -88,6 +88,15 @@ int cpus_allowed() {
   return std::max(1, CPU_COUNT(&mask));
 }
 
+int cpus_in_share(int allowed, int usable, int host_local_size) {
+  const int share = usable / std::max(1, host_local_size);
+  return std::max(1, std::min(allowed, share));
+}
+
+int cpus_in_share(int host_local_size) {
+  return cpus_in_share(cpus_allowed(), static_cast<int>(usable_cpus().size()), host_local_size);
+}
+
 std::string CpuShare::describe() const {
   std::ostringstream text;
   if (widened) {

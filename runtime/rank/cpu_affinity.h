@@ -35,4 +35,11 @@ CpuShare claim_cpu_share(int host_local_rank, int host_local_size);
 // CPUs the calling thread may run on.
 int cpus_allowed();
 
+// How many CPUs this rank may count as its own: its share of the host (the usable CPUs over the
+// ranks on the host), or fewer where its mask allows fewer. A rank started with --bind-to none may
+// run anywhere, but sizing its threads by the whole host would start, on 4 ranks of a 64-CPU host,
+// 4 x 62 loader threads that crowd out each other and the host's gradient ring.
+int cpus_in_share(int host_local_size);
+int cpus_in_share(int allowed, int usable, int host_local_size);  // the rule, for tests
+
 }  // namespace dtrain::runtime

@@ -34,6 +34,18 @@ TEST(CpuAffinity, EveryRankGetsAContiguousFairShare) {
   EXPECT_EQ(cpu_block({4, 5}, 3, 4), (std::vector<int>{5}));
 }
 
+TEST(CpuAffinity, ARankCountsItsShareOfTheHostNotTheWholeHost) {
+  EXPECT_EQ(cpus_in_share(64, 64, 4), 16);  // --bind-to none: every CPU allowed, a quarter counted
+  EXPECT_EQ(cpus_in_share(64, 64, 1), 64);
+  EXPECT_EQ(cpus_in_share(8, 64, 4), 8);    // a launcher's narrower binding is what it gets
+  EXPECT_EQ(cpus_in_share(64, 66, 4), 16);  // a remainder is left over, not handed out
+  EXPECT_EQ(cpus_in_share(2, 2, 4), 1);     // more ranks than CPUs: still one each
+  EXPECT_EQ(cpus_in_share(4, 4, 0), 4);     // an unknown host size counts as one rank
+  // This process: never more than its mask allows.
+  EXPECT_LE(cpus_in_share(1), cpus_allowed());
+  EXPECT_GE(cpus_in_share(4), 1);
+}
+
 TEST(CpuAffinity, ClaimingAShareNeverNarrowsTheMask) {
   const int before = cpus_allowed();
   const CpuShare share = claim_cpu_share(0, 1);
