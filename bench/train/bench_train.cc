@@ -171,6 +171,9 @@ std::vector<int> world_sizes(const std::string& text, int world) {
 struct Row {
   int world_size = 0;
   double step_ms = 0;  // median, slowest rank
+  // The spread of the measured steps (10th and 90th percentile, slowest rank): tells a layout whose
+  // rate moves from step to step (the host-staged rings) from one that is steadily slower.
+  double step_ms_p10 = 0, step_ms_p90 = 0;
   double per_gpu = 0;  // images/sec
   double total = 0;
   double efficiency = NAN;  // against the 1-GPU row, when there is one
@@ -194,6 +197,14 @@ double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// The nearest-rank percentile `p` (0-100) of a non-empty `v`.
+double percentile(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  const double rank = std::ceil(p / 100.0 * static_cast<double>(v.size()));
+  const size_t i = static_cast<size_t>(std::clamp(rank, 1.0, static_cast<double>(v.size()))) - 1;
+  return v[i];
 }
 
 // Two fixed batches of random pixels and labels in page-locked memory, alternated.
@@ -337,8 +348,11 @@ Row run_world(const Options& o, int k, const runtime::RankContext& world_ctx, in
     step.synchronize();
     std::vector<double> times;
     for (int i = o.warmup; i < o.warmup + o.steps; ++i) times.push_back(marks[i + 1].elapsed_ms_since(marks[i]));
-    double step_ms = median(times);
-    DTRAIN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &step_ms, 1, MPI_DOUBLE, MPI_MAX, sub));
+    double spread[3] = {median(times), percentile(times, 10), percentile(times, 90)};
+    DTRAIN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, spread, 3, MPI_DOUBLE, MPI_MAX, sub));
+    const double step_ms = spread[0];
+    row.step_ms_p10 = spread[1];
+    row.step_ms_p90 = spread[2];
     if (profiled) {
       profile_steps(o, k, rank, runtime::visible_gpus().at(static_cast<size_t>(device)).name, step_ms, step, data,
                     static_cast<float>(lr));
@@ -392,6 +406,8 @@ void write_json(const std::string& path, const Options& o, const std::string& gp
                           .number("img_per_sec_total", r.total, "%.1f")
                           .number("img_per_sec_per_gpu", r.per_gpu, "%.1f")
                           .number("step_ms_median", r.step_ms, "%.3f")
+                          .number("step_ms_p10", r.step_ms_p10, "%.3f")
+                          .number("step_ms_p90", r.step_ms_p90, "%.3f")
                           .number("efficiency", r.efficiency, "%.4f")
                           .integer("peak_mem_bytes", static_cast<int64_t>(r.peak_mem))
                           .integer("peak_reserved_bytes", static_cast<int64_t>(r.peak_reserved))
@@ -476,6 +492,8 @@ int bench_main(int argc, char** argv) {
                   table_cell(r.speedup, "%.3f").c_str(), table_cell(r.efficiency * 100, "%.1f%%").c_str(),
                   r.peak_mem / 1e9, r.loss,
                   k > 1 ? (std::to_string(r.overlapped_buckets) + "/" + std::to_string(r.buckets)).c_str() : "-");
+      std::printf("# %d GPU(s): step %.2f / %.2f / %.2f ms (10th percentile / median / 90th, slowest rank)\n", k,
+                  r.step_ms_p10, r.step_ms, r.step_ms_p90);
       std::printf("# %d GPU(s): CUDA graphs %s\n", k, r.cuda_graphs.c_str());
       std::fflush(stdout);
     }
