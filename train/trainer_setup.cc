@@ -222,8 +222,13 @@ void Trainer::log_start(const LoaderOptions& loader) {
   start_run_record(config_, ctx_, p.run_id, p.global_step, p.outputs, *p.metrics);
   p.tensorboard->text("config", markdown_code_block(config_text(config_, "dtrain-train's effective config")),
                       p.global_step);
-  DTRAIN_LOG0(kInfo) << "steps on " << p.engine->describe() << "; " << loader.threads << " loader threads, "
-                     << loader.prefetch << " batches in flight";
+  DTRAIN_LOG0(kInfo) << "steps on " << p.engine->describe() << "; " << loader.threads << " loader threads"
+                     << (config_.fields.loader_threads() > 0
+                             ? std::string()
+                             : " (one per CPU of the rank's share of the host, " +
+                                   std::to_string(ctx_.topology().host_local_size) +
+                                   " rank(s) on it, less two; --loader_threads sets it)")
+                     << ", " << loader.prefetch << " batches in flight";
   DTRAIN_LOG0(kInfo) << p.schedule->describe(ctx_.topology().world_size, config_.fields.batch_per_rank(),
                                              config_.fields.accumulation_steps())
                      << "; " << p.engine->parameters().parameter_count() << " parameters in "
