@@ -28,6 +28,7 @@
 #include <random>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "comm/backends/factory.h"
@@ -116,6 +117,19 @@ struct TrainingRun {
     step->run(static_cast<const uint8_t*>(images.data()), static_cast<const int32_t*>(labels.data()), 0.05f);
   }
 
+  // Runs up to `steps` steps, stopping at the first that throws: its index (-1: none did) and
+  // its error.
+  std::pair<int, std::string> run_until_a_step_throws(int steps) {
+    for (int i = 0; i < steps; ++i) {
+      try {
+        run_step();
+      } catch (const runtime::Error& e) {
+        return {i, e.what()};
+      }
+    }
+    return {-1, std::string()};
+  }
+
   // Fingerprint of this replica's fp32 parameters (synchronizes).
   uint64_t parameters_fingerprint() {
     step->synchronize();
@@ -194,16 +208,7 @@ TEST_P(TrainingFaults, FailedCrossNodeAllReduceStopsTrainingOnEveryRank) {
   setenv("DTRAIN_FAULT_INJECT", "60", 1);
   std::unique_ptr<TrainingRun> run = std::make_unique<TrainingRun>(GetParam());
   unsetenv("DTRAIN_FAULT_INJECT");
-  std::string error;
-  int failed_at = -1;
-  for (int i = 0; i < 6 && failed_at < 0; ++i) {
-    try {
-      run->run_step();
-    } catch (const runtime::Error& e) {
-      error = e.what();
-      failed_at = i;
-    }
-  }
+  const auto [failed_at, error] = run->run_until_a_step_throws(6);
   ASSERT_GE(failed_at, 0) << "no step failed although operation 60 of the cross-node communicator was made to";
   EXPECT_NE(error.find("injected fault (DTRAIN_FAULT_INJECT)"), std::string::npos) << error;
   // Every rank throws (the verdict is combined over ranks); a rank may see it a step later than
@@ -222,16 +227,7 @@ TEST_P(TrainingFaults, FailedCrossNodeAllReduceInAReplayedStepStopsTrainingOnEve
   setenv("DTRAIN_FAULT_INJECT", "400", 1);
   std::unique_ptr<TrainingRun> run = std::make_unique<TrainingRun>(GetParam(), /*cuda_graphs=*/true);
   unsetenv("DTRAIN_FAULT_INJECT");
-  std::string error;
-  int failed_at = -1;
-  for (int i = 0; i < 16 && failed_at < 0; ++i) {
-    try {
-      run->run_step();
-    } catch (const runtime::Error& e) {
-      error = e.what();
-      failed_at = i;
-    }
-  }
+  const auto [failed_at, error] = run->run_until_a_step_throws(16);
   ASSERT_GE(failed_at, 0) << "no step failed although operation 400 of the cross-node communicator was made to";
   EXPECT_GT(failed_at, cuda::GpuTrainStep::kEagerStepsBeforeCapture) << "the fault came before the replayed steps";
   EXPECT_GT(run->step->graph_replays(), 0) << run->step->cuda_graphs_report();

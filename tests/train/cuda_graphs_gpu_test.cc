@@ -96,17 +96,15 @@ TEST_F(CudaGraphsGpuTest, ReplayedStepsTrainAsTheEagerStep) {
   // Captured after the eager warm-up, again after the evaluation and the new lr scale table.
   EXPECT_EQ(graphed.replays, kSteps - cuda::GpuTrainStep::kEagerStepsBeforeCapture);
   EXPECT_EQ(eager.replays, 0);
-  const double noise_update = update_difference(again, eager), noise_loss = loss_difference(again, eager);
-  const double update = update_difference(graphed, eager), loss = loss_difference(graphed, eager);
-  std::printf("  eager vs eager: updates %.2e, losses %.2e; graphs vs eager: updates %.2e, losses %.2e\n", noise_update,
-              noise_loss, update, loss);
+  const GraphsAgainstEager d = compare_to_eager(graphed, eager, again);
+  std::printf("  eager vs eager: updates %.2e, losses %.2e; graphs vs eager: updates %.2e, losses %.2e\n",
+              d.noise_update, d.noise_loss, d.update, d.loss);
   for (int s = 0; s < kSteps; ++s) std::printf("  step %2d loss %.6f %.6f\n", s, eager.losses[s], graphed.losses[s]);
-  EXPECT_LE(update, std::max(0.01, 4 * noise_update));
-  EXPECT_LE(loss, std::max(2e-3, 4 * noise_loss));
+  EXPECT_LE(d.update, d.update_bound());
+  EXPECT_LE(d.loss, d.loss_bound());
   EXPECT_EQ(graphed.eval.images, 5u);
   EXPECT_EQ(graphed.eval.images, eager.eval.images);
-  EXPECT_NEAR(graphed.eval.loss_sum, eager.eval.loss_sum,
-              std::max(2e-3, 4 * noise_loss) * std::fabs(eager.eval.loss_sum));
+  EXPECT_NEAR(graphed.eval.loss_sum, eager.eval.loss_sum, d.loss_bound() * std::fabs(eager.eval.loss_sum));
 }
 
 // The graph pool is the device's: a second step on the GPU, made before the first captured (so
@@ -135,12 +133,11 @@ TEST_F(CudaGraphsGpuTest, ASecondStepOnTheGpuStaysEagerAndLeavesTheFirstOnesGrap
   EXPECT_EQ(second_report.rfind("off: another step on GPU 0 holds CUDA graphs", 0), 0u) << second_report;
   EXPECT_EQ(second_replays, 0);
   EXPECT_EQ(graphed.replays, kSteps - kWarm);
-  const double noise_update = update_difference(again, eager), noise_loss = loss_difference(again, eager);
-  const double update = update_difference(graphed, eager), loss = loss_difference(graphed, eager);
-  std::printf("  eager vs eager: updates %.2e, losses %.2e; graphs vs eager: updates %.2e, losses %.2e\n", noise_update,
-              noise_loss, update, loss);
-  EXPECT_LE(update, std::max(0.01, 4 * noise_update));
-  EXPECT_LE(loss, std::max(2e-3, 4 * noise_loss));
+  const GraphsAgainstEager d = compare_to_eager(graphed, eager, again);
+  std::printf("  eager vs eager: updates %.2e, losses %.2e; graphs vs eager: updates %.2e, losses %.2e\n",
+              d.noise_update, d.noise_loss, d.update, d.loss);
+  EXPECT_LE(d.update, d.update_bound());
+  EXPECT_LE(d.loss, d.loss_bound());
 }
 
 // Where graphs do not apply the step says why and stays eager.

@@ -56,4 +56,18 @@ inline double loss_difference(const StepTrajectory& a, const StepTrajectory& b) 
   return worst;
 }
 
+// A replayed run against the eager one, beside the difference of two eager runs (the noise of
+// atomics and of cuDNN's plans). The bounds: the larger of a floor and 4x that noise.
+struct GraphsAgainstEager {
+  double noise_update = 0, noise_loss = 0, update = 0, loss = 0;
+  double update_bound() const { return std::max(0.01, 4 * noise_update); }
+  double loss_bound() const { return std::max(2e-3, 4 * noise_loss); }
+};
+
+inline GraphsAgainstEager compare_to_eager(const StepTrajectory& graphed, const StepTrajectory& eager,
+                                           const StepTrajectory& again) {
+  return {update_difference(again, eager), loss_difference(again, eager), update_difference(graphed, eager),
+          loss_difference(graphed, eager)};
+}
+
 }  // namespace dtrain::train

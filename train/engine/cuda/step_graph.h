@@ -2,10 +2,9 @@
 // The GPU step as CUDA graphs (the default; DTRAIN_CUDA_GRAPHS=0 is eager): what one step queues
 // on the compute stream (normalize, forward, loss, backward, SGD update: hundreds of kernels) is
 // captured once per key and replayed with one cudaGraphLaunch, so the host's launch cost leaves
-// the step. A capture may be
-// cut into several graphs, where the caller queues something eagerly between them (NCCL's bucket
-// all-reduces on their own stream: captured, the communicator's host-side bookkeeping and error
-// checks per call would not replay).
+// the step. A capture may be cut into several graphs, where the caller queues something eagerly
+// between them (the bucket all-reduces on their own stream: captured, the communicator's
+// host-side bookkeeping and error checks per call would not replay).
 //
 // A graph replays the addresses and kernel arguments it was captured with. So: every buffer it
 // touches must stay where it is while it lives (the allocator's graph pool holds what the capture
