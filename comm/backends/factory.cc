@@ -52,7 +52,7 @@ std::unique_ptr<Communicator> make_communicator(Backend requested, const runtime
   RingTuning flat = tuning;
   if (topology.node_count > 1) flat.shm = false;
   DTRAIN_LOG0(kInfo) << "communicator: " << backend_name(backend) << " (" << choice.why << "), ring segment "
-                     << tuning.segment_bytes << " B, MPI "
+                     << tuning.segment_bytes << " B, " << tuning.lanes << " ring lane(s) (DTRAIN_RING_LANES), MPI "
                      << (mpi_reports_cuda_support() ? "reports" : "does not report")
                      << " CUDA support (mpi-ring device buffers: " << device_pointer_mode_name(device_pointer_mode())
                      << ")"

@@ -30,7 +30,7 @@ namespace dtrain::comm {
 struct RingTuning {
   size_t segment_bytes = 256 * 1024;  // DTRAIN_RING_SEGMENT_BYTES
   size_t small_bytes = 16 * 1024;     // DTRAIN_RING_SMALL_BYTES: recursive doubling at or below this
-  int lanes = 1;                      // DTRAIN_RING_LANES: rings side by side for large host all-reduces (ring_lanes.h)
+  int lanes = 2;                      // DTRAIN_RING_LANES: rings side by side for large host all-reduces (ring_lanes.h)
   // The mpi-ring's shared-memory all-reduce (shared_memory_allreduce.h) for host buffers of at
   // least shm_min_bytes when every rank is on one host.
   bool shm = true;                      // DTRAIN_SHM_ALLREDUCE (0 or 1)

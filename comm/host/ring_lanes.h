@@ -6,11 +6,17 @@
 // staged cross-node step of ResNet-50's gradients was bound by it
 // (bench/results/2026-11-23_h200x2/wire_trace: each 4 MiB piece waited for the previous one).
 //
-// Off by default (DTRAIN_RING_LANES=1): over Open MPI's shared-memory transport with single-copy
-// disabled (the 2-GPU machines set OMPI_MCA_btl_vader_single_copy_mechanism=none) lanes made the
-// staged 64 MiB all-reduce 2.7x (2 lanes) to 12x (4 lanes) slower: the threads queue on the
-// transport's shared FIFOs instead of copying side by side (bench/results/2026-11-23_h200x2/lanes).
-// Measure before turning them on for a fabric with several links or queue pairs per peer.
+// Two lanes by default (DTRAIN_RING_LANES). Over Open MPI's shared-memory transport with single
+// copy disabled (the GPU hosts set btl_vader_single_copy_mechanism=none), ResNet-50's staged
+// gradients across 4 simulated nodes of one GPU with the bf16 wire (the 16-bit-partials ring,
+// whose thread widens, adds and rounds every element) trained 18% faster with 2 lanes than with
+// one, in five interleaved rounds on two 4-GPU machines, and steadier; 4 lanes were no faster than
+// 2 (bench/results/2026-11-28_h200x4/ring_lanes). The fp32 ring (copies and adds) and a 2-rank
+// ring (2 simulated nodes x 2 GPUs, hierarchical; a 2-rank staged all-reduce, bound to cores or
+// not) were neither faster nor slower. An earlier build on a 2-GPU machine had 2 and 4 lanes
+// 2.7x and 12x slower on a 2-rank staged all-reduce (bench/results/2026-11-23_h200x2/lanes):
+// measure on a new fabric, and set 1 where lanes queue on the transport instead of copying side
+// by side.
 //
 // Every rank must use the same lane count (DTRAIN_RING_LANES, RingTuning::lanes; checked with the
 // rest of the tuning). Each lane's result is bitwise the same on every rank; which ranks sum an
