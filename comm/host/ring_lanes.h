@@ -9,11 +9,13 @@
 // Two lanes by default (DTRAIN_RING_LANES). Over Open MPI's shared-memory transport with single
 // copy disabled (the GPU hosts set btl_vader_single_copy_mechanism=none), ResNet-50's staged
 // gradients across 4 simulated nodes of one GPU with the bf16 wire (the 16-bit-partials ring,
-// whose thread widens, adds and rounds every element) trained 18% faster with 2 lanes than with
-// one, in five interleaved rounds on two 4-GPU machines, and steadier; 4 lanes were no faster than
-// 2 (bench/results/2026-11-28_h200x4/ring_lanes). The fp32 ring (copies and adds) and a 2-rank
-// ring (2 simulated nodes x 2 GPUs, hierarchical; a 2-rank staged all-reduce, bound to cores or
-// not) were neither faster nor slower. An earlier build on a 2-GPU machine had 2 and 4 lanes
+// whose thread widens, adds and rounds every element) trained 14% faster with 2 lanes than with
+// one (mean of eight interleaved rounds on three 4-H200 machines, ahead in every round by 1-34%),
+// and steadier; 4 lanes were no faster than 2 (bench/results/2026-11-28_h200x4/ring_lanes). The
+// fp32 ring and the 2-rank rings of 2 simulated nodes x 2 GPUs neither gained nor lost there; on a
+// 2-GPU machine (2 simulated nodes of one GPU) 2 lanes were 2-13% faster, and 4 lanes with each
+// rank bound to one core (mpirun's default at 2 ranks) halved a staged all-reduce's speed
+// (bench/results/2026-11-28_h200x2/ring_lanes). An earlier build on that kind had 2 and 4 lanes
 // 2.7x and 12x slower on a 2-rank staged all-reduce (bench/results/2026-11-23_h200x2/lanes):
 // measure on a new fabric, and set 1 where lanes queue on the transport instead of copying side
 // by side.
