@@ -36,6 +36,10 @@ MpiRingCommunicator::MpiRingCommunicator(MPI_Comm comm, RingTuning tuning, Sixte
   check_same_setting(mpi_comm(), "DTRAIN_MPI_DEVICE_POINTERS", static_cast<uint64_t>(device_mode_), [](uint64_t mode) {
     return std::string("'") + device_pointer_mode_name(static_cast<DevicePointerMode>(mode)) + "'";
   });
+  // The lanes' communicators are duplicated here, where every rank is anyway in a collective, and
+  // not at the first large call: a rank that failed that call (an injected fault) would leave the
+  // others inside MPI_Comm_dup, matched against its next collective.
+  if (tuning_.lanes > 1 && size() > 1) lanes_ = std::make_unique<RingLanes>(mpi_comm(), tuning_, tuning_.lanes - 1);
 }
 
 bool MpiRingCommunicator::narrows(const Collective& call) const {
@@ -126,9 +130,7 @@ void MpiRingCommunicator::in_parts(Ring& ring, size_t count, size_t bytes,
     part(ring, 0, count);
     return;
   }
-  // Every rank gets here at the same call (same count, dtype and tuning), so the duplication,
-  // a collective, matches.
-  if (!lanes_) lanes_ = std::make_unique<RingLanes>(mpi_comm(), tuning_, tuning_.lanes - 1);
+  ++lane_runs_;
   lanes_->run(ring, count, part);
 }
 

@@ -25,6 +25,7 @@
 // The constructor checks that every rank has the same ring tuning (a UsageError naming
 // DTRAIN_RING_SEGMENT_BYTES or DTRAIN_RING_SMALL_BYTES and the values): ranks cutting messages
 // differently would otherwise corrupt memory or hang.
+#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
@@ -49,6 +50,8 @@ class MpiRingCommunicator final : public HostCommunicator {
   ~MpiRingCommunicator() override { stop_worker(); }
   const char* name() const override { return "mpi-ring"; }
   Work submit(const Collective& call) override;
+  // How many host all-reduces (or pieces of staged ones) took the lanes so far.
+  long lane_runs() const { return lane_runs_.load(); }
 
  private:
   void run(const Collective& call) override;
@@ -71,7 +74,7 @@ class MpiRingCommunicator final : public HostCommunicator {
   void reduce_scatter(Ring& ring, const Collective& call);
   void all_gather(Ring& ring, const Collective& call);
   // Runs part(ring, begin, n) over [0, count): once on `ring`, or, for a large host all-reduce
-  // (`bytes`), on tuning_.lanes rings at once (ring_lanes.h, made at the first one).
+  // (`bytes`), on tuning_.lanes rings at once (ring_lanes.h, made with the communicator).
   bool takes_lanes(Ring& ring, size_t bytes) const;
   void in_parts(Ring& ring, size_t count, size_t bytes, const std::function<void(Ring&, size_t, size_t)>& part);
 
@@ -81,7 +84,8 @@ class MpiRingCommunicator final : public HostCommunicator {
   DevicePointerMode device_mode_;
   Ring host_ring_;
   std::unique_ptr<Ring> device_ring_;
-  std::unique_ptr<RingLanes> lanes_;
+  std::unique_ptr<RingLanes> lanes_;  // with 2 or more lanes and ranks
+  std::atomic<long> lane_runs_{0};
   std::unique_ptr<SharedMemoryAllReduce> shm_;
   bool shm_tried_ = false;
   std::mutex managed_wire_mutex_;

@@ -19,13 +19,16 @@ RingLanes::~RingLanes() {
 void RingLanes::run(Ring& first, size_t count, const std::function<void(Ring&, size_t, size_t)>& part) {
   const std::vector<size_t> offsets = even_chunks(count, static_cast<int>(rings_.size()) + 1);
   std::vector<Work> lanes;
-  for (size_t i = 0; i < rings_.size(); ++i) {
-    Ring* ring = rings_[i].get();
-    const size_t begin = offsets[i + 1], n = offsets[i + 2] - offsets[i + 1];
-    lanes.push_back(workers_[i]->submit([ring, begin, n, &part] { part(*ring, begin, n); }));
-  }
   std::exception_ptr failure;
+  // A lane already queued uses `part` and the caller's buffers: whatever fails here, run() returns
+  // only after every queued lane has.
   try {
+    lanes.reserve(rings_.size());
+    for (size_t i = 0; i < rings_.size(); ++i) {
+      Ring* ring = rings_[i].get();
+      const size_t begin = offsets[i + 1], n = offsets[i + 2] - offsets[i + 1];
+      lanes.push_back(workers_[i]->submit([ring, begin, n, &part] { part(*ring, begin, n); }));
+    }
     part(first, 0, offsets[1]);
   } catch (...) {
     failure = std::current_exception();

@@ -2,7 +2,8 @@
 // DTRAIN_FAULT_INJECT (comm/diagnostics/fault_injection.h) makes the K-th operation of every
 // host-side communicator fail, as a real failure would, on its worker thread:
 //   - host path (CPU, in CI): the gradient synchronizer's finish() throws the error on every rank,
-//     on mpi-ring, mpi and hierarchical (1 and 2 ranks per simulated node);
+//     on mpi-ring, mpi and hierarchical (1 and 2 ranks per simulated node), with small buckets and
+//     with buckets large enough for the ring's lanes;
 //   - device path (GPUs, one per rank; skipped, saying why, without): the failed staged
 //     all-reduce's Work throws on every rank, hierarchical's Work carries its cross-node step's
 //     failure, and the caller's stream is not left held: the next calls complete, exactly.
@@ -66,19 +67,20 @@ TEST(FaultPlan, ParsesOperationAndRankAndRefusesGarbage) {
 
 class HostFaults : public testing::TestWithParam<BackendCase> {};
 
-TEST_P(HostFaults, FailedAllReduceThrowsFromFinishOnEveryRank) {
-  test::Watchdog watchdog("HostFaults " + test::backend_label(GetParam()), 180);
-  test::Backend b = make_faulty(GetParam(), 3);
-  const size_t count = 250007;  // 4 buckets of 64 K elements
+// Steps of `count` gradients in buckets of `bucket_bytes` until finish() throws; the failure is
+// operation 3 of every communicator.
+void expect_failed_all_reduce_throws_on_every_rank(const BackendCase& c, size_t count, size_t bucket_bytes) {
+  test::Backend b = make_faulty(c, 3);
   std::vector<float> grads(count);
-  GradientSynchronizer sync(*b.comm, grads.data(), plan_buckets(count, {256 * 1024, 0}), DType::kF32);
+  GradientSynchronizer sync(*b.comm, grads.data(), plan_buckets(count, {bucket_bytes, 0}), DType::kF32);
   std::string error;
   int failed_step = -1;
+  const size_t chunk = count / 5 + 1;
   for (int step = 0; step < 3 && failed_step < 0; ++step) {
     for (size_t i = 0; i < count; ++i) grads[i] = static_cast<float>(world_rank() + 1);
     sync.begin_step();
-    for (size_t end = count; end > 0; end = end > 50000 ? end - 50000 : 0) {
-      sync.mark_ready(end > 50000 ? end - 50000 : 0, end);
+    for (size_t end = count; end > 0; end = end > chunk ? end - chunk : 0) {
+      sync.mark_ready(end > chunk ? end - chunk : 0, end);
     }
     try {
       sync.finish();
@@ -93,6 +95,18 @@ TEST_P(HostFaults, FailedAllReduceThrowsFromFinishOnEveryRank) {
   int steps[2] = {failed_step, -failed_step};
   MPI_Allreduce(MPI_IN_PLACE, steps, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   EXPECT_EQ(steps[0], -steps[1]) << "ranks failed at different steps";
+}
+
+TEST_P(HostFaults, FailedAllReduceThrowsFromFinishOnEveryRank) {
+  test::Watchdog watchdog("HostFaults " + test::backend_label(GetParam()), 180);
+  expect_failed_all_reduce_throws_on_every_rank(GetParam(), 250007, 256 * 1024);  // 4 buckets of 64 K elements
+}
+
+// Buckets large enough for the ring's lanes (two by default, ring_lanes.h: from 1 MiB a lane) on
+// the rings that cross simulated nodes, before and after the failed operation.
+TEST_P(HostFaults, FailedAllReduceAmongLaneSizedBucketsThrowsOnEveryRank) {
+  test::Watchdog watchdog("HostFaults (lane-sized buckets) " + test::backend_label(GetParam()), 180);
+  expect_failed_all_reduce_throws_on_every_rank(GetParam(), 1500007, size_t{3} << 20);  // 2 buckets of 3 MiB
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, HostFaults,
