@@ -340,6 +340,10 @@ std::string StallWatchdog::report(StallChannel& c, const char* backend, const st
     } else if (static_cast<uint64_t>(a.begun) < op) {
       one << "rank " << world << " on " << host << " has not begun it (has begun " << a.begun << " operation(s), "
           << (a.finished < a.begun ? "is inside the last)" : "is between operations)");
+    } else if (static_cast<uint64_t>(a.finished) >= op) {
+      // A rank whose part failed (and went on: a library caller may) sends nothing more for it.
+      one << "rank " << world << " on " << host << " has finished it (failed there, or done: what this rank "
+          << "still waits for from it is in flight or will not come)";
     } else {
       continue;
     }

@@ -16,8 +16,10 @@
 //     elsewhere or sleeping answers; a rank whose process is stopped (SIGSTOP) or dead does not;
 //   - at the warning time every waiting rank logs one line: the collective (kind, count, dtype),
 //     the backend and the world ranks of the communicator, how long it has waited, and the world
-//     ranks that have not begun it (with how far they are) or did not answer; when every rank has
-//     begun it, it says so (the wait is then inside the transfer: a slow or broken link);
+//     ranks that have not begun it (with how far they are), did not answer, or have already
+//     finished it (a rank whose part failed, and that went on, sends nothing more for it); when
+//     every rank has begun it and none has finished, it says so (the wait is then inside the
+//     transfer: a slow or broken link);
 //   - the warning repeats every warning period while the operation lasts.
 // At the abort time the same report is logged as an error and the job ends (MPI_Abort, status 1).
 // Communicators whose work runs asynchronously on a GPU (NCCL) also register a poll: the watchdog

@@ -1,8 +1,12 @@
 // dtrain-comm-stall-probe: a small job for the stall inspector's command-line tests
-// (tests/comm/stall_test.sh). Every rank runs CALLS all-reduces of 2^20+3 fp32 on BACKEND; before
-// its third call, rank STALLED_RANK stalls in one of two ways:
-//   sleep:S  sleeps S seconds (its process, the watchdog included, runs: it answers "not begun");
-//   stop:S   stops its whole process with SIGSTOP; a child sends SIGCONT after S seconds (0: never).
+// (tests/comm/stall_test.sh). Every rank runs CALLS all-reduces of 2^20+3 fp32 on BACKEND; at its
+// third call, rank STALLED_RANK stalls in one of three ways:
+//   sleep:S  sleeps S seconds before it (its process, the watchdog included, runs: it answers "not
+//            begun");
+//   stop:S   stops its whole process with SIGSTOP before it; a child sends SIGCONT after S seconds
+//            (0: never);
+//   fail:S   its part of the call fails (DTRAIN_FAULT_INJECT=3,R) and it goes on elsewhere: it
+//            sleeps S seconds and ends with status 1 (it answers "finished").
 // Rank 0 prints "stall-probe: stall begins at <unix time>" just before that call, and every rank
 // "stall-probe: done" after checking the sums. Thresholds: DTRAIN_STALL_WARNING_SECONDS and
 // DTRAIN_STALL_ABORT_SECONDS.
@@ -31,15 +35,20 @@ namespace {
 
 using namespace dtrain;
 
+int stall_seconds(const std::string& how) {
+  const size_t colon = how.find(':');
+  DTRAIN_USAGE_CHECK(colon != std::string::npos) << "stall '" << how << "': use sleep:S, stop:S or fail:S";
+  return std::stoi(how.substr(colon + 1));
+}
+
 void stall(const std::string& how) {
   const size_t colon = how.find(':');
-  DTRAIN_USAGE_CHECK(colon != std::string::npos) << "stall '" << how << "': use sleep:S or stop:S";
-  const int seconds = std::stoi(how.substr(colon + 1));
+  const int seconds = stall_seconds(how);
   if (how.substr(0, colon) == "sleep") {
     std::this_thread::sleep_for(std::chrono::seconds(seconds));
     return;
   }
-  DTRAIN_USAGE_CHECK(how.substr(0, colon) == "stop") << "stall '" << how << "': use sleep:S or stop:S";
+  DTRAIN_USAGE_CHECK(how.substr(0, colon) == "stop") << "stall '" << how << "': use sleep:S, stop:S or fail:S";
   if (seconds > 0) {
     const pid_t parent = getpid();
     if (fork() == 0) {  // only async-signal-safe calls in the child
@@ -58,6 +67,10 @@ int probe(int argc, char** argv) {
   const std::string backend = argv[1];
   const int stalled = std::stoi(argv[2]);
   const int calls = argc == 5 ? std::stoi(argv[4]) : 4;
+  const std::string how = argv[3];
+  const bool fails = how.rfind("fail:", 0) == 0;
+  // Read when the communicator is made, on every rank; only the stalled rank's third call fails.
+  if (fails) setenv("DTRAIN_FAULT_INJECT", ("3," + std::to_string(stalled)).c_str(), 1);
   const runtime::RankContext ctx(MPI_COMM_WORLD, runtime::NodeLayout{1, true});
   std::unique_ptr<comm::Communicator> c;
   if (backend == "mpi-ring") c = std::make_unique<comm::MpiRingCommunicator>(ctx.world(), comm::RingTuning{});
@@ -77,9 +90,17 @@ int probe(int argc, char** argv) {
                     static_cast<long>(now.tv_usec));
         std::fflush(stdout);
       }
-      if (rank == stalled) stall(argv[3]);
+      if (rank == stalled && !fails) stall(how);
     }
-    c->all_reduce(data.data(), data.data(), count, runtime::DType::kF32, comm::ReduceOp::kSum).wait();
+    try {
+      c->all_reduce(data.data(), data.data(), count, runtime::DType::kF32, comm::ReduceOp::kSum).wait();
+    } catch (const runtime::Error& e) {
+      if (!(fails && rank == stalled)) throw;
+      std::printf("stall-probe: rank %d's part failed (%s); it goes on elsewhere\n", rank, e.what());
+      std::fflush(stdout);
+      std::this_thread::sleep_for(std::chrono::seconds(stall_seconds(how)));
+      return 1;
+    }
     const float sum = static_cast<float>(c->size() * (c->size() + 1) / 2);
     DTRAIN_CHECK(data[0] == sum && data[count - 1] == sum) << "all-reduce " << k << " gave " << data[0];
   }

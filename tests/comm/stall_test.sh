@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The stall inspector from the command line. Runs dtrain-comm-stall-probe: one
-# rank stalls (sleeps, or is stopped with SIGSTOP) before its third all-reduce, and checks that
+# rank stalls (sleeps, or is stopped with SIGSTOP, before its third all-reduce; or fails its part of
+# it and goes on elsewhere), and checks that
 #   - every other rank logs a warning naming the stalled rank, by the warning time (+1 s of slack);
 #   - without an abort time the job finishes (status 0) once the rank is back;
 #   - with one, the job ends with a non-zero status, an error naming the rank, within the abort
@@ -23,9 +24,14 @@ began=$(sed -n 's/^stall-probe: stall begins at \([0-9.]*\)$/\1/p' "$log")
 elapsed=$(echo "$ended - $began" | bc)
 echo "status $status, job ended ${elapsed} s after the stall began"
 
+# How the waiting ranks must describe the stalled one.
+case $how in
+  fail:*) named="has finished it" ;;
+  *) named="has not begun it|did not answer" ;;
+esac
 for ((r = 0; r < np; ++r)); do
   [[ $r -eq $stalled ]] && continue
-  line=$(grep -E "\[[^]]*:$r/$np\] WARN  stall: $backend .*waiting for world rank\(s\) $stalled: rank $stalled on \S+ (has not begun it|did not answer)" "$log" | head -1)
+  line=$(grep -E "\[[^]]*:$r/$np\] WARN  stall: $backend .*waiting for world rank\(s\) $stalled: rank $stalled on \S+ ($named)" "$log" | head -1)
   [[ -n $line ]] || fail "rank $r logged no warning naming rank $stalled"
   waited=$(echo "$line" | sed -n 's/.*has waited \([0-9.]*\) s.*/\1/p')
   (( $(echo "$waited <= $warning + 1" | bc) )) || fail "rank $r warned after ${waited} s, warning time ${warning} s"
