@@ -120,8 +120,7 @@ void MpiRingCommunicator::run(const Collective& call) {
 }
 
 bool MpiRingCommunicator::takes_lanes(Ring& ring, size_t bytes) const {
-  return tuning_.lanes > 1 && size() > 1 && !ring.memory().where().device &&
-         bytes >= static_cast<size_t>(tuning_.lanes) * kMinLaneBytes;
+  return lanes_ && !ring.memory().where().device && bytes >= static_cast<size_t>(tuning_.lanes) * kMinLaneBytes;
 }
 
 void MpiRingCommunicator::in_parts(Ring& ring, size_t count, size_t bytes,

@@ -80,8 +80,10 @@ TEST_P(RingLanesTest, Fp32SumAndAverageMatchTheReference) {
       std::vector<double> exact(count, 0.0), magnitude(count, 0.0);
       std::vector<float> mine;
       for (int r = 0; r < size; ++r) {
-        std::vector<float> v = small_integers(seed, r, count);
-        if (!integers) {
+        std::vector<float> v;
+        if (integers) {
+          v = small_integers(seed, r, count);
+        } else {
           const std::vector<double> d = test::random_values(seed, r, 3, count, DType::kF32);
           v.assign(d.begin(), d.end());
         }
