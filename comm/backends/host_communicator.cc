@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <exception>
 
 #include "comm/diagnostics/consistency_check.h"
 #include "runtime/base/env.h"
+#include "runtime/base/error.h"
 #include "runtime/base/log.h"
 
 namespace dtrain::comm {
@@ -44,13 +46,15 @@ HostCommunicator::~HostCommunicator() {
 
 Work HostCommunicator::submit(const Collective& call) {
   validate_call(call, size_);
+  check_usable(call);
   const bool check = check_;
   if (!call.where.device) {
     auto operation = [this, call, check] {
+      check_usable(call);
       StallChannel::Operation watched(stall_, name(), call);
       if (check) check_same_collective(comm_.get(), call);
       faults_.on_operation(name(), call);
-      run(call);
+      run_or_mark_unusable(call);
     };
     const size_t bytes =
         std::max(send_elements(call, size_), recv_elements(call, size_)) * runtime::dtype_size(call.dtype);
@@ -59,16 +63,40 @@ Work HostCommunicator::submit(const Collective& call) {
   }
   if (!staging_) staging_ = std::make_unique<DeviceStaging>(staging_piece_bytes_);
   auto check_call = [this, check](const Collective& device_call) {
+    check_usable(device_call);
     StallChannel::Operation watched(stall_, name(), device_call);
     if (check) check_same_collective(comm_.get(), device_call);
     faults_.on_operation(name(), device_call);
   };
   auto run_call = [this](const Collective& c) {
     StallChannel::Operation watched(stall_, name(), c);
-    run(c);
+    run_or_mark_unusable(c);
   };
   if (takes_device_pointers()) return staging_->run_direct(worker_, call, check_call, run_call);
   return staging_->run(worker_, call, size_, rank_, check_call, run_call);
+}
+
+void HostCommunicator::run_or_mark_unusable(const Collective& call) {
+  try {
+    run(call);
+  } catch (const std::exception& e) {
+    std::lock_guard lock(unusable_mutex_);
+    if (!unusable_.load()) {
+      unusable_because_ = describe(call) + " failed on it: " + e.what();
+      unusable_.store(true);
+    }
+    throw;
+  }
+}
+
+void HostCommunicator::check_usable(const Collective& call) {
+  if (!unusable_.load()) return;
+  std::lock_guard lock(unusable_mutex_);
+  DTRAIN_FAIL() << "the " << name() << " communicator on rank " << rank_ << " of " << size_
+                << " can no longer be used, so " << describe(call) << " was not run: an earlier operation, "
+                << unusable_because_
+                << ". A failure partway may leave messages posted that this operation's would match. "
+                   "End the job, or make a new communicator.";
 }
 
 }  // namespace dtrain::comm

@@ -13,9 +13,19 @@
 // subclass code (run()) and use subclass members, so the worker must finish them and stop before
 // any of that is destroyed. The base destructor ends the process with an error saying so if it
 // finds work still queued (instead of a race ending in "pure virtual method called").
+//
+// Once run() has thrown, the communicator is unusable on that rank: an operation cut off partway
+// may leave sends and receives posted, which the next operation's messages would match (wrong
+// data, or a wait that never ends). Every later operation on it, queued or submitted, fails with
+// an Error naming the first failure; end the job, or make a new communicator, as Horovod's users
+// restart after a HorovodInternalError. A failure before run() (the consistency check, an injected
+// fault) moves no data and leaves it usable.
 #include <mpi.h>
 
+#include <atomic>
 #include <memory>
+#include <mutex>
+#include <string>
 
 #include "comm/communicator.h"
 #include "comm/diagnostics/fault_injection.h"
@@ -47,6 +57,11 @@ class HostCommunicator : public Communicator {
   void stop_worker() { worker_.stop(); }
 
  private:
+  // run(call), marking the communicator unusable if it throws.
+  void run_or_mark_unusable(const Collective& call);
+  // Throws the Error that says why the communicator is unusable, naming `call`, if it is.
+  void check_usable(const Collective& call);
+
   runtime::MpiComm comm_;
   StallChannel stall_{comm_.get()};
   int rank_ = 0;
@@ -55,7 +70,10 @@ class HostCommunicator : public Communicator {
   size_t staging_piece_bytes_ = 0;
   FaultInjector faults_{fault_plan_from_env()};
   std::unique_ptr<DeviceStaging> staging_;  // created on the first device call
-  CommWorker worker_;                       // last member: its thread must stop before the rest is destroyed
+  std::atomic<bool> unusable_{false};
+  std::mutex unusable_mutex_;
+  std::string unusable_because_;  // the first failure of run(), under unusable_mutex_
+  CommWorker worker_;             // last member: its thread must stop before the rest is destroyed
 };
 
 }  // namespace dtrain::comm
