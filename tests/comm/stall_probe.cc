@@ -35,24 +35,31 @@ namespace {
 
 using namespace dtrain;
 
-int stall_seconds(const std::string& how) {
+// The third argument, KIND:S, read once: how the stalled rank stalls, and for how many seconds.
+struct StallPlan {
+  std::string kind;  // sleep, stop or fail
+  int seconds = 0;
+};
+
+StallPlan parse_stall(const std::string& how) {
   const size_t colon = how.find(':');
-  DTRAIN_USAGE_CHECK(colon != std::string::npos) << "stall '" << how << "': use sleep:S, stop:S or fail:S";
-  return std::stoi(how.substr(colon + 1));
+  StallPlan plan;
+  if (colon != std::string::npos) plan = {how.substr(0, colon), std::stoi(how.substr(colon + 1))};
+  DTRAIN_USAGE_CHECK(plan.kind == "sleep" || plan.kind == "stop" || plan.kind == "fail")
+      << "stall '" << how << "': use sleep:S, stop:S or fail:S";
+  return plan;
 }
 
-void stall(const std::string& how) {
-  const size_t colon = how.find(':');
-  const int seconds = stall_seconds(how);
-  if (how.substr(0, colon) == "sleep") {
-    std::this_thread::sleep_for(std::chrono::seconds(seconds));
+// Sleeps or stops the process (sleep, stop); a failing rank stalls by its fault instead.
+void stall(const StallPlan& plan) {
+  if (plan.kind == "sleep") {
+    std::this_thread::sleep_for(std::chrono::seconds(plan.seconds));
     return;
   }
-  DTRAIN_USAGE_CHECK(how.substr(0, colon) == "stop") << "stall '" << how << "': use sleep:S, stop:S or fail:S";
-  if (seconds > 0) {
+  if (plan.seconds > 0) {
     const pid_t parent = getpid();
     if (fork() == 0) {  // only async-signal-safe calls in the child
-      sleep(static_cast<unsigned>(seconds));
+      sleep(static_cast<unsigned>(plan.seconds));
       kill(parent, SIGCONT);
       _exit(0);
     }
@@ -67,8 +74,8 @@ int probe(int argc, char** argv) {
   const std::string backend = argv[1];
   const int stalled = std::stoi(argv[2]);
   const int calls = argc == 5 ? std::stoi(argv[4]) : 4;
-  const std::string how = argv[3];
-  const bool fails = how.rfind("fail:", 0) == 0;
+  const StallPlan plan = parse_stall(argv[3]);
+  const bool fails = plan.kind == "fail";
   // Read when the communicator is made, on every rank; only the stalled rank's third call fails.
   if (fails) setenv("DTRAIN_FAULT_INJECT", ("3," + std::to_string(stalled)).c_str(), 1);
   const runtime::RankContext ctx(MPI_COMM_WORLD, runtime::NodeLayout{1, true});
@@ -90,7 +97,7 @@ int probe(int argc, char** argv) {
                     static_cast<long>(now.tv_usec));
         std::fflush(stdout);
       }
-      if (rank == stalled && !fails) stall(how);
+      if (rank == stalled && !fails) stall(plan);
     }
     try {
       c->all_reduce(data.data(), data.data(), count, runtime::DType::kF32, comm::ReduceOp::kSum).wait();
@@ -98,7 +105,7 @@ int probe(int argc, char** argv) {
       if (!(fails && rank == stalled)) throw;
       std::printf("stall-probe: rank %d's part failed (%s); it goes on elsewhere\n", rank, e.what());
       std::fflush(stdout);
-      std::this_thread::sleep_for(std::chrono::seconds(stall_seconds(how)));
+      std::this_thread::sleep_for(std::chrono::seconds(plan.seconds));
       return 1;
     }
     const float sum = static_cast<float>(c->size() * (c->size() + 1) / 2);
