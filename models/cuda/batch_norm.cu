@@ -25,21 +25,27 @@ using runtime::cuda::kernel_address;
 using runtime::cuda::one_wave_grid;
 using runtime::cuda::resident_blocks;
 
-// The finalize kernels: a block is 32 channels x 32 lanes; each lane merges every 32nd row block's
-// partials in double, then the 32 lanes merge in a fixed tree (deterministic). (With 8 lanes, the
-// serial merges of a 64-channel layer's ~500 row blocks made each finalize ~7 us, 1.2 ms a step:
-// bench/results/2026-11-24_h100/kernel_profile.)
-constexpr int kFinalizeChannels = 32, kFinalizeLanes = 32;
+// The finalize kernels: a block is kFinalizeChannels channels x kFinalizeLanes lanes; lane r takes
+// row blocks r, r + kFinalizeLanes, ... in order, kFinalizeLoads of them loaded before it merges
+// any, and then the lanes merge in a fixed tree (deterministic). The loads' latency is what bounds
+// these kernels: with 32 lanes and one load per merge, a 64-channel layer's ~660 row blocks took
+// 21 dependent round trips, ~14 us a layer, 0.62 ms a step on an H200
+// (bench/results/2026-11-25_h200/kernel_profile). Eight channels a block spread narrow layers over
+// more SMs; a warp still reads whole 128-byte rows of partials.
+constexpr int kFinalizeChannels = 8, kFinalizeLanes = 128, kFinalizeLoads = 8;
 
-struct MomentsD {
-  double n, mean, m2;
+// A channel's moments as sums about a center K (row block 0's mean, the same for every lane):
+// count, sum of n_b (mean_b - K), and sum of M2_b + n_b (mean_b - K)^2 over row blocks b. Merging is
+// adding, where Chan's merge takes a double division each time, which made the forward finalize
+// twice the backward's ~4 us. No less exact: K lies within a row block's spread of the channel's
+// mean, so the M2 = Q - S^2 / N at the end cancels little, whatever the mean's size.
+struct CenteredSums {
+  double n, s, q;
 };
-__device__ inline MomentsD merge(MomentsD a, MomentsD b) {
-  const double n = a.n + b.n;
-  if (b.n == 0) return a;
-  if (a.n == 0) return b;
-  const double delta = b.mean - a.mean;
-  return {n, a.mean + delta * b.n / n, a.m2 + b.m2 + delta * delta * a.n * b.n / n};
+__device__ inline void add(CenteredSums& a, const CenteredSums& b) {
+  a.n += b.n;
+  a.s += b.s;
+  a.q += b.q;
 }
 
 // Channel c's statistics from its moments over n values: saved mean and inverse std, running
@@ -70,30 +76,42 @@ __global__ void __launch_bounds__(kFinalizeChannels* kFinalizeLanes)
                             float* __restrict__ scale, float* __restrict__ shift, double* __restrict__ local) {
   const int lane_c = threadIdx.x % kFinalizeChannels, lane_r = threadIdx.x / kFinalizeChannels;
   const int c = blockIdx.x * kFinalizeChannels + lane_c;
-  MomentsD m{0, 0, 0};
+  CenteredSums sums{0, 0, 0};
+  double center = 0;
   if (c < channels) {
-    for (int b = lane_r; b < row_blocks; b += kFinalizeLanes) {
-      const Moments p = partials[int64_t{b} * channels + c];
-      m = merge(m, MomentsD{static_cast<double>(p.n), p.mean, p.m2});
+    center = partials[c].mean;
+    for (int b0 = lane_r; b0 < row_blocks; b0 += kFinalizeLanes * kFinalizeLoads) {
+      Moments p[kFinalizeLoads];
+#pragma unroll
+      for (int k = 0; k < kFinalizeLoads; ++k) {
+        const int b = b0 + k * kFinalizeLanes;
+        p[k] = b < row_blocks ? partials[int64_t{b} * channels + c] : Moments{0, 0, 0};
+      }
+#pragma unroll
+      for (int k = 0; k < kFinalizeLoads; ++k) {
+        const double n = static_cast<double>(p[k].n), d = p[k].mean - center;
+        add(sums, CenteredSums{n, n * d, p[k].m2 + n * d * d});
+      }
     }
   }
-  __shared__ MomentsD shared[kFinalizeChannels * kFinalizeLanes];
-  shared[threadIdx.x] = m;
+  __shared__ CenteredSums shared[kFinalizeChannels * kFinalizeLanes];
+  shared[threadIdx.x] = sums;
   __syncthreads();
   for (int stride = kFinalizeLanes / 2; stride > 0; stride /= 2) {
-    if (lane_r < stride)
-      shared[threadIdx.x] = merge(shared[threadIdx.x], shared[threadIdx.x + stride * kFinalizeChannels]);
+    if (lane_r < stride) add(shared[threadIdx.x], shared[threadIdx.x + stride * kFinalizeChannels]);
     __syncthreads();
   }
   if (lane_r != 0 || c >= channels) return;
-  const MomentsD merged = shared[threadIdx.x];
+  const CenteredSums merged = shared[threadIdx.x];
+  const double offset = merged.s / merged.n;  // the mean's distance from the center
+  const double mean = center + offset, m2 = fmax(0.0, merged.q - merged.s * offset);
   if (local != nullptr) {
-    local[c] = merged.mean;
-    local[channels + c] = merged.m2;
+    local[c] = mean;
+    local[channels + c] = m2;
     return;
   }
-  write_statistics(c, merged.n, merged.mean, merged.m2, gamma, beta, eps, momentum, saved_mean, saved_inv_std,
-                   running_mean, running_var, scale, shift);
+  write_statistics(c, merged.n, mean, m2, gamma, beta, eps, momentum, saved_mean, saved_inv_std, running_mean,
+                   running_var, scale, shift);
 }
 
 // Synchronized BN: write_statistics from the group's moments over n values, group[c] = mean,
@@ -146,9 +164,18 @@ __global__ void __launch_bounds__(kFinalizeChannels* kFinalizeLanes)
   const int c = blockIdx.x * kFinalizeChannels + lane_c;
   double sum_dy = 0, sum_dy_xhat = 0;
   if (c < channels) {
-    for (int b = lane_r; b < row_blocks; b += kFinalizeLanes) {
-      sum_dy += partials[int64_t{b} * channels + c].x;
-      sum_dy_xhat += partials[int64_t{b} * channels + c].y;
+    for (int b0 = lane_r; b0 < row_blocks; b0 += kFinalizeLanes * kFinalizeLoads) {
+      float2 p[kFinalizeLoads];
+#pragma unroll
+      for (int k = 0; k < kFinalizeLoads; ++k) {
+        const int b = b0 + k * kFinalizeLanes;
+        p[k] = b < row_blocks ? partials[int64_t{b} * channels + c] : make_float2(0, 0);
+      }
+#pragma unroll
+      for (int k = 0; k < kFinalizeLoads; ++k) {
+        sum_dy += p[k].x;
+        sum_dy_xhat += p[k].y;
+      }
     }
   }
   __shared__ double2 shared[kFinalizeChannels * kFinalizeLanes];
