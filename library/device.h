@@ -12,6 +12,7 @@
 #include <memory>
 #include <vector>
 
+#include "comm/backend_kind.h"
 #include "library/executor.h"
 #include "library/operation.h"
 #include "library/request.h"
@@ -51,10 +52,12 @@ class DeviceExecutor {
  public:
   virtual ~DeviceExecutor() = default;
   // Collective over ctx (created by every rank at the same point of the agreed order): binds `gpu`
-  // to the calling thread and makes the library's stream and the job's device communicator (NCCL
-  // inside a node, hierarchical across nodes: comm::make_communicator's auto choice for GPUs).
-  // `host` runs what the device communicator cannot do, on pinned host copies.
-  static std::unique_ptr<DeviceExecutor> create(const runtime::RankContext& ctx, int gpu, Executor& host);
+  // to the calling thread and makes the library's stream and the job's device communicator on
+  // `backend` (DTRAIN_GPU_BACKEND; auto: comm::make_communicator's choice for GPUs). A UsageError
+  // on every rank when the ranks asked for different backends. `host` runs what the device
+  // communicator cannot do, on pinned host copies.
+  static std::unique_ptr<DeviceExecutor> create(const runtime::RankContext& ctx, int gpu, comm::Backend backend,
+                                                Executor& host);
 
   // `ops`: this rank's operations of `response` (device ones), in the response's order. Orders the
   // work after each op's `ready` event and sets each op's `done` event. Throws on failure.

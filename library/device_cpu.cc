@@ -23,7 +23,7 @@ std::shared_ptr<StreamEvent> StreamEvent::record_on(void*, int) {
   unsupported();
 }
 
-std::unique_ptr<DeviceExecutor> DeviceExecutor::create(const runtime::RankContext&, int, Executor&) {
+std::unique_ptr<DeviceExecutor> DeviceExecutor::create(const runtime::RankContext&, int, comm::Backend, Executor&) {
   unsupported();
 }
 

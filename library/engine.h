@@ -119,6 +119,7 @@ class Engine {
   std::unique_ptr<Coordinator> coordinator_;  // rank 0 only
   std::chrono::microseconds cycle_time_{1000};
   int gpu_ = -1;
+  comm::Backend gpu_backend_ = comm::Backend::kAuto;  // DTRAIN_GPU_BACKEND
   std::string device_problem_;
   std::atomic<bool> device_in_use_{false};
 

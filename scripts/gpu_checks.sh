@@ -122,22 +122,27 @@ if [ -x $TESTS/dtrain-comm-robustness-mpi-tests ] && [ "$GPUS" -ge 2 ]; then
 fi
 # libdtrain.so's C ABI on device buffers (DTRAIN_CUDA): every collective, dtype and awkward count
 # against exact references, the stream rules (dtrain_wait_stream), wrong memory; one rank per GPU
-# on 1, 2 and 4 GPUs where there are that many (NCCL), then 2 ranks as 2 simulated nodes (the
-# hierarchical backend: NCCL inside each node, the staged ring across).
+# on 1, 2 and 4 GPUs where there are that many (NCCL), then 2 ranks as 2 simulated nodes: the
+# hierarchical backend (DTRAIN_GPU_BACKEND: NCCL inside each node, the staged ring across) and auto
+# (one rank a node: the flat staged mpi-ring).
 if [ -x $TESTS/dtrain-library-device-test ]; then
   for np in 1 2 4; do
     [ "$GPUS" -ge $np ] && check library_device_np$np $MPI -np $np $TESTS/dtrain-library-device-test
   done
-  [ "$GPUS" -ge 2 ] && check library_device_hierarchical_np2 $MPI -np 2 -x DTRAIN_RANKS_PER_NODE=1 \
-    -x DTRAIN_MPI_DEVICE_POINTERS=stage $TESTS/dtrain-library-device-test
-  # A failed cross-node step fails the wait of its own collective on every rank (the background
-  # thread does not wait for the cross-node steps), and the collectives after it are exact: the
-  # third collective, waited by dtrain_wait_stream, then the fourth, waited by dtrain_wait.
-  for k in 3 4; do
-    [ "$GPUS" -ge 2 ] && check library_device_fault${k}_np2 $MPI -np 2 -x DTRAIN_RANKS_PER_NODE=1 \
-      -x DTRAIN_MPI_DEVICE_POINTERS=stage -x DTRAIN_FAULT_INJECT=$k $TESTS/dtrain-library-device-test \
-      --gtest_filter='DeviceFaults.*'
-  done
+  if [ "$GPUS" -ge 2 ]; then
+    TWO_NODES="$MPI -np 2 -x DTRAIN_RANKS_PER_NODE=1 -x DTRAIN_MPI_DEVICE_POINTERS=stage"
+    check library_device_hierarchical_np2 $TWO_NODES -x DTRAIN_GPU_BACKEND=hierarchical $TESTS/dtrain-library-device-test
+    check library_device_auto_2x1_np2 $TWO_NODES $TESTS/dtrain-library-device-test
+    grep -q "communicator: mpi-ring (auto: 2 ranks on 2 nodes of 1" "$OUT/library_device_auto_2x1_np2.log" ||
+      { echo "FAIL library_device_auto_2x1_np2: auto did not take the flat ring at one GPU a node"; status=1; }
+    # A failed cross-node step fails the wait of its own collective on every rank (the background
+    # thread does not wait for the cross-node steps), and the collectives after it are exact: the
+    # third collective, waited by dtrain_wait_stream, then the fourth, waited by dtrain_wait.
+    for k in 3 4; do
+      check library_device_fault${k}_np2 $TWO_NODES -x DTRAIN_GPU_BACKEND=hierarchical -x DTRAIN_FAULT_INJECT=$k \
+        $TESTS/dtrain-library-device-test --gtest_filter='DeviceFaults.*'
+    done
+  fi
   grep -h "^seed\|communicator:" "$OUT"/library_device_*.log
 fi
 if [ -x $BIN/dtrain-train ]; then

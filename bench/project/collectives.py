@@ -111,8 +111,8 @@ BACKENDS = ("nccl", "nccl-ring", "nccl-tree", "hierarchical", "mpi-ring", "auto"
 def allreduce(backend, nodes, local, n, machine, wire="fp32"):
     """One bucket's all-reduce of n fp32 bytes on `backend` over nodes x local GPUs."""
     intra, inter = machine.intra, machine.inter
-    if backend == "auto":  # dtrain's own choice: nccl inside a node, hierarchical across nodes
-        backend = "nccl" if nodes == 1 else "hierarchical"
+    if backend == "auto":  # dtrain's own choice (comm/backends/backend_choice.h)
+        backend = "nccl" if nodes == 1 else "mpi-ring" if local == 1 else "hierarchical"
     if backend == "hierarchical":
         return hierarchical(nodes, local, n, intra, machine.inter_host, WIRE_FACTOR[wire], machine.shared_link)
     if backend == "mpi-ring":  # every hop of the flat ring carries the wire format

@@ -40,6 +40,12 @@ BackendChoice choose_backend(Backend requested, const runtime::Topology& topolog
   if (gpus && nccl_across_nodes()) {
     return {Backend::kNccl, "auto: " + layout + "; DTRAIN_NCCL_ACROSS_NODES=1: NCCL spans the nodes"};
   }
+  // One rank on every node: nothing to reduce inside a node, so the hierarchical scheme is the same
+  // ring across nodes behind a one-rank NCCL step and its own staging; the flat ring, with its
+  // lanes, measured faster on GPUs at 4 x 1 and 2 x 1 (bench/results/*_h200x4/xnode_*, *_h200x2/).
+  if (topology.world_size == topology.node_count) {
+    return {Backend::kMpiRing, "auto: " + layout + ": one rank a node, so our ring across the nodes, flat"};
+  }
   // Across nodes the hierarchical scheme sends each byte over the network once per node instead of
   // once per rank boundary; measured on cluster/sim, CPU ranks too (bench/results/*_cpu/sim_*).
   std::string why = "auto: " + layout + ": " + (gpus ? "NCCL" : "our ring") +

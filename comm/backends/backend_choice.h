@@ -5,9 +5,11 @@
 // Backend, auto:
 //   one node:      nccl with GPUs, mpi-ring on CPUs;
 //   several nodes: hierarchical (NCCL, or our ring on CPUs, inside each node; our ring across nodes
-//                  on each rank's shard), so NCCL never spans nodes; unless DTRAIN_NCCL_ACROSS_NODES=1
-//                  says the nodes share a fabric NCCL can use (InfiniBand, RoCE), and a GPU job
-//                  then takes nccl across nodes, as Horovod and PyTorch DDP do by default.
+//                  on each rank's shard), so NCCL never spans nodes; mpi-ring when every node has
+//                  one rank (the same ring across nodes, without the steps inside a node); unless
+//                  DTRAIN_NCCL_ACROSS_NODES=1 says the nodes share a fabric NCCL can use (InfiniBand,
+//                  RoCE), and a GPU job then takes nccl across nodes, as Horovod and PyTorch DDP do
+//                  by default.
 // Cross-node wire, auto: bf16 where GPU gradients cross nodes over a backend that narrows them
 // (hierarchical, mpi-ring); fp32 otherwise (CPU jobs, one node, mpi, nccl). An explicit fp32, bf16
 // or fp16 is kept. The GPU default stands only while multi-node convergence holds it (Fashion-MNIST

@@ -26,6 +26,7 @@
 
 #include "comm/backends/factory.h"
 #include "comm/cuda/convert_kernels.cuh"
+#include "comm/diagnostics/consistency_check.h"
 #include "include/dtrain/dtrain.h"
 #include "library/cuda/stream_event_cuda.h"
 #include "library/device.h"
@@ -145,10 +146,14 @@ class HostPartEvent final : public StreamEvent {
 
 class CudaDeviceExecutor final : public DeviceExecutor {
  public:
-  CudaDeviceExecutor(const runtime::RankContext& ctx, int gpu, Executor& host) : host_(host), stream_(bind(gpu)) {
+  CudaDeviceExecutor(const runtime::RankContext& ctx, int gpu, comm::Backend backend, Executor& host)
+      : host_(host), stream_(bind(gpu)) {
     // Loaded now, not at a first launch that CUDA's lazy loading could hold until the GPU is idle.
     comm::cuda::load_kernels();
-    communicator_ = comm::make_communicator(comm::Backend::kAuto, ctx, /*gpus=*/true);
+    // Ranks on different backends would wait in different collectives.
+    comm::check_same_setting(ctx.world(), "DTRAIN_GPU_BACKEND", static_cast<uint64_t>(backend),
+                             [](uint64_t b) { return comm::backend_name(static_cast<comm::Backend>(b)); });
+    communicator_ = comm::make_communicator(backend, ctx, /*gpus=*/true);
     // Name matching has already compared every rank's call.
     communicator_->set_consistency_check(false);
     size_ = communicator_->size();
@@ -402,8 +407,9 @@ void CudaDeviceExecutor::staged(const Response& response, const std::vector<Oper
 
 }  // namespace
 
-std::unique_ptr<DeviceExecutor> DeviceExecutor::create(const runtime::RankContext& ctx, int gpu, Executor& host) {
-  return std::make_unique<CudaDeviceExecutor>(ctx, gpu, host);
+std::unique_ptr<DeviceExecutor> DeviceExecutor::create(const runtime::RankContext& ctx, int gpu, comm::Backend backend,
+                                                       Executor& host) {
+  return std::make_unique<CudaDeviceExecutor>(ctx, gpu, backend, host);
 }
 
 }  // namespace dtrain::library

@@ -145,10 +145,27 @@ TEST(Factory, AutoPicksByNodesAndGpusAndSaysWhy) {
   EXPECT_EQ(gpus.backend, Backend::kHierarchical);
   EXPECT_NE(gpus.why.find("auto: 8 ranks on 2 nodes of 4, GPUs: NCCL inside each node"), std::string::npos) << gpus.why;
   EXPECT_NE(gpus.why.find("DTRAIN_NCCL_ACROSS_NODES=1"), std::string::npos) << gpus.why;
+  // One rank a node: the flat ring, GPUs or not (the same ring without the steps inside a node).
+  runtime::Topology one_a_node;
+  one_a_node.world_size = 4;
+  one_a_node.node_count = 4;
+  for (bool g : {false, true}) {
+    const BackendChoice flat = choose_backend(Backend::kAuto, one_a_node, g);
+    EXPECT_EQ(flat.backend, Backend::kMpiRing) << g;
+    EXPECT_NE(flat.why.find("auto: 4 ranks on 4 nodes of 1"), std::string::npos) << flat.why;
+    EXPECT_NE(flat.why.find("one rank a node"), std::string::npos) << flat.why;
+  }
+  // Uneven nodes, one of them with a single rank: still hierarchical.
+  runtime::Topology uneven;
+  uneven.world_size = 3;
+  uneven.local_size = 1;
+  uneven.node_count = 2;
+  EXPECT_EQ(resolve_backend(Backend::kAuto, uneven, true), Backend::kHierarchical);
   // Nodes on a fabric NCCL can use: NCCL across them, for GPU jobs only.
   setenv("DTRAIN_NCCL_ACROSS_NODES", "1", 1);
   EXPECT_EQ(resolve_backend(Backend::kAuto, two_nodes, true), Backend::kNccl);
   EXPECT_EQ(resolve_backend(Backend::kAuto, two_nodes, false), Backend::kHierarchical);
+  EXPECT_EQ(resolve_backend(Backend::kAuto, one_a_node, true), Backend::kNccl);
   setenv("DTRAIN_NCCL_ACROSS_NODES", "yes", 1);
   try {
     resolve_backend(Backend::kAuto, two_nodes, true);

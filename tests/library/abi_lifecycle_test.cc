@@ -4,7 +4,8 @@
 //                and finalizes MPI itself
 //   comm         dtrain_init_comm on the caller's communicator of the odd world ranks
 //   thread-level MPI initialized with MPI_THREAD_SERIALIZED: dtrain_init says what to do
-//   bad-setting  DTRAIN_FUSION_THRESHOLD=lots: dtrain_init names the variable, MPI untouched
+//   bad-setting VAR  VAR set to a bad value (DTRAIN_FUSION_THRESHOLD=lots, DTRAIN_GPU_BACKEND=gloo):
+//                dtrain_init names the variable, MPI untouched
 //   stall        every rank submits "A"; only rank 0 submits "B": the warning names B and the
 //                ranks missing, and DTRAIN_STALL_ABORT_SECONDS fails B on every rank
 // Prints one line per failed check and exits 1 if any failed.
@@ -97,8 +98,8 @@ int thread_level() {
   return failures ? 1 : 0;
 }
 
-void bad_setting() {
-  check(dtrain_init() == DTRAIN_ERR_INVALID_ARGUMENT && text_has("DTRAIN_FUSION_THRESHOLD"),
+void bad_setting(const char* variable) {
+  check(dtrain_init() == DTRAIN_ERR_INVALID_ARGUMENT && text_has(variable),
         "a malformed setting is an error naming the variable");
   check(dtrain_is_initialized() == 0, "not initialized");
   int initialized = 1;
@@ -141,12 +142,12 @@ int main(int argc, char** argv) {
     on_communicator();
   } else if (mode == "thread-level") {
     return thread_level();
-  } else if (mode == "bad-setting") {
-    bad_setting();
+  } else if (mode == "bad-setting" && argc > 2) {
+    bad_setting(argv[2]);
   } else if (mode == "stall") {
     stall();
   } else {
-    std::fprintf(stderr, "usage: %s lifecycle|comm|thread-level|bad-setting|stall\n", argv[0]);
+    std::fprintf(stderr, "usage: %s lifecycle|comm|thread-level|bad-setting VAR|stall\n", argv[0]);
     return 2;
   }
   if (failures == 0) std::printf("%s: all checks passed\n", mode.c_str());
