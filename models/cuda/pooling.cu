@@ -146,9 +146,9 @@ __global__ void max_pool_forward_vec_kernel(cpu::PoolShape s, int oh_n, int ow_n
   const int groups = s.channels / kPoolVec;
   const int64_t total = int64_t{s.batch} * oh_n * ow_n * groups;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total; i += int64_t{gridDim.x} * blockDim.x) {
-    const Position out = split(i, groups, oh_n, ow_n, true);  // out.c: the channel group
-    const int g = out.c, oh = out.h, ow = out.w;
-    const int64_t n = out.n;
+    const Position o_at = split(i, groups, oh_n, ow_n, true);  // o_at.c: the channel group
+    const int g = o_at.c, oh = o_at.h, ow = o_at.w;
+    const int64_t n = o_at.n;
     float best[kPoolVec], v[kPoolVec];
     int32_t best_at[kPoolVec];
 #pragma unroll
