@@ -137,27 +137,18 @@ __global__ void global_avg_pool_backward_kernel(int channels, int64_t spatial, i
 
 // NHWC bf16 with channels a multiple of 8 (ResNet's stem pool): one thread per position and 8
 // channels, one 16-byte load per window tap. Same window order, tie rule and summation order as
-// the kernels above, so the results are bit-identical to theirs. Index is the type of the thread's
-// vector index and of the divisions that split it: uint32_t where the vectors fit (ResNet-50's
-// stem pool at batch 256 has 25.7 M input vectors), since a 64-bit division is a long software
-// sequence and the backward does three per input vector.
+// the kernels above, so the results are bit-identical to theirs. A thread's vector index splits
+// like an NHWC element index with C / 8 channel groups (split: 32-bit divisions where it fits).
 constexpr int kPoolVec = runtime::cuda::kBf16x8;
-constexpr int64_t kMax32BitVectors = int64_t{UINT32_MAX} / 2;  // room for the grid-stride step
 
-template <typename Index>
 __global__ void max_pool_forward_vec_kernel(cpu::PoolShape s, int oh_n, int ow_n, const __nv_bfloat16* __restrict__ x,
                                             __nv_bfloat16* __restrict__ y, int32_t* __restrict__ argmax) {
-  const Index groups = static_cast<Index>(s.channels / kPoolVec), out_w = static_cast<Index>(ow_n),
-              out_h = static_cast<Index>(oh_n);
-  const Index total = static_cast<Index>(s.batch) * out_h * out_w * groups;
-  for (Index i = blockIdx.x * Index{blockDim.x} + threadIdx.x; i < total; i += Index{gridDim.x} * blockDim.x) {
-    Index rest = i;
-    const int g = static_cast<int>(rest % groups);
-    rest /= groups;
-    const int ow = static_cast<int>(rest % out_w);
-    rest /= out_w;
-    const int oh = static_cast<int>(rest % out_h);
-    const int64_t n = static_cast<int64_t>(rest / out_h);
+  const int groups = s.channels / kPoolVec;
+  const int64_t total = int64_t{s.batch} * oh_n * ow_n * groups;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total; i += int64_t{gridDim.x} * blockDim.x) {
+    const Position o_at = split(i, groups, oh_n, ow_n, true);  // o_at.c: the channel group
+    const int g = o_at.c, oh = o_at.h, ow = o_at.w;
+    const int64_t n = o_at.n;
     float best[kPoolVec], v[kPoolVec];
     int32_t best_at[kPoolVec];
 #pragma unroll
@@ -182,7 +173,7 @@ __global__ void max_pool_forward_vec_kernel(cpu::PoolShape s, int oh_n, int ow_n
         }
       }
     }
-    const int64_t o = static_cast<int64_t>(i) * kPoolVec;  // NHWC: (n, oh, ow, channel 8g) is element 8i
+    const int64_t o = i * kPoolVec;  // NHWC: (n, oh, ow, channel 8g) is element 8i
     runtime::cuda::store_bf16x8(y + o, best);
     int4* out = reinterpret_cast<int4*>(argmax + o);
     out[0] = make_int4(best_at[0], best_at[1], best_at[2], best_at[3]);
@@ -190,20 +181,14 @@ __global__ void max_pool_forward_vec_kernel(cpu::PoolShape s, int oh_n, int ow_n
   }
 }
 
-template <typename Index>
 __global__ void max_pool_backward_vec_kernel(cpu::PoolShape s, int oh_n, int ow_n, const __nv_bfloat16* __restrict__ dy,
                                              const int32_t* __restrict__ argmax, __nv_bfloat16* __restrict__ dx) {
-  const Index groups = static_cast<Index>(s.channels / kPoolVec), in_w = static_cast<Index>(s.in_w),
-              in_h = static_cast<Index>(s.in_h);
-  const Index total = static_cast<Index>(s.batch) * in_h * in_w * groups;
-  for (Index i = blockIdx.x * Index{blockDim.x} + threadIdx.x; i < total; i += Index{gridDim.x} * blockDim.x) {
-    Index rest = i;
-    const int g = static_cast<int>(rest % groups);
-    rest /= groups;
-    const int w = static_cast<int>(rest % in_w);
-    rest /= in_w;
-    const int h = static_cast<int>(rest % in_h);
-    const int64_t n = static_cast<int64_t>(rest / in_h);
+  const int groups = s.channels / kPoolVec;
+  const int64_t total = int64_t{s.batch} * s.in_h * s.in_w * groups;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total; i += int64_t{gridDim.x} * blockDim.x) {
+    const Position in = split(i, groups, s.in_h, s.in_w, true);  // in.c: the channel group
+    const int g = in.c, h = in.h, w = in.w;
+    const int64_t n = in.n;
     const int32_t self = h * s.in_w + w;
     const int oh_first = max(0, (h + s.pad - s.window + s.stride) / s.stride);
     const int oh_last = min(oh_n - 1, (h + s.pad) / s.stride);
@@ -223,7 +208,7 @@ __global__ void max_pool_backward_vec_kernel(cpu::PoolShape s, int oh_n, int ow_
         }
       }
     }
-    runtime::cuda::store_bf16x8(dx + static_cast<int64_t>(i) * kPoolVec, sum);
+    runtime::cuda::store_bf16x8(dx + i * kPoolVec, sum);
   }
 }
 
@@ -247,10 +232,9 @@ void max_pool_forward(cudaStream_t stream, const cpu::PoolShape& shape, bool cha
   using D = DeviceTypeOf<T>;
   if (vectorizable<T>(shape, channels_last, {x, y, argmax})) {
     const int64_t vectors = n / kPoolVec;
-    launch_elementwise(
-        vectors <= kMax32BitVectors ? max_pool_forward_vec_kernel<uint32_t> : max_pool_forward_vec_kernel<int64_t>,
-        vectors, stream, "max pool forward", shape, shape.out_h(), shape.out_w(),
-        reinterpret_cast<const __nv_bfloat16*>(x), reinterpret_cast<__nv_bfloat16*>(y), argmax);
+    launch_elementwise(max_pool_forward_vec_kernel, vectors, stream, "max pool forward", shape, shape.out_h(),
+                       shape.out_w(), reinterpret_cast<const __nv_bfloat16*>(x), reinterpret_cast<__nv_bfloat16*>(y),
+                       argmax);
     return;
   }
   launch_elementwise(max_pool_forward_kernel<D>, n, stream, "max pool forward", shape, shape.out_h(), shape.out_w(),
@@ -265,10 +249,9 @@ void max_pool_backward(cudaStream_t stream, const cpu::PoolShape& shape, bool ch
   using D = DeviceTypeOf<T>;
   if (vectorizable<T>(shape, channels_last, {dy, argmax, dx})) {
     const int64_t vectors = n / kPoolVec;
-    launch_elementwise(
-        vectors <= kMax32BitVectors ? max_pool_backward_vec_kernel<uint32_t> : max_pool_backward_vec_kernel<int64_t>,
-        vectors, stream, "max pool backward", shape, shape.out_h(), shape.out_w(),
-        reinterpret_cast<const __nv_bfloat16*>(dy), argmax, reinterpret_cast<__nv_bfloat16*>(dx));
+    launch_elementwise(max_pool_backward_vec_kernel, vectors, stream, "max pool backward", shape, shape.out_h(),
+                       shape.out_w(), reinterpret_cast<const __nv_bfloat16*>(dy), argmax,
+                       reinterpret_cast<__nv_bfloat16*>(dx));
     return;
   }
   launch_elementwise(max_pool_backward_kernel<D>, n, stream, "max pool backward", shape, shape.out_h(), shape.out_w(),
