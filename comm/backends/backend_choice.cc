@@ -41,8 +41,9 @@ BackendChoice choose_backend(Backend requested, const runtime::Topology& topolog
     return {Backend::kNccl, "auto: " + layout + "; DTRAIN_NCCL_ACROSS_NODES=1: NCCL spans the nodes"};
   }
   // One rank on every node: nothing to reduce inside a node, so the hierarchical scheme is the same
-  // ring across nodes behind a one-rank NCCL step and its own staging; the flat ring, with its
-  // lanes, measured faster on GPUs at 4 x 1 and 2 x 1 (bench/results/*_h200x4/xnode_*, *_h200x2/).
+  // ring across nodes behind a one-rank NCCL step and its own staging. On 4 H200 as 4 x 1 the flat
+  // ring ran ResNet-50 8-9% faster (bench/results/2026-11-27_h200x4/xnode_*); at 2 x 1 the two
+  // were within 0.5% (2026-11-28_h200x2/s28).
   if (topology.world_size == topology.node_count) {
     return {Backend::kMpiRing, "auto: " + layout + ": one rank a node, so our ring across the nodes, flat"};
   }
