@@ -46,7 +46,8 @@ EpochResult Trainer::train_epoch(int epoch) {
   start_loading(epoch, first_step);
   const long steps = steps_per_epoch();
   set_backbone_rate(epoch);
-  EpochRun run(*p.engine, first_step, steps, static_cast<double>(images_before(epoch, steps)));
+  EpochRun run(*p.engine, first_step, steps, static_cast<double>(images_before(epoch, steps)),
+               config_.fields.accumulation_steps());
   // A resumed epoch reports the whole epoch: the sums of the steps before the checkpoint go on.
   if (epoch == p.start_epoch && first_step > 0) run.before = p.resumed_sums;
   p.current_run = &run;
@@ -251,7 +252,8 @@ EpochResult Trainer::epoch_totals(int epoch, EpochRun& run) {
   result.data_wait_fraction = (wait_fraction * seconds + run.before.wait_seconds()) / (seconds + run.before.seconds());
   TrainerCollective watched(*p.stall, p.faults, "trainer: epoch totals");
   DTRAIN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &result.data_wait_fraction, 1, MPI_DOUBLE, MPI_MAX, ctx_.world()));
-  // The median step after the warm-up steps, and the slowest rank's median sets the pace.
+  // The median step after the warm-up steps (on a GPU, the GPU's), and the slowest rank's median
+  // sets the pace.
   double median = run.timer.median_step_seconds(config_.fields.timing_warmup_steps());
   DTRAIN_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &median, 1, MPI_DOUBLE, MPI_MAX, ctx_.world()));
   result.median_images_per_second = median > 0 ? static_cast<double>(global_batch()) / median : 0;

@@ -72,8 +72,8 @@ struct Trainer::Parts {
 
 // One epoch's step loop: its geometry, its clocks and its loss sum, apart from the run's state.
 struct Trainer::EpochRun {
-  EpochRun(StepEngine& engine, long first, long count, double images)
-      : first_step(first), steps(count), epoch_images(images), device_waits(engine, timer) {}
+  EpochRun(StepEngine& engine, long first, long count, double images, int micro_batches)
+      : first_step(first), steps(count), epoch_images(images), device_waits(engine, timer, micro_batches) {}
   const long first_step;      // where this call starts (after a resume, inside the epoch)
   const long steps;           // optimizer steps in the epoch
   const double epoch_images;  // the epoch's images in all, for the schedule's position

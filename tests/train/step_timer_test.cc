@@ -1,10 +1,14 @@
 // StepTimer on a clock the test moves: step times, loader waits per interval and per epoch, the
-// median after warm-up, and the ETA.
+// median after warm-up (the host's, or the device's steps where given), and the ETA; DeviceDataWait
+// on device times the test hands it.
 #include "train/observe/step_timer.h"
 
 #include <gtest/gtest.h>
 
 #include <limits>
+#include <vector>
+
+#include "train/device_data_wait.h"
 
 namespace dtrain::train {
 namespace {
@@ -107,6 +111,70 @@ TEST(StepTimer, IntervalsWaitsMedianAndEta) {
   EXPECT_DOUBLE_EQ(timer.median_step_seconds(0), 2.0);
   EXPECT_DOUBLE_EQ(timer.median_step_seconds(1), 1.0);
   EXPECT_DOUBLE_EQ(timer.median_step_seconds(100), 3.0);
+}
+
+// On a GPU the host's step lasts as long as wherever it blocked; the device's steps, once given,
+// set the median instead (after the same warm-up).
+TEST(StepTimer, TheDevicesStepsSetTheMedianOnceGiven) {
+  FakeClock clock;
+  StepTimer timer(clock.fn());
+  timer.count_waits_on_device();
+  for (double host : {0.5, 0.1, 0.1, 0.9}) {
+    timer.begin_step();
+    clock.now += host;
+    timer.end_step();
+  }
+  EXPECT_DOUBLE_EQ(timer.median_step_seconds(0), 0.5) << "no device steps yet: the host's {0.5, 0.1, 0.1, 0.9}";
+  for (double device : {9.0, 0.3, 0.3, 0.4}) timer.add_device_step(device);
+  EXPECT_DOUBLE_EQ(timer.median_step_seconds(0), 0.4);
+  EXPECT_DOUBLE_EQ(timer.median_step_seconds(1), 0.3) << "warm-up drops the first device step";
+}
+
+// DeviceDataWait reads the device's micro-batch times as they come: each micro-batch's idle gap
+// pairs with the host's wait for it, and each optimizer step's length is its micro-batches'
+// starts apart, summed (2 micro-batches a step here), whatever the batches the reads come in.
+TEST(DeviceDataWait, PairsGapsAndSumsEachStepsMicroBatches) {
+  FakeClock clock;
+  StepTimer timer(clock.fn());
+  std::vector<std::vector<DeviceMicroBatchTime>> reads = {
+      {{std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity()}, {0.0, 1.0}, {0.5, 1.5}},
+      {},
+      {{0.0, 1.0}, {0.25, 1.25}, {0.0, 1.0}}};
+  size_t next = 0;
+  DeviceDataWait waits(
+      true, [&](bool) { return next < reads.size() ? reads[next++] : std::vector<DeviceMicroBatchTime>{}; }, timer, 2);
+  for (double host : {0.0, 0.0, 1.0, 0.0, 0.1, 0.0}) waits.host_waited(host);
+  waits.settle(false);  // micro-batches 0-2: one whole step (0 and 1), half of the next
+  EXPECT_DOUBLE_EQ(timer.median_step_seconds(0), std::numeric_limits<double>::infinity())
+      << "the first step has no predecessor";
+  waits.settle(false);  // nothing new
+  waits.settle(true);   // micro-batches 3-5: the second and third steps
+  // Steps: {inf, 1.5 + 1.0, 1.25 + 1.0}; after one warm-up step, the upper median of {2.5, 2.25}.
+  EXPECT_DOUBLE_EQ(timer.median_step_seconds(1), 2.5);
+  // Waits: min(1.0, 0.5) for micro-batch 2, min(0.1, 0.25) for 4; the first (inf gap) paired with 0.
+  clock.now += 10.0;
+  EXPECT_DOUBLE_EQ(timer.wait_fraction(), (0.5 + 0.1) / 10.0);
+}
+
+// Off a device nothing is read and the host's steps stay the median.
+TEST(DeviceDataWait, DoesNothingOffADevice) {
+  FakeClock clock;
+  StepTimer timer(clock.fn());
+  bool read = false;
+  DeviceDataWait waits(
+      false,
+      [&](bool) {
+        read = true;
+        return std::vector<DeviceMicroBatchTime>{{1.0, 1.0}};
+      },
+      timer, 1);
+  timer.begin_step();
+  clock.now += 0.25;
+  timer.end_step();
+  waits.host_waited(0.25);
+  waits.settle(true);
+  EXPECT_FALSE(read);
+  EXPECT_DOUBLE_EQ(timer.median_step_seconds(0), 0.25);
 }
 
 TEST(StepTimer, NoStepsYet) {

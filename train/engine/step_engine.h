@@ -15,6 +15,7 @@
 #include "train/data/data_loader.h"
 #include "train/engine/gradient_accumulation.h"
 #include "train/observe/step_profile.h"
+#include "train/observe/step_timer.h"
 #include "train/observe/timeline_events.h"
 
 namespace dtrain::train {
@@ -87,13 +88,14 @@ class StepEngine {
   virtual bool decodes_jpeg() const { return false; }
   virtual std::string jpeg_report() const { return {}; }
   // Whether steps run on a device the host runs ahead of (the GPU engine): then the data-wait
-  // figure is built from take_device_idle(); on the host (the CPU engine) the host's wait for a
-  // batch is the step's.
+  // figure and the epoch's median step are built from take_device_times(); on the host (the CPU
+  // engine) the host's wait for a batch and the host's step are the step's.
   virtual bool waits_on_device() const { return false; }
-  // Seconds the device sat idle before each train_step since the last call, oldest first, for
-  // those the device has started (wait_all: every one queued); the first train_step of the engine
-  // had nothing before it: infinity. Empty where waits_on_device() is false.
-  virtual std::vector<double> take_device_idle(bool /*wait_all*/) { return {}; }
+  // The device's times of each train_step since the last call (its idle gap before it, and its
+  // start since the previous one's), oldest first, for those the device has started (wait_all:
+  // every one queued); the first train_step of the engine had nothing before it: infinity. Empty
+  // where waits_on_device() is false.
+  virtual std::vector<DeviceMicroBatchTime> take_device_times(bool /*wait_all*/) { return {}; }
 
   // The timeline (timeline.h): the next train_step adds its phases to `recorder` as global step
   // `step` (forward, backward, the gradient buckets' all-reduces, the SGD update; the GPU engine

@@ -60,8 +60,9 @@ double StepTimer::wait_fraction() const {
 }
 
 double StepTimer::median_step_seconds(long warmup) const {
-  const long skip = std::min(warmup, steps() / 2);
-  std::vector<double> timed(step_seconds_.begin() + skip, step_seconds_.end());
+  const std::vector<double>& steps = device_step_seconds_.empty() ? step_seconds_ : device_step_seconds_;
+  const long skip = std::min(warmup, static_cast<long>(steps.size()) / 2);
+  std::vector<double> timed(steps.begin() + skip, steps.end());
   if (timed.empty()) return 0;
   std::nth_element(timed.begin(), timed.begin() + static_cast<long>(timed.size() / 2), timed.end());
   return timed[timed.size() / 2];

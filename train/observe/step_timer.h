@@ -9,6 +9,13 @@
 
 namespace dtrain::train {
 
+// The device's clock of one micro-batch (the GPU engine's timing events on its compute stream).
+struct DeviceMicroBatchTime {
+  double idle = 0;   // seconds the device sat idle before it started
+  double since = 0;  // seconds from the previous micro-batch's start to its own: that one's work
+                     // and this one's idle gap, so the device's pace whatever the host's
+};
+
 class StepTimer {
  public:
   // `now` gives seconds on a monotonic clock (steady_clock by default; tests pass their own).
@@ -27,6 +34,11 @@ class StepTimer {
   // add_device_wait() counts, with the time the device sat idle for want of the batch.
   void count_waits_on_device() { waits_on_device_ = true; }
   void add_device_wait(double seconds);
+  // An optimizer step's length on the device (its micro-batches' starts apart). Once any is given,
+  // median_step_seconds() is the device's: the host queues steps ahead of a GPU, and how long the
+  // host spent on a step depends on where it blocked (on the loader, on a full queue, on a loss it
+  // read), not on how fast the GPU trained.
+  void add_device_step(double seconds) { device_step_seconds_.push_back(seconds); }
 
   struct Interval {
     double seconds = 0;
@@ -41,7 +53,8 @@ class StepTimer {
   double eta(long steps_left) const;
   // The epoch's share of elapsed() blocked on the loader.
   double wait_fraction() const;
-  // The median step time after min(warmup, steps() / 2) warm-up steps; 0 before any step.
+  // The median step time after min(warmup, steps / 2) warm-up steps, on the device where its
+  // steps were given (add_device_step), else on the host; 0 before any step.
   double median_step_seconds(long warmup) const;
 
  private:
@@ -54,6 +67,7 @@ class StepTimer {
   double epoch_wait_ = 0;
   bool waits_on_device_ = false;
   std::vector<double> step_seconds_;
+  std::vector<double> device_step_seconds_;
 };
 
 // The data wait on a device the host runs ahead of: each micro-batch's host wait for its batch,

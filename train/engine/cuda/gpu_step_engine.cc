@@ -132,8 +132,8 @@ class GpuStepEngine final : public StepEngine {
     if (c.failed_device_batches > 0) text << " (" << c.failed_device_batches << " batches the decoder refused)";
     return text.str();
   }
-  std::vector<double> take_device_idle(bool wait_all) override {
-    return step_->take_idle_before_micro_batches(wait_all);
+  std::vector<DeviceMicroBatchTime> take_device_times(bool wait_all) override {
+    return step_->take_micro_batch_times(wait_all);
   }
   DeviceMemory device_memory() const override {
     const runtime::AllocatorStats s = runtime::device_caching_allocator(gpu_).stats();

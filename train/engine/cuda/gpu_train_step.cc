@@ -66,7 +66,7 @@ GpuTrainStep::GpuTrainStep(const GpuStepOptions& options, comm::Communicator* co
       copy_stream_(device),
       copied_(slot_events(device)),
       consumed_(slot_events(device)),
-      idle_(device) {
+      clock_(device) {
   DTRAIN_USAGE_CHECK(options.batch > 0 && options.height > 0 && options.width > 0)
       << "GPU step needs a positive batch and image size, got batch " << options.batch << " and " << options.height
       << "x" << options.width;
@@ -261,14 +261,14 @@ int GpuTrainStep::run(const uint8_t* images, const int32_t* labels, float lr, co
   runtime::DeviceGuard on(context_->device());
   const cudaStream_t stream = context_->stream();
   const int s = stage_input(images, labels, options_.batch, trace, deferred);
-  idle_.started(stream);  // after the compute stream's wait for the copy: idle until the input is here
+  clock_.started(stream);  // after the compute stream's wait for the copy: idle until the input is here
   if (graph_this_step(trace != nullptr || profiler_ != nullptr)) {
     run_graphed(s, lr, micro);
   } else {
     GpuStepProfiler* profile = micro.last() ? std::exchange(profiler_, nullptr) : nullptr;
     queue_compute(s, lr, micro, trace, profile, false);
   }
-  idle_.finished(stream);
+  clock_.finished(stream);
   if (micro.last()) any_step_ = true;
   return s;
 }

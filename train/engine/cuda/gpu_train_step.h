@@ -46,7 +46,7 @@
 #include "runtime/memory/buffer.h"
 #include "train/config/resolved_config.h"
 #include "train/data/cuda/device_jpeg_stage.h"
-#include "train/engine/cuda/device_idle_clock.h"
+#include "train/engine/cuda/device_step_clock.h"
 #include "train/engine/cuda/gpu_step_profiler.h"
 #include "train/engine/cuda/gpu_step_trace.h"
 #include "train/engine/cuda/step_graph.h"
@@ -115,9 +115,9 @@ class GpuTrainStep {
   // Whether run() decodes a batch's deferred JPEGs; the stage that does, with its counts.
   bool decodes_jpeg() const { return jpeg_ != nullptr; }
   const DeviceJpegStage* jpeg_stage() const { return jpeg_.get(); }
-  // Seconds the GPU sat idle before each micro-batch of run() since the last call, oldest first
-  // (device_idle_clock.h): those the GPU has started, or every one with wait_all.
-  std::vector<double> take_idle_before_micro_batches(bool wait_all) { return idle_.take_idle(wait_all); }
+  // The GPU's times of each micro-batch of run() since the last call, oldest first
+  // (device_step_clock.h): those the GPU has started, or every one with wait_all.
+  std::vector<DeviceMicroBatchTime> take_micro_batch_times(bool wait_all) { return clock_.take(wait_all); }
   // Whether the copy into `slot` finished (its host memory may be reused); never blocks.
   bool input_copied(int slot);
   void wait_input_copied(int slot);
@@ -202,7 +202,7 @@ class GpuTrainStep {
   MicroBatch micro_;              // of the micro-batch being queued
   int decay_range_count_ = 0;
   int open_bucket_span_ = -1;              // the timeline's span of the bucket all-reduce being queued
-  DeviceIdleClock idle_;                   // around each micro-batch of run() on the compute stream
+  DeviceStepClock clock_;                  // around each micro-batch of run() on the compute stream
   GpuStepProfiler* profiler_ = nullptr;    // the next step's, until its last micro-batch takes it
   GpuStepProfiler* profiling_ = nullptr;   // the backward in progress marks its ranges here
   std::unique_ptr<DeviceJpegStage> jpeg_;  // null: the loader decodes every image
