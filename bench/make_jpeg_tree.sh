@@ -14,5 +14,9 @@ BIN=${BIN:-build/bin}
 TRAIN_PER_CLASS=${TRAIN_PER_CLASS:-138}
 TOOL=$BIN/tests/dtrain-make-image-tree  # a test tool: in bin/tests of a build tree, or carried flat
 [ -x "$TOOL" ] || TOOL=$BIN/dtrain-make-image-tree
-exec "$TOOL" "$DIR" --realistic --classes 100 --train-per-class "$TRAIN_PER_CLASS" --val-per-class 10 \
+"$TOOL" "$DIR" --realistic --classes 100 --train-per-class "$TRAIN_PER_CLASS" --val-per-class 10 \
   --seed 1 --threads "$THREADS"
+# The tree's gigabytes are dirty pages until the kernel writes them back, which it does over the
+# next tens of seconds: a run started meanwhile shares the CPUs with the writeback (2 x 1 training
+# on 2 H200s measured up to 11% slow: bench/results/2026-11-28_h200x2/s28). Written back now.
+sync
