@@ -17,6 +17,7 @@ TOOL=$BIN/tests/dtrain-make-image-tree  # a test tool: in bin/tests of a build t
 "$TOOL" "$DIR" --realistic --classes 100 --train-per-class "$TRAIN_PER_CLASS" --val-per-class 10 \
   --seed 1 --threads "$THREADS"
 # The tree's gigabytes are dirty pages until the kernel writes them back, which it does over the
-# next tens of seconds: a run started meanwhile shares the CPUs with the writeback (2 x 1 training
-# on 2 H200s measured up to 11% slow: bench/results/2026-11-28_h200x2/s28). Written back now.
+# next tens of seconds, sharing the CPUs with whatever runs meanwhile (2 x 1 training on 2 H200s
+# started right after writing the tree ran up to 11% slower than a minute later, the likeliest cause:
+# bench/results/2026-11-28_h200x2/s28). Written back here instead.
 sync
