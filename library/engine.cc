@@ -2,7 +2,6 @@
 
 #include <sched.h>
 
-#include <cstdlib>
 #include <sstream>
 
 #include "comm/backends/factory.h"
@@ -48,9 +47,8 @@ Engine::Engine(MPI_Comm world) {
   const int64_t threshold =
       runtime::env_int("DTRAIN_FUSION_THRESHOLD", 0, int64_t{1} << 40).value_or(kDefaultFusionThreshold);
   cycle_time_ = std::chrono::microseconds(runtime::env_int("DTRAIN_CYCLE_TIME_US", 1, 1000000).value_or(1000));
-  const char* gpu_backend = std::getenv("DTRAIN_GPU_BACKEND");
-  gpu_backend_ =
-      gpu_backend && *gpu_backend ? comm::parse_backend(gpu_backend, "DTRAIN_GPU_BACKEND") : comm::Backend::kAuto;
+  if (const auto gpu_backend = runtime::env_string("DTRAIN_GPU_BACKEND"))
+    gpu_backend_ = comm::parse_backend(*gpu_backend, "DTRAIN_GPU_BACKEND");
   mpi_.emplace(nullptr, nullptr);
   int level = MPI_THREAD_SINGLE;
   MPI_Query_thread(&level);  // what MPI granted, whether this scope or the caller started it

@@ -45,6 +45,7 @@ std::vector<std::string> unread_dtrain_variables() {
                                               "DTRAIN_FAULT_INJECT_SIGNAL",
                                               "DTRAIN_FAULT_INJECT_TRAINER",
                                               "DTRAIN_FUSION_THRESHOLD",
+                                              "DTRAIN_GPU_BACKEND",
                                               "DTRAIN_LOG_LEVEL",
                                               "DTRAIN_MPI_DEVICE_POINTERS",
                                               "DTRAIN_NCCL_ACROSS_NODES",
